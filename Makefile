@@ -1,0 +1,70 @@
+# yip-router build, test and benchmark entry points. Run as root for the
+# namespace/TUN tests and the demo; everything else works as any user.
+
+GO          ?= go
+BIN         := bin
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
+FUZZTIME    ?= 10s
+BENCHTIME   ?= 1s
+BENCHCOUNT  ?= 5
+VERSION     := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+export GOTOOLCHAIN := local
+
+.PHONY: all build test unit uniformity lint fmt vet staticcheck bench fuzz demo deps clean
+
+all: build
+
+deps:
+	$(GO) mod download
+
+build: deps
+	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/yip-router ./cmd/yip-router
+
+# test = lint + unit tests under the race detector (root-only tests skip
+# themselves with a message when not root) + the statistical wire tests,
+# which are single-goroutine and too slow under -race to be worth it there.
+test: lint unit uniformity
+
+unit: deps
+	$(GO) test -race -count=1 ./...
+
+uniformity: deps
+	$(GO) test -count=1 -run 'Uniformity' ./crypto/... ./tests/...
+
+lint: fmt vet staticcheck
+
+fmt:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
+
+vet: deps
+	$(GO) vet ./...
+
+$(STATICCHECK):
+	@mkdir -p $(BIN)
+	GOBIN=$(abspath $(BIN)) $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(BIN)/staticcheck $@
+
+staticcheck: $(STATICCHECK) deps
+	$(STATICCHECK) ./...
+
+# bench runs every Go benchmark; results and the commands behind the
+# numbers quoted in docs/BENCHMARKS.md.
+bench: deps
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./...
+
+# fuzz runs each fuzz target for FUZZTIME (go test can fuzz one target at a time).
+fuzz: deps
+	@set -e; for pkg in $$($(GO) list ./...); do \
+	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
+	    echo "== $$pkg $$f ($(FUZZTIME))"; \
+	    $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+	  done; \
+	done
+
+demo: build
+	$(BIN)/yip-router demo
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,79 @@
+// Command yip-router is the one binary of the project: key tools now; the
+// router itself (up, show, check, demo) lands with the data-plane and router
+// issues.
+package main
+
+import (
+	"fmt"
+	"io"
+	"os"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+type command struct {
+	name  string
+	usage string
+	run   func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
+}
+
+func commands() []command {
+	return []command{
+		{"genkey", "genkey                 print a new private key (base64)", runGenkey},
+		{"pubkey", "pubkey < private.key   print the public key of the private key on stdin", runPubkey},
+		{"genpsk", "genpsk                 print a new preshared key (base64)", runGenpsk},
+		{"version", "version                print the version", runVersion},
+		{"demo", "demo                   two routers in two namespaces (not yet: needs the router)", runDemo},
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "usage: yip-router <command> [arguments]")
+	fmt.Fprintln(w, "\ncommands:")
+	for _, c := range commands() {
+		fmt.Fprintln(w, "  "+c.usage)
+	}
+}
+
+func main() { os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(stdout)
+		return 0
+	}
+	for _, c := range commands() {
+		if c.name == args[0] {
+			for _, a := range args[1:] {
+				if a == "-h" || a == "--help" {
+					fmt.Fprintln(stdout, "usage: yip-router "+c.usage)
+					return 0
+				}
+			}
+			return c.run(args[1:], stdin, stdout, stderr)
+		}
+	}
+	fmt.Fprintf(stderr, "yip-router: unknown command %q\n", args[0])
+	usage(stderr)
+	return 2
+}
+
+func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	if len(args) != 0 {
+		fmt.Fprintln(stderr, "yip-router version: takes no arguments")
+		return 2
+	}
+	fmt.Fprintln(stdout, "yip-router", version)
+	return 0
+}
+
+func runDemo(_ []string, _ io.Reader, _, stderr io.Writer) int {
+	fmt.Fprintln(stderr, "yip-router demo: not yet available: the demo needs the data plane and router (issues 4 and 5)")
+	return 1
+}

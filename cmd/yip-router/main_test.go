@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/yip-router/yip-router/crypto"
+)
+
+func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := run(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestGenkeyPubkeyRoundTrip(t *testing.T) {
+	code, priv, _ := runCLI(t, "", "genkey")
+	if code != 0 {
+		t.Fatalf("genkey exit %d", code)
+	}
+	k, err := crypto.ParsePrivateKey(priv)
+	if err != nil {
+		t.Fatalf("genkey output %q does not parse: %v", priv, err)
+	}
+	code, pub, stderr := runCLI(t, priv, "pubkey")
+	if code != 0 {
+		t.Fatalf("pubkey exit %d: %s", code, stderr)
+	}
+	if strings.TrimSpace(pub) != k.Public().String() {
+		t.Fatalf("pubkey printed %q, want %q", pub, k.Public())
+	}
+}
+
+// RFC 7748 §6.1's Alice key pair in WireGuard's base64 text form: checks
+// the text form, clamping (the scalar is given unclamped) and derivation.
+func TestPubkeyKnownAnswer(t *testing.T) {
+	priv := "dwdtCnMYpX08FsFyUbJmRd9ML4frwJkqsXf7pR25LCo="
+	want := "hSDwCYkwp1R0i33ctD73Wg2/Og0mOBr066SpjqqbTmo="
+	code, pub, stderr := runCLI(t, priv+"\n", "pubkey")
+	if code != 0 || strings.TrimSpace(pub) != want {
+		t.Fatalf("pubkey = %q (exit %d, %s), want %s", pub, code, stderr, want)
+	}
+}
+
+func TestPubkeyRejectsBadInput(t *testing.T) {
+	for _, in := range []string{"", "not base64!!\n", "AAAA\n", "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=\n"} {
+		code, out, stderr := runCLI(t, in, "pubkey")
+		if code == 0 || out != "" || !strings.Contains(stderr, "private key") {
+			t.Errorf("pubkey(%q): exit %d out %q err %q; want failure naming the private key", in, code, out, stderr)
+		}
+	}
+}
+
+func TestGenpskAndUsage(t *testing.T) {
+	code, psk, _ := runCLI(t, "", "genpsk")
+	if _, err := crypto.ParsePresharedKey(psk); code != 0 || err != nil {
+		t.Fatalf("genpsk: exit %d, %q: %v", code, psk, err)
+	}
+	if code, _, stderr := runCLI(t, "", "frobnicate"); code != 2 || !strings.Contains(stderr, "unknown command") {
+		t.Fatalf("unknown command: exit %d, %q", code, stderr)
+	}
+	if code, out, _ := runCLI(t, "", "genkey", "--help"); code != 0 || !strings.Contains(out, "genkey") {
+		t.Fatalf("genkey --help: exit %d, %q", code, out)
+	}
+}

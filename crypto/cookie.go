@@ -1,0 +1,149 @@
+package crypto
+
+import (
+	"encoding/binary"
+	"errors"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/dchest/siphash"
+	"golang.org/x/crypto/chacha20poly1305"
+)
+
+// Cookies make a responder under load stateless and DH-free until the
+// initiator proves it can receive at its source address (seed 003: the
+// syncookie idea, with SipHash as the keyed function).
+//
+// cookie = SipHash-2-4-128(secret, source address ‖ port ‖ time slot).
+// The secret is replaced every slot and the previous one is kept, so a cookie
+// is valid for one to two slots and no state per source is ever stored.
+const (
+	// CookieSlot is how long a cookie secret is current.
+	CookieSlot = 120 * time.Second
+	// CookieLen is the cookie length.
+	CookieLen = 16
+
+	cookieNonceLen = chacha20poly1305.NonceSizeX
+	cookieMaxPad   = 32
+	cookieMinLen   = cookieNonceLen + CookieLen + chacha20poly1305.Overhead
+)
+
+// ErrCookieReply means a datagram is not a cookie reply to our initiation.
+var ErrCookieReply = errors.New("crypto: not a cookie reply for this initiation")
+
+// Cookie is a token the responder hands to an initiator's address.
+type Cookie [CookieLen]byte
+
+type cookieEpoch struct {
+	slot      int64
+	cur, prev [2]uint64
+}
+
+// CookieChecker makes and checks cookies. Safe for concurrent use by all
+// shards: the secrets live in an immutable epoch swapped atomically.
+type CookieChecker struct {
+	epoch atomic.Pointer[cookieEpoch]
+}
+
+// NewCookieChecker returns a checker with fresh random secrets.
+func NewCookieChecker() *CookieChecker { return &CookieChecker{} }
+
+func randomSecret() [2]uint64 {
+	var b [16]byte
+	mustRand(b[:])
+	return [2]uint64{binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])}
+}
+
+func (c *CookieChecker) epochAt(now time.Time) *cookieEpoch {
+	slot := now.UnixNano() / int64(CookieSlot)
+	for {
+		e := c.epoch.Load()
+		if e != nil && e.slot >= slot {
+			return e
+		}
+		n := &cookieEpoch{slot: slot, cur: randomSecret()}
+		if e != nil && e.slot == slot-1 {
+			n.prev = e.cur
+		} else {
+			n.prev = randomSecret() // nothing valid to keep
+		}
+		if c.epoch.CompareAndSwap(e, n) {
+			return n
+		}
+	}
+}
+
+func cookieFor(secret [2]uint64, slot int64, src netip.AddrPort) Cookie {
+	var in [16 + 2 + 8]byte
+	a := src.Addr().As16()
+	copy(in[:16], a[:])
+	binary.BigEndian.PutUint16(in[16:18], src.Port())
+	binary.BigEndian.PutUint64(in[18:], uint64(slot))
+	lo, hi := siphash.Hash128(secret[0], secret[1], in[:])
+	var ck Cookie
+	binary.LittleEndian.PutUint64(ck[:8], lo)
+	binary.LittleEndian.PutUint64(ck[8:], hi)
+	return ck
+}
+
+// Cookie returns the current cookie for src.
+func (c *CookieChecker) Cookie(src netip.AddrPort, now time.Time) Cookie {
+	e := c.epochAt(now)
+	return cookieFor(e.cur, e.slot, src)
+}
+
+// CheckMac2 reports whether dgram (a handshake whose mac1 is valid) carries
+// a mac2 made with a current or previous cookie for src.
+func (c *CookieChecker) CheckMac2(dgram []byte, src netip.AddrPort, now time.Time) bool {
+	if len(dgram) < hsMinLen || len(dgram) > hsMaxLen {
+		return false
+	}
+	e := c.epochAt(now)
+	ck := cookieFor(e.cur, e.slot, src)
+	if checkMac2((*[16]byte)(&ck), dgram) {
+		return true
+	}
+	ck = cookieFor(e.prev, e.slot-1, src)
+	return checkMac2((*[16]byte)(&ck), dgram)
+}
+
+// sealCookieReply builds the reply carrying ck, encrypted under the
+// responder-bound cookie key with the initiation's mac1 as associated data,
+// so only the initiator that sent that initiation (and knows the responder's
+// public key) can open it, and a reply cannot be replayed for another
+// initiation. It is never longer than the initiation it answers.
+func sealCookieReply(key *[32]byte, ck Cookie, initiation []byte) ([]byte, error) {
+	room := len(initiation) - cookieMinLen - 1
+	if room < 0 {
+		return nil, ErrHandshake
+	}
+	pad := randUint(min(cookieMaxPad, room) + 1)
+	a, err := chacha20poly1305.NewX(key[:])
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, cookieNonceLen, cookieMinLen+pad)
+	mustRand(out)
+	pt := make([]byte, CookieLen+pad)
+	copy(pt, ck[:])
+	mustRand(pt[CookieLen:])
+	return a.Seal(out, out[:cookieNonceLen], pt, mac1Of(initiation)), nil
+}
+
+func openCookieReply(key *[32]byte, reply, mac1 []byte) (Cookie, error) {
+	var ck Cookie
+	if len(reply) < cookieMinLen || len(reply) > cookieMinLen+cookieMaxPad {
+		return ck, ErrCookieReply
+	}
+	a, err := chacha20poly1305.NewX(key[:])
+	if err != nil {
+		return ck, err
+	}
+	pt, err := a.Open(nil, reply[:cookieNonceLen], reply[cookieNonceLen:], mac1)
+	if err != nil {
+		return ck, ErrCookieReply
+	}
+	copy(ck[:], pt[:CookieLen])
+	return ck, nil
+}

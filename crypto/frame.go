@@ -1,0 +1,212 @@
+package crypto
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/dchest/siphash"
+)
+
+// Data datagram layout (all of it looks random to an observer):
+//
+//	masked header (8) ‖ symbol (1..) ‖ tag (8)
+//
+// header (before masking):
+//
+//	byte 0    kind in bits 0-1 (data, parity, control); bits 2-7 zero
+//	bytes 1-4 FEC group id, big endian, wrapping
+//	byte 5    symbol index in the group (data 0..K-1, parity K..K+R-1)
+//	byte 6    K, data symbols of the group
+//	byte 7    R, parity symbols of the group
+//
+// The tag is SipHash-2-4 under the lane's tag key over header ‖ symbol, both
+// unmasked. The mask is SipHash-128 under the lane's header-protection key of
+// the tag, XORed over the first 32 bytes (header and the first 24 bytes of
+// the symbol), because those are the bytes with structure: the header, the
+// AEAD counter at the start of a data symbol, and the length prefixes and
+// counters that RS parity (being linear) carries into parity symbols.
+const (
+	HeaderLen = 8
+	TagLen    = 8
+	// FrameOverhead is what framing adds to a symbol.
+	FrameOverhead = HeaderLen + TagLen
+	// MaskLen is how many leading bytes header protection covers.
+	MaskLen = 32
+	// CounterLen is the AEAD counter that starts every data/control symbol.
+	CounterLen = 8
+	// SymbolOverhead is what sealing adds to a packet to make a data symbol.
+	SymbolOverhead = CounterLen + AEADOverhead
+	// DataOverhead is the total per-datagram overhead of a data packet.
+	DataOverhead = FrameOverhead + SymbolOverhead
+)
+
+// Kind says what a symbol is. It travels only inside the masked header.
+type Kind uint8
+
+// The symbol kinds.
+const (
+	KindData    Kind = 0 // a sealed inner packet, FEC data symbol
+	KindParity  Kind = 1 // an RS parity symbol
+	KindControl Kind = 2 // a sealed control frame, outside FEC
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindData:
+		return "data"
+	case KindParity:
+		return "parity"
+	case KindControl:
+		return "control"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Header is the FEC and type information of one datagram.
+type Header struct {
+	Kind  Kind
+	Group uint32
+	Index uint8
+	K, R  uint8
+}
+
+var (
+	// ErrShort means the datagram cannot hold header, a symbol and a tag.
+	ErrShort = errors.New("crypto: datagram too short")
+	// ErrTag means the datagram's tag does not verify under this lane's key.
+	ErrTag = errors.New("crypto: datagram tag mismatch")
+	// ErrHeader means an authenticated header has an invalid field: the
+	// peer is broken (a third party cannot produce it).
+	ErrHeader = errors.New("crypto: invalid datagram header")
+)
+
+// Framer tags, masks and checks datagrams for one direction of one lane.
+// The SipHash keys are kept as the two 64-bit words SipHash consumes, so the
+// per-packet cost is the hash alone.
+type Framer struct {
+	t0, t1 uint64 // tag key
+	h0, h1 uint64 // header-protection key
+}
+
+// NewFramer returns a framer for the lane keys' tag and HP keys.
+func NewFramer(k *LaneKeys) Framer {
+	return Framer{
+		t0: binary.LittleEndian.Uint64(k.Tag[0:8]),
+		t1: binary.LittleEndian.Uint64(k.Tag[8:16]),
+		h0: binary.LittleEndian.Uint64(k.HP[0:8]),
+		h1: binary.LittleEndian.Uint64(k.HP[8:16]),
+	}
+}
+
+// Frame turns buf[HeaderLen:HeaderLen+symLen] (the symbol, already written
+// there) into a datagram: it writes and masks the header and appends the tag.
+// buf must have capacity for HeaderLen+symLen+TagLen; the result aliases buf.
+func (f *Framer) Frame(buf []byte, h Header, symLen int) []byte {
+	n := HeaderLen + symLen
+	buf = buf[:n+TagLen]
+	buf[0] = byte(h.Kind & 3)
+	binary.BigEndian.PutUint32(buf[1:5], h.Group)
+	buf[5] = h.Index
+	buf[6] = h.K
+	buf[7] = h.R
+	tag := siphash.Hash(f.t0, f.t1, buf[:n])
+	binary.LittleEndian.PutUint64(buf[n:], tag)
+	f.mask(buf[:n], tag)
+	return buf
+}
+
+// Deframe verifies the tag of dgram and, only if it matches, unmasks the
+// header in place and returns it with the symbol (aliasing dgram). On any
+// error dgram is left exactly as it was, so the caller may try another key
+// (e.g. the previous session's during a rekey).
+func (f *Framer) Deframe(dgram []byte) (Header, []byte, error) {
+	if len(dgram) < FrameOverhead+1 {
+		return Header{}, nil, ErrShort
+	}
+	n := len(dgram) - TagLen
+	tag := binary.LittleEndian.Uint64(dgram[n:])
+	f.mask(dgram[:n], tag)
+	// A single 64-bit compare is constant time; nothing is learned from
+	// where the mismatch is.
+	if siphash.Hash(f.t0, f.t1, dgram[:n]) != tag {
+		f.mask(dgram[:n], tag) // restore
+		return Header{}, nil, ErrTag
+	}
+	h := Header{
+		Kind:  Kind(dgram[0]),
+		Group: binary.BigEndian.Uint32(dgram[1:5]),
+		Index: dgram[5],
+		K:     dgram[6],
+		R:     dgram[7],
+	}
+	if h.Kind > KindControl {
+		return h, nil, ErrHeader
+	}
+	return h, dgram[HeaderLen:n], nil
+}
+
+// mask XORs the header-protection mask derived from tag over the first
+// MaskLen bytes of b.
+func (f *Framer) mask(b []byte, tag uint64) {
+	var in [9]byte
+	binary.LittleEndian.PutUint64(in[:8], tag)
+	lo, hi := siphash.Hash128(f.h0, f.h1, in[:])
+	xor64(b, 0, lo)
+	xor64(b, 8, hi)
+	if len(b) <= 16 {
+		return
+	}
+	in[8] = 1
+	lo, hi = siphash.Hash128(f.h0, f.h1, in[:])
+	xor64(b, 16, lo)
+	xor64(b, 24, hi)
+}
+
+// xor64 XORs the little-endian bytes of v into b[off:off+8], clipped to b.
+func xor64(b []byte, off int, v uint64) {
+	if off+8 <= len(b) {
+		binary.LittleEndian.PutUint64(b[off:], binary.LittleEndian.Uint64(b[off:])^v)
+		return
+	}
+	for i := off; i < len(b); i++ {
+		b[i] ^= byte(v)
+		v >>= 8
+	}
+}
+
+// SealSymbol seals plaintext into a data or control symbol: counter ‖
+// ciphertext, written at dst[0:]. plaintext may already sit at
+// dst[CounterLen:] (in-place sealing, the zero-copy egress path). ad is the
+// associated data (callers separate data from control with it).
+func (s *Sealer) SealSymbol(dst, ad, plaintext []byte) ([]byte, error) {
+	if cap(dst) < CounterLen+len(plaintext)+AEADOverhead {
+		return nil, ErrShort
+	}
+	dst = dst[:CounterLen]
+	out, c, err := s.Seal(dst[CounterLen:CounterLen], ad, plaintext)
+	if err != nil {
+		return nil, err
+	}
+	binary.LittleEndian.PutUint64(dst[:CounterLen], c)
+	return dst[:CounterLen+len(out)], nil
+}
+
+// SymbolCounter returns the AEAD counter of a data or control symbol.
+func SymbolCounter(sym []byte) (uint64, bool) {
+	if len(sym) < SymbolOverhead {
+		return 0, false
+	}
+	return binary.LittleEndian.Uint64(sym[:CounterLen]), true
+}
+
+// OpenSymbol opens a symbol made by SealSymbol, decrypting in place; the
+// plaintext aliases sym[CounterLen:].
+func (o *Opener) OpenSymbol(ad, sym []byte) ([]byte, error) {
+	c, ok := SymbolCounter(sym)
+	if !ok {
+		return nil, ErrShort
+	}
+	body := sym[CounterLen:]
+	return o.Open(body[:0], c, ad, body)
+}

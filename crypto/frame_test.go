@@ -1,0 +1,160 @@
+package crypto
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"testing"
+)
+
+func testLaneKeys(seed byte) LaneKeys {
+	var s SessionKeys
+	s.send[0], s.recv[0] = seed, seed+1
+	return s.SendLane(0)
+}
+
+// lanePair returns a sending and a receiving end of one lane.
+func lanePair(seed byte) (*Sealer, Framer, *Opener, Framer) {
+	k := testLaneKeys(seed)
+	return NewSealer(&k.AEAD), NewFramer(&k), NewOpener(&k.AEAD), NewFramer(&k)
+}
+
+// sealFrame runs the egress path on pt: seal in place, then frame.
+func sealFrame(t testing.TB, s *Sealer, f *Framer, buf, pt []byte, h Header) []byte {
+	t.Helper()
+	copy(buf[HeaderLen+CounterLen:], pt)
+	sym, err := s.SealSymbol(buf[HeaderLen:], nil, buf[HeaderLen+CounterLen:HeaderLen+CounterLen+len(pt)])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f.Frame(buf, h, len(sym))
+}
+
+func TestFrameRoundTrip(t *testing.T) {
+	s, fs, o, fr := lanePair(1)
+	buf := make([]byte, 2048)
+	for _, n := range []int{1, 7, 8, 20, 64, 512, 1400} {
+		for _, kind := range []Kind{KindData, KindControl} {
+			pt := bytes.Repeat([]byte{0x45}, n)
+			h := Header{Kind: kind, Group: 0xfffffffe, Index: 3, K: 8, R: 2}
+			d := sealFrame(t, s, &fs, buf, pt, h)
+			if len(d) != n+DataOverhead {
+				t.Fatalf("len %d, want %d", len(d), n+DataOverhead)
+			}
+			gh, sym, err := fr.Deframe(d)
+			if err != nil || gh != h {
+				t.Fatalf("deframe: %v %+v", err, gh)
+			}
+			got, err := o.OpenSymbol(nil, sym)
+			if err != nil || !bytes.Equal(got, pt) {
+				t.Fatalf("open %d: %v", n, err)
+			}
+		}
+	}
+	// A parity symbol is opaque bytes; the frame carries it exactly.
+	p := []byte{0, 0, 0, 0, 1, 2, 3}
+	copy(buf[HeaderLen:], p)
+	d := fs.Frame(buf, Header{Kind: KindParity, Group: 9, Index: 9, K: 8, R: 2}, len(p))
+	h, sym, err := fr.Deframe(d)
+	if err != nil || h.Kind != KindParity || !bytes.Equal(sym, p) {
+		t.Fatalf("parity: %v %+v %x", err, h, sym)
+	}
+}
+
+// Changing any single byte of a datagram (header, symbol or tag) makes it
+// rejected, and the rejected datagram is left exactly as it was.
+func TestFrameTamperAnyByte(t *testing.T) {
+	_, fs, _, fr := lanePair(2)
+	rng := rand.New(rand.NewPCG(3, 4))
+	buf := make([]byte, 2048)
+	for _, n := range []int{1, 10, 24, 25, 100, 1400} {
+		sym := make([]byte, n)
+		for i := range sym {
+			sym[i] = byte(rng.Uint32())
+		}
+		copy(buf[HeaderLen:], sym)
+		d := fs.Frame(buf, Header{Kind: KindData, Group: 1, Index: 2, K: 3, R: 4}, n)
+		for pos := range d {
+			for _, flip := range []byte{1, 0x80, byte(rng.IntN(255) + 1)} {
+				d[pos] ^= flip
+				before := append([]byte(nil), d...)
+				if _, _, err := fr.Deframe(d); err != ErrTag {
+					t.Fatalf("n=%d: flipping %#x at %d: err %v", n, flip, pos, err)
+				}
+				if !bytes.Equal(before, d) {
+					t.Fatalf("rejected datagram was modified")
+				}
+				d[pos] ^= flip
+			}
+		}
+		if _, _, err := fr.Deframe(d); err != nil {
+			t.Fatalf("untampered datagram rejected: %v", err)
+		}
+	}
+}
+
+func TestFrameWrongKeyShortAndBadKind(t *testing.T) {
+	_, fs, _, _ := lanePair(3)
+	_, _, _, other := lanePair(4)
+	buf := make([]byte, 256)
+	d := fs.Frame(buf, Header{}, 40)
+	if _, _, err := other.Deframe(d); err != ErrTag {
+		t.Fatalf("other lane's key: %v", err)
+	}
+	for n := range FrameOverhead + 1 {
+		if _, _, err := fs.Deframe(make([]byte, n)); err != ErrShort {
+			t.Fatalf("len %d: %v", n, err)
+		}
+	}
+	// Kind 3 is authenticated but invalid: a broken peer, reported as such.
+	d = fs.Frame(buf, Header{Kind: 3}, 40)
+	if _, _, err := fs.Deframe(d); err != ErrHeader {
+		t.Fatalf("kind 3: %v", err)
+	}
+}
+
+// Identical headers and symbols give different-looking datagrams only
+// through the tag; with a counter in every data symbol no two data
+// datagrams of a lane share their masked prefix.
+func TestMaskHidesConstantHeader(t *testing.T) {
+	s, fs, _, fr := lanePair(5)
+	buf := make([]byte, 256)
+	seen := map[[MaskLen]byte]bool{}
+	for range 1000 {
+		d := sealFrame(t, s, &fs, buf, make([]byte, 40), Header{Kind: KindData, K: 8, R: 2})
+		var p [MaskLen]byte
+		copy(p[:], d)
+		if seen[p] {
+			t.Fatal("two data datagrams share their first 32 bytes")
+		}
+		seen[p] = true
+		h, _, err := fr.Deframe(d)
+		if err != nil || h.K != 8 {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestDataPathZeroAlloc(t *testing.T) {
+	s, fs, o, fr := lanePair(6)
+	buf := make([]byte, 2048)
+	pt := make([]byte, 1400)
+	h := Header{Kind: KindData, K: 8, R: 1}
+	allocs := testing.AllocsPerRun(1000, func() {
+		copy(buf[HeaderLen+CounterLen:], pt)
+		sym, err := s.SealSymbol(buf[HeaderLen:], nil, buf[HeaderLen+CounterLen:HeaderLen+CounterLen+len(pt)])
+		if err != nil {
+			panic(err)
+		}
+		d := fs.Frame(buf, h, len(sym))
+		_, sym, err = fr.Deframe(d)
+		if err != nil {
+			panic(err)
+		}
+		if _, err := o.OpenSymbol(nil, sym); err != nil {
+			panic(err)
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("seal+frame+deframe+open allocates %.1f times per packet", allocs)
+	}
+}

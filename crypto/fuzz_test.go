@@ -1,0 +1,163 @@
+package crypto
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// Fixed keys, so that datagrams in the seed corpus stay valid across runs
+// and the fuzzer can mutate real messages.
+func fuzzParties() parties {
+	var ka, kb PrivateKey
+	ka[1], kb[1] = 1, 2
+	ka.clamp()
+	kb.clamp()
+	a, b := NewLocal(ka, true), NewLocal(kb, true)
+	pa, _ := a.AddPeer(b.PublicKey(), PresharedKey{})
+	pb, _ := b.AddPeer(a.PublicKey(), PresharedKey{})
+	return parties{a, b, pa, pb}
+}
+
+func FuzzDeframe(f *testing.F) {
+	_, fs, o, fr := lanePair(7)
+	f.Add([]byte{})
+	f.Add(make([]byte, 40))
+	f.Fuzz(func(t *testing.T, d []byte) {
+		in := bytes.Clone(d)
+		h, sym, err := fr.Deframe(in)
+		if err != nil {
+			if !bytes.Equal(in, d) {
+				t.Fatal("rejected datagram was modified")
+			}
+		} else {
+			if h.Kind > KindControl || len(sym) != len(d)-FrameOverhead {
+				t.Fatalf("accepted bad frame %+v len %d", h, len(sym))
+			}
+			_, _ = o.OpenSymbol(nil, sym)
+		}
+		// Any bytes are a valid symbol: frame them and get them back.
+		if len(d) > 0 && len(d) < 4096 {
+			buf := make([]byte, HeaderLen+len(d)+TagLen)
+			copy(buf[HeaderLen:], d)
+			hh := Header{Kind: Kind(len(d) % 3), Group: uint32(len(d)), Index: d[0], K: 1, R: 1}
+			dg := fs.Frame(buf, hh, len(d))
+			gh, gs, err := fr.Deframe(dg)
+			if err != nil || gh != hh || !bytes.Equal(gs, d) {
+				t.Fatalf("round trip failed: %v", err)
+			}
+		}
+	})
+}
+
+func FuzzHandshake(f *testing.F) {
+	p := fuzzParties()
+	in, _, _ := p.a.Initiate(p.pa, 1, offer(2, 1), t0)
+	f.Add([]byte{}, false)
+	f.Add(make([]byte, hsMinLen), true)
+	f.Fuzz(func(t *testing.T, d []byte, wrap bool) {
+		if wrap && len(d) >= 32 && len(d) < 600 {
+			// Give the fuzzer a valid mac1 and mask, so it reaches the
+			// inner parse and the Noise layer.
+			typ := byte(msgInit)
+			if len(d)%2 == 1 {
+				typ = msgResponse
+			}
+			d = sealHandshake(&p.b.wk, hsFields{typ: typ, receiver: 1, noise: d}, nil)
+		}
+		if len(d) > hsMaxLen {
+			if p.b.IsHandshake(d) {
+				t.Fatal("oversized datagram passed the handshake gate")
+			}
+		}
+		p.b.Classify(d)
+		if inc, err := p.b.ConsumeInitiation(d); err == nil {
+			if _, _, err := inc.Respond(2, offer(1, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, _ = in.ConsumeResponse(d)
+		_, _ = p.b.CookieReply(d, NewCookieChecker(), netip.MustParseAddrPort("[2001:db8::1]:1"), t0)
+	})
+}
+
+func FuzzCookieReply(f *testing.F) {
+	p := fuzzParties()
+	in, d1, _ := p.a.Initiate(p.pa, 1, offer(1, 1), t0)
+	reply, _ := p.b.CookieReply(d1, NewCookieChecker(), netip.MustParseAddrPort("192.0.2.1:1"), t0)
+	f.Add(reply)
+	f.Fuzz(func(t *testing.T, d []byte) {
+		_ = in.ConsumeCookieReply(d, t0)
+		cc := NewCookieChecker()
+		_ = cc.CheckMac2(d, netip.MustParseAddrPort("192.0.2.1:1"), t0)
+	})
+}
+
+func FuzzLaneOffer(f *testing.F) {
+	f.Add(offer(3, 7).appendTo(nil))
+	f.Fuzz(func(t *testing.T, d []byte) {
+		o, err := parseLaneOffer(d)
+		if err != nil {
+			return
+		}
+		if o.Lanes() < 1 || o.Lanes() > MaxLanes || !bytes.Equal(o.appendTo(nil), d) {
+			t.Fatalf("parsed %v from %x", o, d)
+		}
+	})
+}
+
+// TestWriteFuzzSeeds regenerates testdata/fuzz from real messages when
+// YIP_WRITE_SEEDS=1 (the committed corpus is its output).
+func TestWriteFuzzSeeds(t *testing.T) {
+	if os.Getenv("YIP_WRITE_SEEDS") != "1" {
+		t.Skip("set YIP_WRITE_SEEDS=1 to rewrite the seed corpus")
+	}
+	write := func(target, name string, args ...any) {
+		dir := filepath.Join("testdata", "fuzz", target)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		var b bytes.Buffer
+		b.WriteString("go test fuzz v1\n")
+		for _, a := range args {
+			switch v := a.(type) {
+			case []byte:
+				fmt.Fprintf(&b, "[]byte(%q)\n", v)
+			case bool:
+				fmt.Fprintf(&b, "bool(%v)\n", v)
+			}
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, fs, _, _ := lanePair(7)
+	buf := make([]byte, 256)
+	write("FuzzDeframe", "data", sealFrame(t, s, &fs, buf, []byte("E\x00\x00\x14inner packet"), Header{K: 8, R: 2}))
+	buf = make([]byte, 256)
+	copy(buf[HeaderLen:], "parity")
+	write("FuzzDeframe", "parity", fs.Frame(buf, Header{Kind: KindParity, Index: 8, K: 8, R: 2}, 6))
+	write("FuzzDeframe", "short", []byte("0123456789abcdef"))
+
+	p := fuzzParties()
+	_, d1, _ := p.a.Initiate(p.pa, 1, offer(2, 1), t0.Add(time.Hour))
+	inc, _ := p.b.ConsumeInitiation(d1)
+	d2, _, _ := inc.Respond(2, offer(1, 1))
+	write("FuzzHandshake", "initiation", d1, false)
+	write("FuzzHandshake", "response", d2, false)
+	write("FuzzHandshake", "inner", bytes.Repeat([]byte{7}, 96), true)
+
+	in, d1, _ := p.a.Initiate(p.pa, 1, offer(1, 1), t0)
+	_ = in
+	reply, _ := p.b.CookieReply(d1, NewCookieChecker(), netip.MustParseAddrPort("192.0.2.1:1"), t0)
+	write("FuzzCookieReply", "reply", reply)
+	write("FuzzCookieReply", "initiation", d1)
+
+	write("FuzzLaneOffer", "one", offer(1, 51820).appendTo(nil))
+	write("FuzzLaneOffer", "max", offer(MaxLanes, 1).appendTo(nil))
+	write("FuzzLaneOffer", "badversion", []byte{9, 1, 0, 1})
+}

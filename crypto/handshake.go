@@ -1,0 +1,362 @@
+package crypto
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"time"
+
+	"github.com/flynn/noise"
+)
+
+// CookieValidity is how long an initiator uses a cookie it was given.
+const CookieValidity = CookieSlot
+
+var (
+	// ErrUnknownPeer means an initiation authenticated a static key that is
+	// not configured.
+	ErrUnknownPeer = errors.New("crypto: initiation from an unknown peer")
+	// ErrStaleTimestamp means the initiation's timestamp is not newer than
+	// the last accepted one from that peer: a replay.
+	ErrStaleTimestamp = errors.New("crypto: replayed initiation (timestamp not newer)")
+	// ErrNotForThisInitiation means a response does not answer our initiation.
+	ErrNotForThisInitiation = errors.New("crypto: response does not match the pending initiation")
+)
+
+// Local is this router's handshake identity: its static key, the keys bound
+// to its public key (to recognise handshakes addressed to it), the ss cache
+// and the configured peers. Safe for concurrent use by all shards.
+type Local struct {
+	priv  PrivateKey
+	pub   PublicKey
+	wk    wireKeys
+	dh    *cachedDH
+	suite noise.CipherSuite
+
+	mu    sync.RWMutex // guards peers (config changes only)
+	peers map[PublicKey]*Peer
+}
+
+// Peer is a configured remote static key with what the handshake keeps per
+// peer: the PSK, the newest accepted timestamp, and a cookie it gave us.
+type Peer struct {
+	pub PublicKey
+	psk PresharedKey
+	wk  wireKeys // keys bound to the peer's public key: we send to it
+
+	mu       sync.Mutex
+	lastTS   Timestamp
+	cookie   Cookie
+	cookieAt time.Time
+}
+
+// PublicKey returns the peer's static public key.
+func (p *Peer) PublicKey() PublicKey { return p.pub }
+
+// NewLocal prepares the identity for priv. cacheSS selects the ss cache
+// (always on in the router; off only to measure what it saves).
+func NewLocal(priv PrivateKey, cacheSS bool) *Local {
+	l := &Local{priv: priv, pub: priv.Public(), peers: map[PublicKey]*Peer{}}
+	l.wk = newWireKeys(l.pub)
+	l.dh = newCachedDH(priv, cacheSS)
+	l.suite = noise.NewCipherSuite(l.dh, noise.CipherChaChaPoly, noise.HashBLAKE2s)
+	return l
+}
+
+// PublicKey returns our static public key.
+func (l *Local) PublicKey() PublicKey { return l.pub }
+
+// AddPeer configures a peer (replacing one with the same key) and computes
+// its ss for the cache now, off the handshake path.
+func (l *Local) AddPeer(pub PublicKey, psk PresharedKey) (*Peer, error) {
+	if pub == l.pub {
+		return nil, fmt.Errorf("crypto: peer key %s is our own public key", pub)
+	}
+	if err := l.dh.add(pub); err != nil {
+		return nil, fmt.Errorf("crypto: peer key %s is not usable: %v", pub, err)
+	}
+	p := &Peer{pub: pub, psk: psk, wk: newWireKeys(pub)}
+	l.mu.Lock()
+	if old, ok := l.peers[pub]; ok {
+		old.mu.Lock()
+		p.lastTS = old.lastTS // keep replay protection across reloads
+		old.mu.Unlock()
+	}
+	l.peers[pub] = p
+	l.mu.Unlock()
+	return p, nil
+}
+
+// RemovePeer forgets a peer and its cached ss.
+func (l *Local) RemovePeer(pub PublicKey) {
+	l.mu.Lock()
+	delete(l.peers, pub)
+	l.mu.Unlock()
+	l.dh.remove(pub)
+}
+
+// Peer returns the configured peer with key pub, or nil.
+func (l *Local) Peer(pub PublicKey) *Peer {
+	l.mu.RLock()
+	defer l.mu.RUnlock()
+	return l.peers[pub]
+}
+
+// scalarMults is the number of X25519 scalar multiplications done so far
+// outside key generation (tests check the ss cache with it).
+func (l *Local) scalarMults() uint64 { return l.dh.scalar.Load() }
+
+func (l *Local) config(initiator bool) noise.Config {
+	return noise.Config{
+		CipherSuite:           l.suite,
+		Pattern:               noise.HandshakeIK,
+		Initiator:             initiator,
+		Prologue:              []byte(noisePrologue),
+		PresharedKeyPlacement: 2,
+		StaticKeypair:         noise.DHKey{Private: l.priv[:], Public: l.pub[:]},
+	}
+}
+
+// Session is the outcome of a completed handshake.
+type Session struct {
+	Peer        *Peer
+	Keys        SessionKeys
+	Initiator   bool
+	LocalIndex  uint32    // our index for this session
+	RemoteIndex uint32    // the peer's index for this session
+	Remote      LaneOffer // the peer's lane offer (initiator's) or answer
+}
+
+// Lanes is the number of lanes the session runs when we offered local.
+func (s *Session) Lanes(local LaneOffer) int { return min(local.Lanes(), s.Remote.Lanes()) }
+
+func sessionFrom(cs1, cs2 *noise.CipherState, initiator bool) SessionKeys {
+	return NewSessionKeys(cs1.UnsafeKey(), cs2.UnsafeKey(), initiator)
+}
+
+// Initiation is our pending handshake with a peer.
+type Initiation struct {
+	local  *Local
+	peer   *Peer
+	hs     *noise.HandshakeState
+	index  uint32
+	offer  LaneOffer
+	mac1   [hsMacLen]byte
+	sentAt time.Time
+}
+
+// Initiate starts a handshake with peer: index is our session index (chosen
+// by the router, unique among its pending and live sessions), offer our
+// lanes. It returns the datagram to send to the peer's endpoint.
+func (l *Local) Initiate(peer *Peer, index uint32, offer LaneOffer, now time.Time) (*Initiation, []byte, error) {
+	if peer == nil {
+		return nil, nil, errors.New("crypto: Initiate with no peer")
+	}
+	if err := offer.validate(); err != nil {
+		return nil, nil, err
+	}
+	cfg := l.config(true)
+	cfg.PeerStatic = peer.pub[:]
+	cfg.PresharedKey = peer.psk[:]
+	hs, err := noise.NewHandshakeState(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("crypto: handshake state: %w", err)
+	}
+	ts := NewTimestamp(now)
+	payload := offer.appendTo(append([]byte(nil), ts[:]...))
+	msg, _, _, err := hs.WriteMessage(nil, payload)
+	if err != nil {
+		return nil, nil, fmt.Errorf("crypto: write initiation: %w", err)
+	}
+	var ck *[16]byte
+	peer.mu.Lock()
+	if !peer.cookieAt.IsZero() && now.Sub(peer.cookieAt) < CookieValidity {
+		c := [16]byte(peer.cookie)
+		ck = &c
+	}
+	peer.mu.Unlock()
+	var rnd [4]byte
+	mustRand(rnd[:])
+	dgram := sealHandshake(&peer.wk, hsFields{typ: msgInit, sender: index,
+		receiver: uint32(rnd[0])<<24 | uint32(rnd[1])<<16 | uint32(rnd[2])<<8 | uint32(rnd[3]), noise: msg}, ck)
+	in := &Initiation{local: l, peer: peer, hs: hs, index: index, offer: offer, sentAt: now}
+	copy(in.mac1[:], mac1Of(dgram))
+	return in, dgram, nil
+}
+
+// Peer is the peer this initiation is for.
+func (in *Initiation) Peer() *Peer { return in.peer }
+
+// SentAt is when the initiation was made.
+func (in *Initiation) SentAt() time.Time { return in.sentAt }
+
+// ConsumeCookieReply accepts a cookie reply to this initiation and stores
+// the cookie in the peer for the next initiation (the router retries).
+func (in *Initiation) ConsumeCookieReply(reply []byte, now time.Time) error {
+	ck, err := openCookieReply(&in.peer.wk.cookie, reply, in.mac1[:])
+	if err != nil {
+		return err
+	}
+	in.peer.mu.Lock()
+	in.peer.cookie, in.peer.cookieAt = ck, now
+	in.peer.mu.Unlock()
+	return nil
+}
+
+// ConsumeResponse completes the handshake with the peer's response.
+func (in *Initiation) ConsumeResponse(dgram []byte) (*Session, error) {
+	l := in.local
+	if !checkMac1(&l.wk, dgram) {
+		return nil, ErrMac1
+	}
+	f, err := openHandshake(&l.wk, dgram)
+	if err != nil {
+		return nil, err
+	}
+	if f.typ != msgResponse || f.receiver != in.index {
+		return nil, ErrNotForThisInitiation
+	}
+	payload, cs1, cs2, err := in.hs.ReadMessage(nil, f.noise)
+	if err != nil {
+		return nil, fmt.Errorf("crypto: read response: %w", err)
+	}
+	if cs1 == nil || cs2 == nil {
+		return nil, ErrHandshake
+	}
+	answer, err := parseLaneOffer(payload)
+	if err != nil {
+		return nil, err
+	}
+	return &Session{Peer: in.peer, Keys: sessionFrom(cs1, cs2, true), Initiator: true,
+		LocalIndex: in.index, RemoteIndex: f.sender, Remote: answer}, nil
+}
+
+// HandshakeType is what a handshake datagram addressed to us is.
+type HandshakeType int
+
+// Types returned by Classify.
+const (
+	NotHandshake HandshakeType = iota
+	TypeInitiation
+	TypeResponse
+)
+
+// Classify tells a router what a datagram that matched no data lane is: an
+// initiation, a response (with the index of the initiation it answers, so
+// the router can find it), or not a handshake for us. It costs a BLAKE2s and,
+// if mac1 matches, an XChaCha20 over the inner part; no DH.
+func (l *Local) Classify(dgram []byte) (HandshakeType, uint32) {
+	if !checkMac1(&l.wk, dgram) {
+		return NotHandshake, 0
+	}
+	f, err := openHandshake(&l.wk, dgram)
+	if err != nil {
+		return NotHandshake, 0
+	}
+	switch f.typ {
+	case msgInit:
+		return TypeInitiation, 0
+	case msgResponse:
+		return TypeResponse, f.receiver
+	}
+	return NotHandshake, 0
+}
+
+// IsHandshake is the cheap gate a receiver runs on a datagram that matched
+// no data lane: a valid mac1 for our public key. No DH, no unmasking.
+func (l *Local) IsHandshake(dgram []byte) bool { return checkMac1(&l.wk, dgram) }
+
+// Incoming is a consumed initiation waiting for our response.
+type Incoming struct {
+	local *Local
+	peer  *Peer
+	hs    *noise.HandshakeState
+	index uint32 // the initiator's index
+	offer LaneOffer
+	ts    Timestamp
+}
+
+// Peer is the authenticated initiator.
+func (in *Incoming) Peer() *Peer { return in.peer }
+
+// Offer is the initiator's lane offer.
+func (in *Incoming) Offer() LaneOffer { return in.offer }
+
+// CookieReply answers an initiation (mac1 valid) from src with a cookie
+// instead of doing any DH: what a responder under load sends. It never
+// returns a datagram longer than the initiation.
+func (l *Local) CookieReply(initiation []byte, c *CookieChecker, src netip.AddrPort, now time.Time) ([]byte, error) {
+	if !checkMac1(&l.wk, initiation) {
+		return nil, ErrMac1
+	}
+	return sealCookieReply(&l.wk.cookie, c.Cookie(src, now), initiation)
+}
+
+// ConsumeInitiation authenticates an initiation addressed to us. It refuses
+// unknown initiators and replays (timestamp not newer than the last accepted
+// from that peer). The caller decides beforehand whether to demand a cookie
+// (CookieChecker.CheckMac2).
+func (l *Local) ConsumeInitiation(dgram []byte) (*Incoming, error) {
+	if !checkMac1(&l.wk, dgram) {
+		return nil, ErrMac1
+	}
+	f, err := openHandshake(&l.wk, dgram)
+	if err != nil {
+		return nil, err
+	}
+	if f.typ != msgInit {
+		return nil, ErrHandshake
+	}
+	hs, err := noise.NewHandshakeState(l.config(false))
+	if err != nil {
+		return nil, fmt.Errorf("crypto: handshake state: %w", err)
+	}
+	payload, _, _, err := hs.ReadMessage(nil, f.noise)
+	if err != nil {
+		return nil, fmt.Errorf("crypto: read initiation: %w", err)
+	}
+	peer := l.Peer(PublicKey(hs.PeerStatic()))
+	if peer == nil {
+		return nil, ErrUnknownPeer
+	}
+	if len(payload) < TAI64NLen {
+		return nil, ErrPayload
+	}
+	ts := Timestamp(payload[:TAI64NLen])
+	offer, err := parseLaneOffer(payload[TAI64NLen:])
+	if err != nil {
+		return nil, err
+	}
+	peer.mu.Lock()
+	fresh := ts.After(peer.lastTS)
+	if fresh {
+		peer.lastTS = ts
+	}
+	peer.mu.Unlock()
+	if !fresh {
+		return nil, ErrStaleTimestamp
+	}
+	if err := hs.SetPresharedKey(peer.psk[:]); err != nil {
+		return nil, err
+	}
+	return &Incoming{local: l, peer: peer, hs: hs, index: f.sender, offer: offer, ts: ts}, nil
+}
+
+// Respond completes the handshake: index is our session index, answer our
+// lanes. It returns the response datagram and the session.
+func (in *Incoming) Respond(index uint32, answer LaneOffer) ([]byte, *Session, error) {
+	if err := answer.validate(); err != nil {
+		return nil, nil, err
+	}
+	msg, cs1, cs2, err := in.hs.WriteMessage(nil, answer.appendTo(nil))
+	if err != nil {
+		return nil, nil, fmt.Errorf("crypto: write response: %w", err)
+	}
+	if cs1 == nil || cs2 == nil {
+		return nil, nil, ErrHandshake
+	}
+	dgram := sealHandshake(&in.peer.wk, hsFields{typ: msgResponse, sender: index, receiver: in.index, noise: msg}, nil)
+	return dgram, &Session{Peer: in.peer, Keys: sessionFrom(cs1, cs2, false), Initiator: false,
+		LocalIndex: index, RemoteIndex: in.index, Remote: in.offer}, nil
+}

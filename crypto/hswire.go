@@ -1,0 +1,179 @@
+package crypto
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/binary"
+	"errors"
+	"math/big"
+
+	"golang.org/x/crypto/blake2s"
+	"golang.org/x/crypto/chacha20"
+)
+
+// Handshake datagram (initiation and response share it):
+//
+//	seed (24) ‖ masked inner ‖ mac1 (16) ‖ mac2 (16)
+//	inner = type (1) ‖ sender index (4) ‖ receiver index (4) ‖
+//	        noise length (2) ‖ noise message ‖ random padding
+//
+// The inner part is XORed with XChaCha20(key = BLAKE2s(label ‖ receiver's
+// public key), nonce = seed), so without the receiver's public key every
+// byte, including the type, is random; the random padding makes the length
+// random too. mac1 is BLAKE2s-128 keyed by the receiver's public key over
+// everything before it: the receiver checks it before unmasking or doing any
+// DH, so stray datagrams and scans cost one BLAKE2s. mac2 is BLAKE2s-128
+// keyed by a cookie over everything before it, or random bytes when the
+// sender holds no cookie (WireGuard sends zeros there; zeros would be a fixed
+// pattern).
+const (
+	hsSeedLen   = 24
+	hsMacLen    = 16
+	hsInnerHdr  = 11
+	hsMaxPad    = 96
+	hsTrailer   = 2 * hsMacLen
+	hsMinLen    = hsSeedLen + hsInnerHdr + 32 + hsTrailer
+	hsMaxLen    = 1024
+	msgInit     = 1
+	msgResponse = 2
+)
+
+var (
+	// ErrMac1 means a datagram is not a handshake addressed to us.
+	ErrMac1 = errors.New("crypto: not a handshake for this key (mac1)")
+	// ErrHandshake means an authenticated-looking handshake is malformed.
+	ErrHandshake = errors.New("crypto: malformed handshake message")
+)
+
+// wireKeys are the public-key-bound keys of one receiver.
+type wireKeys struct {
+	mac1   [32]byte
+	mask   [32]byte
+	cookie [32]byte // encrypts cookie replies this key's owner sends
+}
+
+func newWireKeys(pub PublicKey) wireKeys {
+	return wireKeys{
+		mac1:   labelledKey(labelMac1, pub),
+		mask:   labelledKey(labelMask, pub),
+		cookie: labelledKey(labelCookie, pub),
+	}
+}
+
+// hsFields is the parsed inner part of a handshake datagram.
+type hsFields struct {
+	typ      byte
+	sender   uint32
+	receiver uint32
+	noise    []byte
+}
+
+func randUint(max int) int {
+	n, err := rand.Int(rand.Reader, big.NewInt(int64(max)))
+	if err != nil {
+		panic("crypto: rand: " + err.Error())
+	}
+	return int(n.Int64())
+}
+
+func mustRand(b []byte) {
+	if _, err := rand.Read(b); err != nil {
+		panic("crypto: rand: " + err.Error())
+	}
+}
+
+// sealHandshake builds a handshake datagram for the receiver whose keys are
+// wk. cookie, if non-nil, keys mac2. It randomises the unused top bit of the
+// Noise ephemeral key (first 32 bytes of f.noise), which X25519 ignores and
+// the receiver clears, so that bit is not always zero.
+func sealHandshake(wk *wireKeys, f hsFields, cookie *[16]byte) []byte {
+	pad := randUint(hsMaxPad + 1)
+	inner := hsInnerHdr + len(f.noise) + pad
+	out := make([]byte, hsSeedLen+inner+hsTrailer)
+	mustRand(out[:hsSeedLen])
+	in := out[hsSeedLen : hsSeedLen+inner]
+	in[0] = f.typ
+	binary.BigEndian.PutUint32(in[1:5], f.sender)
+	binary.BigEndian.PutUint32(in[5:9], f.receiver)
+	binary.BigEndian.PutUint16(in[9:11], uint16(len(f.noise)))
+	copy(in[hsInnerHdr:], f.noise)
+	var topbit [1]byte
+	mustRand(topbit[:])
+	in[hsInnerHdr+31] |= topbit[0] & 0x80
+	mustRand(in[hsInnerHdr+len(f.noise):])
+	xorMask(wk, out[:hsSeedLen], in)
+	m1 := out[hsSeedLen+inner : hsSeedLen+inner+hsMacLen]
+	mac(m1, wk.mac1[:], out[:hsSeedLen+inner])
+	m2 := out[hsSeedLen+inner+hsMacLen:]
+	if cookie != nil {
+		mac(m2, cookie[:], out[:hsSeedLen+inner+hsMacLen])
+	} else {
+		mustRand(m2)
+	}
+	return out
+}
+
+func xorMask(wk *wireKeys, seed, b []byte) {
+	c, err := chacha20.NewUnauthenticatedCipher(wk.mask[:], seed)
+	if err != nil {
+		panic("crypto: xchacha20: " + err.Error())
+	}
+	c.XORKeyStream(b, b)
+}
+
+func mac(dst, key, msg []byte) {
+	h, err := blake2s.New128(key)
+	if err != nil {
+		panic("crypto: blake2s: " + err.Error())
+	}
+	h.Write(msg)
+	var sum [hsMacLen]byte
+	copy(dst, h.Sum(sum[:0]))
+}
+
+// checkMac1 is the cheap gate: true iff dgram has a plausible handshake
+// length and a valid mac1 for the receiver keys wk.
+func checkMac1(wk *wireKeys, dgram []byte) bool {
+	if len(dgram) < hsMinLen || len(dgram) > hsMaxLen {
+		return false
+	}
+	end := len(dgram) - hsTrailer
+	var want [hsMacLen]byte
+	mac(want[:], wk.mac1[:], dgram[:end])
+	return subtle.ConstantTimeCompare(want[:], dgram[end:end+hsMacLen]) == 1
+}
+
+// mac1Of returns the mac1 field of a handshake datagram of valid length.
+func mac1Of(dgram []byte) []byte {
+	end := len(dgram) - hsTrailer
+	return dgram[end : end+hsMacLen]
+}
+
+// checkMac2 verifies mac2 under cookie.
+func checkMac2(cookie *[16]byte, dgram []byte) bool {
+	end := len(dgram) - hsMacLen
+	var want [hsMacLen]byte
+	mac(want[:], cookie[:], dgram[:end])
+	return subtle.ConstantTimeCompare(want[:], dgram[end:]) == 1
+}
+
+// openHandshake unmasks a datagram whose mac1 was already checked and
+// parses the inner fields. The result does not alias dgram.
+func openHandshake(wk *wireKeys, dgram []byte) (hsFields, error) {
+	end := len(dgram) - hsTrailer
+	in := make([]byte, end-hsSeedLen)
+	copy(in, dgram[hsSeedLen:end])
+	xorMask(wk, dgram[:hsSeedLen], in)
+	n := int(binary.BigEndian.Uint16(in[9:11]))
+	if n < 32 || hsInnerHdr+n > len(in) {
+		return hsFields{}, ErrHandshake
+	}
+	f := hsFields{
+		typ:      in[0],
+		sender:   binary.BigEndian.Uint32(in[1:5]),
+		receiver: binary.BigEndian.Uint32(in[5:9]),
+		noise:    in[hsInnerHdr : hsInnerHdr+n],
+	}
+	f.noise[31] &= 0x7f
+	return f, nil
+}

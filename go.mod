@@ -1,0 +1,16 @@
+module github.com/yip-router/yip-router
+
+go 1.26.0
+
+require (
+	github.com/dchest/siphash v1.2.3
+	github.com/flynn/noise v1.1.0
+	github.com/klauspost/reedsolomon v1.14.2
+	golang.org/x/crypto v0.59.0
+)
+
+require (
+	github.com/klauspost/cpuid/v2 v2.3.0 // indirect
+	github.com/kr/text v0.2.0 // indirect
+	golang.org/x/sys v0.50.0 // indirect
+)
