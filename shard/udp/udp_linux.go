@@ -1,0 +1,315 @@
+// Package udp is the shards' UDP layer: sockets in an SO_REUSEPORT group
+// steered by a classic BPF program on the source port, per-lane sockets, and
+// batched recvmmsg/sendmmsg on raw non-blocking fds.
+//
+// It calls the syscalls through x/sys/unix directly instead of x/net's
+// ReadBatch/WriteBatch because those park the goroutine in Go's netpoller
+// on EAGAIN; a shard instead sleeps in one poll(2) over all its fds on its
+// pinned thread and must never block inside a read.
+package udp
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"unsafe"
+
+	"golang.org/x/net/bpf"
+	"golang.org/x/sys/unix"
+)
+
+// LaneBits is how many low bits of a lane socket's port name its lane: the
+// steering program returns (source port & LaneMask), so a datagram from a
+// peer's lane-i socket reaches the i-th socket of our group.
+const (
+	LaneBits = 6
+	LaneMask = 1<<LaneBits - 1
+)
+
+// skfNetOff is the kernel's SKF_NET_OFF: BPF loads relative to the network
+// header. The reuseport program otherwise sees the skb past the UDP header.
+const skfNetOff = -0x100000
+
+// Conn is one UDP socket driven by a shard.
+type Conn struct {
+	fd    int
+	v6    bool
+	local netip.AddrPort
+}
+
+// Fd is the socket for poll(2).
+func (c *Conn) Fd() int { return c.fd }
+
+// LocalAddr is the bound address.
+func (c *Conn) LocalAddr() netip.AddrPort { return c.local }
+
+// Close closes the socket.
+func (c *Conn) Close() error {
+	if c.fd < 0 {
+		return nil
+	}
+	err := unix.Close(c.fd)
+	c.fd = -1
+	return err
+}
+
+func sockaddr(ap netip.AddrPort) (unix.Sockaddr, bool) {
+	if ap.Addr().Is4() || ap.Addr().Is4In6() {
+		return &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().Unmap().As4()}, false
+	}
+	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}, true
+}
+
+// bufferSize is what each socket asks for (SO_RCVBUF/SO_SNDBUF); the kernel
+// caps it at net.core.rmem_max/wmem_max, which tuning/ raises.
+const bufferSize = 4 << 20
+
+func newSocket(local netip.AddrPort, reuse bool) (*Conn, error) {
+	sa, v6 := sockaddr(local)
+	family := unix.AF_INET
+	if v6 {
+		family = unix.AF_INET6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_DGRAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_UDP)
+	if err != nil {
+		return nil, os.NewSyscallError("socket", err)
+	}
+	c := &Conn{fd: fd, v6: v6}
+	fail := func(what string, err error) (*Conn, error) {
+		c.Close()
+		return nil, fmt.Errorf("udp %s: %s: %w", local, what, err)
+	}
+	if v6 {
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+			return fail("IPV6_V6ONLY", err)
+		}
+	}
+	if reuse {
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEPORT, 1); err != nil {
+			return fail("SO_REUSEPORT", err)
+		}
+	}
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, bufferSize)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, bufferSize)
+	if err := unix.Bind(fd, sa); err != nil {
+		return fail("bind", err)
+	}
+	got, err := unix.Getsockname(fd)
+	if err != nil {
+		return fail("getsockname", err)
+	}
+	switch a := got.(type) {
+	case *unix.SockaddrInet4:
+		c.local = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		c.local = netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port))
+	}
+	return c, nil
+}
+
+// steeringProgram returns (UDP source port & LaneMask). If that is not
+// below the group's size the kernel falls back to its hash, which is fine
+// for handshakes (any shard may take them).
+func steeringProgram(v6 bool) ([]unix.SockFilter, error) {
+	ipLen := 20 // IPv4 without options; the kernel strips none for us
+	if v6 {
+		ipLen = 40
+	}
+	raw, err := bpf.Assemble([]bpf.Instruction{
+		bpf.LoadAbsolute{Off: uint32(skfNetOff + ipLen), Size: 2},
+		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: LaneMask},
+		bpf.RetA{},
+	})
+	if err != nil {
+		return nil, err
+	}
+	f := make([]unix.SockFilter, len(raw))
+	for i, r := range raw {
+		f[i] = unix.SockFilter{Code: r.Op, Jt: r.Jt, Jf: r.Jf, K: r.K}
+	}
+	return f, nil
+}
+
+// ListenGroup binds n sockets to local in one SO_REUSEPORT group and
+// attaches the steering program, so a datagram whose source port's low
+// LaneBits bits are i < n reaches socket i (the kernel numbers sockets in
+// the order they joined). local's port 0 picks a free port for all.
+func ListenGroup(local netip.AddrPort, n int) ([]*Conn, error) {
+	if n < 1 || n > 1<<LaneBits {
+		return nil, fmt.Errorf("udp: group of %d sockets out of range 1..%d", n, 1<<LaneBits)
+	}
+	var conns []*Conn
+	closeAll := func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	for i := range n {
+		c, err := newSocket(local, true)
+		if err != nil {
+			closeAll()
+			if errors.Is(err, unix.EADDRINUSE) {
+				return nil, fmt.Errorf("udp: port %d is in use by another program: %w", local.Port(), err)
+			}
+			return nil, err
+		}
+		if i == 0 {
+			local = c.local // port 0: every socket joins the port the first got
+			prog, err := steeringProgram(c.v6)
+			if err != nil {
+				c.Close()
+				return nil, err
+			}
+			fp := unix.SockFprog{Len: uint16(len(prog)), Filter: &prog[0]}
+			if err := unix.SetsockoptSockFprog(c.fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_CBPF, &fp); err != nil {
+				c.Close()
+				return nil, fmt.Errorf("udp %s: SO_ATTACH_REUSEPORT_CBPF: %w", local, err)
+			}
+		}
+		conns = append(conns, c)
+	}
+	return conns, nil
+}
+
+// ListenLane binds a socket on ip to a free port whose low LaneBits bits
+// are lane: the source port a peer's steering program maps to its lane's
+// shard. It tries random ports in the ephemeral range.
+func ListenLane(ip netip.Addr, lane int, random func(n int) int) (*Conn, error) {
+	if lane < 0 || lane > LaneMask {
+		return nil, fmt.Errorf("udp: lane %d out of range", lane)
+	}
+	var last error
+	for range 64 {
+		port := 32768 + (random(28000)&^LaneMask | lane)
+		c, err := newSocket(netip.AddrPortFrom(ip, uint16(port)), false)
+		if err == nil {
+			return c, nil
+		}
+		last = err
+		if !errors.Is(err, unix.EADDRINUSE) {
+			break
+		}
+	}
+	return nil, fmt.Errorf("udp: no free port for lane %d: %w", lane, last)
+}
+
+// Batch is a set of message headers for recvmmsg/sendmmsg, allocated once
+// per shard so a batched call allocates nothing.
+type Batch struct {
+	msgs  []unix.Mmsghdr
+	iovs  []unix.Iovec
+	names []unix.RawSockaddrInet6
+	// Bufs are the caller's buffers; Sizes the lengths received (or to
+	// send); Addrs the peers.
+	Bufs  [][]byte
+	Sizes []int
+	Addrs []netip.AddrPort
+}
+
+// NewBatch makes a batch of n messages.
+func NewBatch(n int) *Batch {
+	return &Batch{
+		msgs:  make([]unix.Mmsghdr, n),
+		iovs:  make([]unix.Iovec, n),
+		names: make([]unix.RawSockaddrInet6, n),
+		Bufs:  make([][]byte, n),
+		Sizes: make([]int, n),
+		Addrs: make([]netip.AddrPort, n),
+	}
+}
+
+// Len is the batch capacity.
+func (b *Batch) Len() int { return len(b.msgs) }
+
+// Recv receives up to n datagrams into b.Bufs[:n] without blocking and fills
+// Sizes and Addrs. It returns 0 when nothing is queued.
+func (c *Conn) Recv(b *Batch, n int) (int, error) {
+	n = min(n, len(b.msgs))
+	for i := range n {
+		buf := b.Bufs[i]
+		b.iovs[i].Base = unsafe.SliceData(buf)
+		b.iovs[i].SetLen(len(buf))
+		h := &b.msgs[i].Hdr
+		*h = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&b.names[i])), Namelen: unix.SizeofSockaddrInet6, Iov: &b.iovs[i], Iovlen: 1}
+	}
+	for {
+		r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(n), unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0:
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			return 0, nil
+		default:
+			return 0, os.NewSyscallError("recvmmsg", errno)
+		}
+		got := int(r)
+		for i := range got {
+			b.Sizes[i] = int(b.msgs[i].Len)
+			b.Addrs[i] = fromRaw(&b.names[i])
+		}
+		return got, nil
+	}
+}
+
+// Send sends b.Bufs[i][:b.Sizes[i]] to b.Addrs[i] for i < n. It returns how
+// many the kernel took; the rest (socket buffer full) the caller drops and
+// counts.
+func (c *Conn) Send(b *Batch, n int) (int, error) {
+	n = min(n, len(b.msgs))
+	for i := range n {
+		b.iovs[i].Base = unsafe.SliceData(b.Bufs[i])
+		b.iovs[i].SetLen(b.Sizes[i])
+		nl := toRaw(&b.names[i], b.Addrs[i], c.v6)
+		b.msgs[i].Hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&b.names[i])), Namelen: nl, Iov: &b.iovs[i], Iovlen: 1}
+	}
+	sent := 0
+	for sent < n {
+		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&b.msgs[sent])), uintptr(n-sent), unix.MSG_DONTWAIT, 0, 0)
+		switch errno {
+		case 0:
+			sent += int(r)
+			continue
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN, unix.ENOBUFS:
+			return sent, nil
+		}
+		// A per-destination error (e.g. ECONNREFUSED from an ICMP, or
+		// EHOSTUNREACH) fails the first message; skip it and go on.
+		sent++
+		if sent == n {
+			return sent - 1, os.NewSyscallError("sendmmsg", errno)
+		}
+	}
+	return sent, nil
+}
+
+func fromRaw(rs *unix.RawSockaddrInet6) netip.AddrPort {
+	switch rs.Family {
+	case unix.AF_INET:
+		r4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(rs))
+		p := (*[2]byte)(unsafe.Pointer(&r4.Port))
+		return netip.AddrPortFrom(netip.AddrFrom4(r4.Addr), uint16(p[0])<<8|uint16(p[1]))
+	case unix.AF_INET6:
+		p := (*[2]byte)(unsafe.Pointer(&rs.Port))
+		return netip.AddrPortFrom(netip.AddrFrom16(rs.Addr), uint16(p[0])<<8|uint16(p[1]))
+	}
+	return netip.AddrPort{}
+}
+
+func toRaw(rs *unix.RawSockaddrInet6, ap netip.AddrPort, v6 bool) uint32 {
+	port := ap.Port()
+	if !v6 {
+		r4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(rs))
+		*r4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: ap.Addr().Unmap().As4()}
+		p := (*[2]byte)(unsafe.Pointer(&r4.Port))
+		p[0], p[1] = byte(port>>8), byte(port)
+		return unix.SizeofSockaddrInet4
+	}
+	*rs = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: ap.Addr().As16()}
+	p := (*[2]byte)(unsafe.Pointer(&rs.Port))
+	p[0], p[1] = byte(port>>8), byte(port)
+	return unix.SizeofSockaddrInet6
+}

@@ -1,0 +1,153 @@
+package udp
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func recvAll(t *testing.T, c *Conn, b *Batch, want int) []netip.AddrPort {
+	t.Helper()
+	var from []netip.AddrPort
+	deadline := time.Now().Add(2 * time.Second)
+	for len(from) < want && time.Now().Before(deadline) {
+		n, err := c.Recv(b, b.Len())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			from = append(from, b.Addrs[i])
+			if got := string(b.Bufs[i][:b.Sizes[i]]); got != fmt.Sprint(b.Addrs[i].Port()) {
+				t.Fatalf("payload %q from %v", got, b.Addrs[i])
+			}
+		}
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return from
+}
+
+// A datagram from a lane-i socket reaches socket i of the group, for every
+// lane, IPv4 and IPv6: steering is deterministic, not hash luck.
+func TestSteeringByLanePort(t *testing.T) {
+	for _, ip := range []string{"127.0.0.1", "::1"} {
+		t.Run(ip, func(t *testing.T) {
+			addr := netip.MustParseAddr(ip)
+			const n = 4
+			group, err := ListenGroup(netip.AddrPortFrom(addr, 0), n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				for _, c := range group {
+					c.Close()
+				}
+			}()
+			port := group[0].LocalAddr().Port()
+			for _, c := range group {
+				if c.LocalAddr().Port() != port {
+					t.Fatal("group sockets on different ports")
+				}
+			}
+			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
+			const perLane = 3 // distinct source sockets per lane
+			for lane := range n {
+				for range perLane {
+					s, err := ListenLane(addr, lane, rng.IntN)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if int(s.LocalAddr().Port())&LaneMask != lane {
+						t.Fatalf("lane %d socket on port %d", lane, s.LocalAddr().Port())
+					}
+					b := NewBatch(8)
+					for i := range 8 {
+						b.Bufs[i] = []byte(fmt.Sprint(s.LocalAddr().Port()))
+						b.Sizes[i] = len(b.Bufs[i])
+						b.Addrs[i] = group[0].LocalAddr()
+					}
+					if sent, err := s.Send(b, 8); err != nil || sent != 8 {
+						t.Fatalf("sent %d: %v", sent, err)
+					}
+					s.Close()
+				}
+			}
+			for lane, c := range group {
+				b := NewBatch(64)
+				for i := range b.Bufs {
+					b.Bufs[i] = make([]byte, 64)
+				}
+				from := recvAll(t, c, b, perLane*8)
+				if len(from) != perLane*8 {
+					t.Fatalf("socket %d got %d datagrams, want %d", lane, len(from), perLane*8)
+				}
+				for _, f := range from {
+					if int(f.Port())&LaneMask != lane {
+						t.Fatalf("socket %d got a datagram from port %d (lane %d)", lane, f.Port(), int(f.Port())&LaneMask)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestGroupErrors(t *testing.T) {
+	if _, err := ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), 0); err == nil {
+		t.Fatal("empty group accepted")
+	}
+	if _, err := ListenLane(netip.MustParseAddr("127.0.0.1"), LaneMask+1, rand.IntN); err == nil {
+		t.Fatal("lane out of range accepted")
+	}
+	a, err := ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a[0].Close()
+	// A plain socket already on the port: the group cannot join it.
+	s, err := newSocket(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := ListenGroup(s.LocalAddr(), 2); err == nil {
+		t.Fatal("joined a port held by a non-reuseport socket")
+	}
+}
+
+func TestBatchZeroAlloc(t *testing.T) {
+	g, err := ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g[0].Close()
+	b := NewBatch(32)
+	for i := range b.Bufs {
+		b.Bufs[i] = make([]byte, 1500)
+		b.Sizes[i] = 100
+		b.Addrs[i] = g[0].LocalAddr()
+	}
+	rb := NewBatch(32)
+	for i := range rb.Bufs {
+		rb.Bufs[i] = make([]byte, 1500)
+	}
+	allocs := testing.AllocsPerRun(100, func() {
+		if _, err := g[0].Send(b, 32); err != nil {
+			panic(err)
+		}
+		for {
+			n, err := g[0].Recv(rb, 32)
+			if err != nil {
+				panic(err)
+			}
+			if n == 0 {
+				break
+			}
+		}
+	})
+	if allocs != 0 {
+		t.Fatalf("send+recv batch allocates %.1f", allocs)
+	}
+}
