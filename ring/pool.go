@@ -22,12 +22,12 @@ func (p *Packet) Data() []byte { return p.Buf[p.Off : p.Off+p.N] }
 // sync.Pool on the hot path. Not safe for concurrent use: buffers lent to
 // other shards come back through a ring and are Put by the owner.
 type Pool struct {
-	id    uint16
-	size  int
-	slab  []byte
-	pkts  []Packet
-	free  []*Packet
-	low   int // fewest free buffers ever seen (high-water mark of use)
+	id   uint16
+	size int
+	slab []byte
+	pkts []Packet
+	free []*Packet
+	low  int // fewest free buffers ever seen (high-water mark of use)
 }
 
 // NewPool allocates n buffers of size bytes for owner id.
