@@ -7,11 +7,11 @@ require (
 	github.com/flynn/noise v1.1.0
 	github.com/klauspost/reedsolomon v1.14.2
 	golang.org/x/crypto v0.59.0
+	golang.org/x/net v0.62.0
+	golang.org/x/sys v0.50.0
 )
 
 require (
 	github.com/klauspost/cpuid/v2 v2.3.0 // indirect
 	github.com/kr/text v0.2.0 // indirect
-	golang.org/x/net v0.62.0 // indirect
-	golang.org/x/sys v0.50.0 // indirect
 )

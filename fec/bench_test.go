@@ -1,0 +1,182 @@
+package fec
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/klauspost/reedsolomon"
+)
+
+// Run one at a time on a quiet machine:
+//
+//	go test -run '^$' -bench . -cpu 1 -benchtime 0.5s ./fec/
+
+var benchRatios = [][2]int{{8, 1}, {8, 2}, {16, 2}, {16, 4}}
+
+func benchSizes(mix bool) []int {
+	s := make([]int, 96)
+	for i := range s {
+		s[i] = 1400
+		if mix {
+			s[i] = imixSize(i)
+		}
+	}
+	return s
+}
+
+// BenchmarkEncode is the sender's cost per data packet: the copy into the
+// arena plus its share of the group's parity computation.
+func BenchmarkEncode(b *testing.B) {
+	for _, kr := range benchRatios {
+		for _, mix := range []bool{false, true} {
+			name := fmt.Sprintf("%s/1400B", ratioName(kr[0], kr[1]))
+			if mix {
+				name = fmt.Sprintf("%s/imix", ratioName(kr[0], kr[1]))
+			}
+			b.Run(name, func(b *testing.B) {
+				e, _ := NewEncoder(EncoderConfig{K: kr[0], R: kr[1]})
+				sizes := benchSizes(mix)
+				buf := make([]byte, MaxSymbolLen)
+				for i := range 4 * kr[0] { // warm the arena and codec cache
+					e.Add(buf[:sizes[i%len(sizes)]], t0)
+				}
+				total := 0
+				for _, s := range sizes {
+					total += s
+				}
+				b.SetBytes(int64(total / len(sizes)))
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					e.Add(buf[:sizes[i%len(sizes)]], t0)
+					i++
+					for {
+						if _, _, ok := e.NextParity(); !ok {
+							break
+						}
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkDecode is the receiver's cost per group, and per inner packet
+// (ns/pkt; parity symbols included), clean and with one data symbol lost per
+// group.
+func BenchmarkDecode(b *testing.B) {
+	const groups = 512
+	for _, kr := range benchRatios {
+		for _, lose := range []int{-1, 3} {
+			name := ratioName(kr[0], kr[1]) + "/no-loss"
+			if lose >= 0 {
+				name = ratioName(kr[0], kr[1]) + "/1-loss-per-group"
+			}
+			b.Run(name, func(b *testing.B) {
+				wire := precomputeWire(b, kr[0], kr[1], groups, 1400, lose)
+				d := NewDecoder(DecoderConfig{})
+				sink := 0
+				deliver := func(p []byte) { sink += len(p) }
+				perGroup := len(wire) / groups
+				// Warm the arena and codec cache, as on a running lane.
+				for _, w := range wire[:perGroup*8] {
+					d.Push(w.m, w.b, t0, deliver)
+				}
+				pos, cycle := perGroup*8, 0
+				b.SetBytes(int64(kr[0] * 1400))
+				b.ReportAllocs()
+				// One op = one group: its data symbols (minus the lost one)
+				// and parity, including the recovery.
+				for b.Loop() {
+					for range perGroup {
+						w := wire[pos]
+						w.m.Group += uint32(cycle * groups)
+						d.Push(w.m, w.b, t0, deliver)
+						pos++
+					}
+					if pos == len(wire) {
+						pos, cycle = 0, cycle+1
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*kr[0]), "ns/pkt")
+				if lose >= 0 && d.Stats().Recovered == 0 {
+					b.Fatal("nothing recovered")
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkOneParity compares, for R=1 (K=8, 1402-byte shards), the
+// library's default matrix, WithFastOneParityMatrix (XOR), and this
+// package's matrix (whose first row is XOR for every R): encoding a whole
+// group with Encode, folding in one symbol with EncodeIdx (what Encoder
+// does, ×8 per group), and recovering one lost symbol.
+func BenchmarkOneParity(b *testing.B) {
+	const k, size = 8, 1402
+	matrices := []struct {
+		name string
+		opt  reedsolomon.Option
+	}{
+		{"default", nil},
+		{"fast-one-parity", reedsolomon.WithFastOneParityMatrix()},
+		{"fec-matrix", reedsolomon.WithCustomMatrix(parityRows(k, 1))},
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	shards := make([][]byte, k+1)
+	for i := range shards {
+		shards[i] = make([]byte, size)
+		for j := range shards[i] {
+			shards[i][j] = byte(rng.Uint32())
+		}
+	}
+	for _, mx := range matrices {
+		opts := []reedsolomon.Option{reedsolomon.WithMaxGoroutines(1)}
+		if mx.opt != nil {
+			opts = append(opts, mx.opt)
+		}
+		enc, err := reedsolomon.New(k, 1, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run("encode-group/"+mx.name, func(b *testing.B) {
+			b.SetBytes(k * size)
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := enc.Encode(shards); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run("encodeidx-group/"+mx.name, func(b *testing.B) {
+			b.SetBytes(k * size)
+			b.ReportAllocs()
+			par := shards[k:]
+			for b.Loop() {
+				clear(par[0])
+				for i := range k {
+					if err := enc.EncodeIdx(shards[i], i, par); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+		b.Run("recover-one/"+mx.name, func(b *testing.B) {
+			if err := enc.Encode(shards); err != nil {
+				b.Fatal(err)
+			}
+			b.SetBytes(k * size)
+			work := make([][]byte, k+1)
+			spare := make([]byte, size)
+			b.ReportAllocs()
+			for b.Loop() {
+				copy(work, shards)
+				work[3] = spare[:0]
+				if err := enc.ReconstructData(work); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

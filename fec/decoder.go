@@ -1,0 +1,508 @@
+package fec
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"time"
+)
+
+// Decoder defaults. A window of 32 groups of up to 16+4 symbols tolerates
+// several hundred packets of reordering; 1 MiB holds that many full-size
+// symbols; 250 ms is far beyond any useful recovery (a recovered packet later
+// than that is worse than a loss to TCP and to real-time traffic alike).
+const (
+	DefaultMaxGroups = 32
+	DefaultMaxBytes  = 1 << 20
+	DefaultGroupTTL  = 250 * time.Millisecond
+	maxMaxGroups     = 1024
+)
+
+// DecoderConfig bounds one lane's decoder. Zero fields take the defaults.
+type DecoderConfig struct {
+	// MaxGroups is the window: groups older than the newest minus MaxGroups
+	// are dropped. Rounded up to a power of two so group ids map to slots
+	// consistently across the 2^32 wrap.
+	MaxGroups int
+	// MaxBytes caps symbol storage; when reached, the oldest open group is
+	// evicted. The decoder's fixed overhead (slots, codecs) is outside it.
+	MaxBytes int
+	// GroupTTL frees a group's storage this long after its first symbol.
+	GroupTTL time.Duration
+	// MaxAhead is how many groups beyond the newest a symbol may jump; one
+	// further ahead is dropped (unless the lane has been idle for GroupTTL,
+	// which is how the window resynchronises after a long outage). Zero
+	// means MaxGroups.
+	MaxAhead int
+}
+
+// Stats are cumulative counters, exposed as a plain struct so the router can
+// copy them into its metrics without locking (call Stats from the lane's
+// goroutine).
+type Stats struct {
+	DataIn, ParityIn uint64 // symbols accepted into the window
+	Delivered        uint64 // data symbols handed out as received
+	Recovered        uint64 // data symbols handed out after reconstruction
+	Duplicates       uint64 // symbols already seen, or data already delivered
+	Late             uint64 // symbols for groups behind the window
+	FarAhead         uint64 // symbols for groups too far ahead of the window
+	Invalid          uint64 // Meta or length impossible on its own
+	Inconsistent     uint64 // symbols contradicting their group (group gives up recovery)
+	Unrecoverable    uint64 // groups closed with data still missing
+	LostData         uint64 // data symbols in those groups (lower bound without parity)
+	Evicted          uint64 // open groups evicted to stay under MaxBytes
+	Expired          uint64 // open groups whose GroupTTL passed
+	NotStored        uint64 // symbols not kept for recovery because of the byte cap
+	Resyncs          uint64 // window jumps after an idle period
+}
+
+type slotState uint8
+
+const (
+	stateFree    slotState = iota
+	stateOpen              // collecting symbols, recovery possible
+	stateDone              // all data delivered; only dedup bookkeeping left
+	stateCorrupt           // inconsistent; pass-through only
+	stateClosed            // expired or evicted with data missing
+)
+
+// slot is one group in the window. It is fixed-size: the per-group variable
+// part (symbol bytes) lives in the shared arena, referenced by index.
+type slot struct {
+	group     uint32
+	state     slotState
+	accounted bool
+	kKnown    bool // K and R come from a parity symbol
+	k, r      uint8
+	dataK     uint8 // largest K announced by a data symbol
+	dataR     uint8
+	maxIdx    uint8  // 1 + highest data index seen
+	shardLen  uint16 // parity length once known
+	start     time.Time
+	present   [2]uint64 // distinct indices received
+	delivered uint64    // data indices handed out
+	nStored   uint8
+	lens      [MaxK]uint16       // payload length of stored data symbols
+	bufs      [MaxK + MaxR]int16 // arena slab per index, -1 if none
+}
+
+// Decoder reassembles one lane. Not safe for concurrent use.
+type Decoder struct {
+	cfg      DecoderConfig
+	mask     uint32
+	slots    []slot
+	head     uint32
+	started  bool
+	lastSeen time.Time
+
+	arena    [][]byte // slabs, grown lazily up to maxSlabs
+	free     []int16
+	maxSlabs int
+
+	shards [MaxK + MaxR][]byte
+	tmp    [MaxR]int16
+
+	codecs codecCache
+	stats  Stats
+	loss   LossReport
+}
+
+// NewDecoder returns a decoder bounded by cfg.
+func NewDecoder(cfg DecoderConfig) *Decoder {
+	if cfg.MaxGroups <= 0 {
+		cfg.MaxGroups = DefaultMaxGroups
+	}
+	cfg.MaxGroups = min(1<<bits.Len(uint(cfg.MaxGroups-1)), maxMaxGroups)
+	if cfg.MaxBytes <= 0 {
+		cfg.MaxBytes = DefaultMaxBytes
+	}
+	if cfg.GroupTTL <= 0 {
+		cfg.GroupTTL = DefaultGroupTTL
+	}
+	if cfg.MaxAhead <= 0 {
+		cfg.MaxAhead = cfg.MaxGroups
+	}
+	// At least one full group must fit, or nothing could ever be recovered.
+	maxSlabs := max(cfg.MaxBytes/slabLen, MaxK+MaxR)
+	d := &Decoder{
+		cfg:      cfg,
+		mask:     uint32(cfg.MaxGroups - 1),
+		slots:    make([]slot, cfg.MaxGroups),
+		maxSlabs: maxSlabs,
+		free:     make([]int16, 0, maxSlabs),
+	}
+	return d
+}
+
+// Stats returns the counters so far.
+func (d *Decoder) Stats() Stats { return d.stats }
+
+// StoredBytes is the symbol storage currently allocated, never above the cap.
+func (d *Decoder) StoredBytes() int { return len(d.arena) * slabLen }
+
+// CapBytes is the effective storage cap (MaxBytes, raised to one full group).
+func (d *Decoder) CapBytes() int { return d.maxSlabs * slabLen }
+
+// Push accepts one authenticated symbol. Data symbols are handed to deliver
+// at once (never twice); recovered data symbols are handed to deliver as soon
+// as the group has any K of its K+R symbols. deliver may modify the slice in
+// place but must not keep it: the decoder copies what it needs first.
+func (d *Decoder) Push(m Meta, sym []byte, now time.Time, deliver func([]byte)) {
+	if !d.validMeta(m, len(sym)) {
+		d.stats.Invalid++
+		return
+	}
+	s := d.slotFor(m.Group, now)
+	if s == nil {
+		return
+	}
+	idx := int(m.Index)
+	word, bit := idx>>6, uint64(1)<<(idx&63)
+	if m.Kind == KindData {
+		d.pushData(s, m, sym, deliver)
+	} else {
+		if s.present[word]&bit != 0 {
+			d.stats.Duplicates++
+			return
+		}
+		d.pushParity(s, m, sym)
+	}
+	s.present[word] |= bit
+	if s.state == stateOpen {
+		d.tryRecover(s, deliver)
+	}
+}
+
+func (d *Decoder) validMeta(m Meta, n int) bool {
+	switch m.Kind {
+	case KindData:
+		return n >= 1 && n <= MaxSymbolLen &&
+			validRatio(int(m.K), int(m.R)) && m.Index < m.K
+	case KindParity:
+		return n > lenPrefix && n <= MaxParityLen &&
+			validRatio(int(m.K), int(m.R)) && m.R > 0 &&
+			m.Index >= m.K && int(m.Index) < int(m.K)+int(m.R)
+	}
+	return false
+}
+
+// slotFor places group g in the window, sliding or resynchronising it as
+// needed. It returns nil (and counts why) for symbols outside the window.
+func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
+	if !d.started {
+		d.started, d.head = true, g
+	}
+	ahead := int64(int32(g - d.head))
+	switch {
+	case ahead > int64(d.cfg.MaxAhead) || -ahead >= int64(len(d.slots)):
+		if now.Sub(d.lastSeen) < d.cfg.GroupTTL {
+			if ahead > 0 {
+				d.stats.FarAhead++
+			} else {
+				d.stats.Late++
+			}
+			return nil
+		}
+		// Idle long enough that nothing in the window is still useful:
+		// the sender restarted or we lost a long outage's worth of groups.
+		d.stats.Resyncs++
+		for i := range d.slots {
+			d.retire(&d.slots[i])
+		}
+		d.head = g
+	case ahead > 0:
+		// Slide: every slot the new groups map to holds a group that now
+		// falls behind the window.
+		steps := min(ahead, int64(len(d.slots)))
+		for i := int64(1); i <= steps; i++ {
+			d.retire(&d.slots[(d.head+uint32(i))&d.mask])
+		}
+		d.head = g
+	}
+	d.lastSeen = now
+	s := &d.slots[g&d.mask]
+	if s.state == stateFree || s.group != g {
+		d.retire(s)
+		*s = slot{group: g, state: stateOpen, start: now}
+		for i := range s.bufs {
+			s.bufs[i] = -1
+		}
+	}
+	return s
+}
+
+func (d *Decoder) pushData(s *slot, m Meta, sym []byte, deliver func([]byte)) {
+	idx := int(m.Index)
+	bit := uint64(1) << idx
+	if s.delivered&bit != 0 {
+		d.stats.Duplicates++
+		return
+	}
+	d.stats.DataIn++
+	s.dataK = max(s.dataK, m.K)
+	s.dataR = max(s.dataR, m.R)
+	s.maxIdx = max(s.maxIdx, m.Index+1)
+	if s.state == stateOpen {
+		if s.kKnown && (m.Index >= s.k || lenPrefix+len(sym) > int(s.shardLen)) {
+			d.corrupt(s)
+		} else if m.R > 0 || s.kKnown {
+			// Keep a copy for recovering the group's other symbols; a
+			// group announced with R=0 will never have parity.
+			if b := d.store(s, idx); b >= 0 {
+				buf := d.arena[b]
+				binary.BigEndian.PutUint16(buf, uint16(len(sym)))
+				copy(buf[lenPrefix:], sym)
+				s.lens[idx] = uint16(len(sym))
+			}
+		}
+	}
+	// Copy first, deliver second: deliver may decrypt in place.
+	s.delivered |= bit
+	d.stats.Delivered++
+	deliver(sym)
+	d.checkDone(s)
+}
+
+func (d *Decoder) pushParity(s *slot, m Meta, sym []byte) {
+	d.stats.ParityIn++
+	if s.state != stateOpen {
+		if s.kKnown && (m.K != s.k || m.R != s.r) {
+			d.stats.Inconsistent++
+		}
+		return
+	}
+	if !s.kKnown {
+		s.kKnown, s.k, s.r, s.shardLen = true, m.K, m.R, uint16(len(sym))
+		// Data symbols seen so far must fit the group parity describes.
+		if s.maxIdx > s.k || s.dataK < s.k && s.dataK != 0 {
+			d.corrupt(s)
+			return
+		}
+		for i := 0; i < int(s.maxIdx); i++ {
+			if s.bufs[i] >= 0 && lenPrefix+int(s.lens[i]) > len(sym) {
+				d.corrupt(s)
+				return
+			}
+		}
+		d.checkDone(s)
+		if s.state != stateOpen {
+			return
+		}
+	} else if m.K != s.k || m.R != s.r || len(sym) != int(s.shardLen) {
+		d.corrupt(s)
+		return
+	}
+	if b := d.store(s, int(m.Index)); b >= 0 {
+		copy(d.arena[b], sym)
+	}
+}
+
+// checkDone frees a group's storage once every data symbol has been handed
+// out: nothing is left to recover.
+func (d *Decoder) checkDone(s *slot) {
+	if s.state != stateOpen {
+		return
+	}
+	k := s.dataK
+	if s.kKnown {
+		k = s.k
+	}
+	if k > 0 && s.delivered == lowBits(int(k)) {
+		s.state = stateDone
+		d.freeBufs(s)
+	}
+}
+
+func lowBits(n int) uint64 {
+	if n >= 64 {
+		return ^uint64(0)
+	}
+	return 1<<n - 1
+}
+
+func (d *Decoder) corrupt(s *slot) {
+	d.stats.Inconsistent++
+	s.state = stateCorrupt
+	d.freeBufs(s)
+}
+
+// tryRecover reconstructs the group's missing data once K of its symbols are
+// stored. Output buffers come from the arena and missing parity is left nil,
+// so the library allocates no shard memory; it does still allocate five or
+// six small bookkeeping slices per ReconstructData call (sub-shard and index
+// lists, ≈1.6 KiB at 8:2, ≈2.4 KiB at 16:4), plus an inverted matrix the
+// first time a loss pattern is seen (bounded, see recoveriesPerCodec). That
+// is per recovered group, never per symbol, and never retained.
+func (d *Decoder) tryRecover(s *slot, deliver func([]byte)) {
+	if !s.kKnown || int(s.nStored) < int(s.k) {
+		return
+	}
+	k, r, size := int(s.k), int(s.r), int(s.shardLen)
+	enc, err := d.codecs.forRecovery(k, r)
+	if err != nil {
+		return
+	}
+	shards := d.shards[:k+r]
+	nTmp := 0
+	for i := range k {
+		if b := s.bufs[i]; b >= 0 {
+			buf := d.arena[b][:size]
+			clear(buf[lenPrefix+int(s.lens[i]):])
+			shards[i] = buf
+			continue
+		}
+		// Missing (or delivered but not stored under the byte cap): needs
+		// an output buffer. At most R of these, since nStored >= K.
+		t := d.takeSlab(s)
+		if t < 0 {
+			d.releaseTmp(nTmp)
+			d.stats.NotStored++
+			return
+		}
+		d.tmp[nTmp] = t
+		nTmp++
+		shards[i] = d.arena[t][:0]
+	}
+	for j := range r {
+		if b := s.bufs[k+j]; b >= 0 {
+			shards[k+j] = d.arena[b][:size]
+		} else {
+			shards[k+j] = nil
+		}
+	}
+	if err := enc.ReconstructData(shards); err != nil {
+		d.releaseTmp(nTmp)
+		d.corrupt(s)
+		return
+	}
+	for i := range k {
+		bit := uint64(1) << i
+		if s.bufs[i] >= 0 || s.delivered&bit != 0 {
+			continue
+		}
+		b := shards[i]
+		n := int(binary.BigEndian.Uint16(b))
+		if n == 0 || lenPrefix+n > size {
+			// Parity that passed the tag but encodes garbage.
+			d.stats.Inconsistent++
+			continue
+		}
+		s.delivered |= bit
+		d.stats.Recovered++
+		deliver(b[lenPrefix : lenPrefix+n])
+	}
+	d.releaseTmp(nTmp)
+	s.state = stateDone
+	d.freeBufs(s)
+	for i := range shards {
+		shards[i] = nil
+	}
+}
+
+func (d *Decoder) releaseTmp(n int) {
+	d.free = append(d.free, d.tmp[:n]...)
+}
+
+// store reserves a slab for symbol idx of s and returns it, or -1 if the cap
+// leaves no room even after evicting older groups.
+func (d *Decoder) store(s *slot, idx int) int16 {
+	b := d.takeSlab(s)
+	if b < 0 {
+		d.stats.NotStored++
+		return -1
+	}
+	s.bufs[idx] = b
+	s.nStored++
+	return b
+}
+
+// takeSlab gets a free slab: from the free list, by growing the arena up to
+// the cap, or by evicting the oldest open group other than keep.
+func (d *Decoder) takeSlab(keep *slot) int16 {
+	if n := len(d.free); n > 0 {
+		b := d.free[n-1]
+		d.free = d.free[:n-1]
+		return b
+	}
+	if len(d.arena) < d.maxSlabs {
+		d.arena = append(d.arena, make([]byte, slabLen))
+		return int16(len(d.arena) - 1)
+	}
+	for i := len(d.slots) - 1; i >= 0; i-- {
+		s := &d.slots[(d.head-uint32(i))&d.mask]
+		if s != keep && s.state == stateOpen && s.nStored > 0 {
+			d.stats.Evicted++
+			d.close(s)
+			return d.takeSlab(keep)
+		}
+	}
+	return -1
+}
+
+func (d *Decoder) freeBufs(s *slot) {
+	if s.nStored == 0 {
+		return
+	}
+	for i, b := range s.bufs {
+		if b >= 0 {
+			d.free = append(d.free, b)
+			s.bufs[i] = -1
+		}
+	}
+	s.nStored = 0
+}
+
+// close gives up on recovering s (expired or evicted) but keeps its
+// bitmaps, so a late original is still delivered once and never twice.
+func (d *Decoder) close(s *slot) {
+	if s.state == stateOpen {
+		s.state = stateClosed
+	}
+	d.freeBufs(s)
+	d.account(s)
+}
+
+// retire removes s from the window entirely.
+func (d *Decoder) retire(s *slot) {
+	if s.state == stateFree {
+		return
+	}
+	d.close(s)
+	s.state = stateFree
+}
+
+// account adds a finished group to the loss counters, once.
+func (d *Decoder) account(s *slot) {
+	if s.accounted {
+		return
+	}
+	s.accounted = true
+	// Without parity the group's true K is unknown (a flushed group is
+	// shorter than its data symbols announce); assume it ended at the
+	// highest data index seen, so a lost parity never counts as lost data.
+	k, r := int(s.maxIdx), int(s.dataR)
+	if s.kKnown {
+		k, r = int(s.k), int(s.r)
+	}
+	recv := bits.OnesCount64(s.present[0]) + bits.OnesCount64(s.present[1])
+	d.loss.Expected = satAdd(d.loss.Expected, uint32(max(k+r, recv)))
+	d.loss.Received = satAdd(d.loss.Received, uint32(recv))
+	if missing := k - bits.OnesCount64(s.delivered&lowBits(k)); missing > 0 {
+		d.stats.Unrecoverable++
+		d.stats.LostData += uint64(missing)
+		d.loss.Unrecovered = satAdd(d.loss.Unrecovered, uint32(missing))
+	}
+}
+
+// Tick expires groups older than GroupTTL. Call it every few milliseconds
+// from the lane loop; Push never waits on it.
+func (d *Decoder) Tick(now time.Time) {
+	for i := range d.slots {
+		s := &d.slots[i]
+		if s.state != stateFree && !s.accounted && now.Sub(s.start) >= d.cfg.GroupTTL {
+			if s.state == stateOpen {
+				d.stats.Expired++
+			}
+			d.close(s)
+		}
+	}
+}

@@ -1,0 +1,22 @@
+// Package fec adds cross-packet forward error correction to a lane.
+//
+// The reference design coded every packet as its own object and padded each
+// symbol to a fixed size, so a 60-byte ACK cost two full-size datagrams. Here
+// sealed packets are the data symbols of a systematic Reed–Solomon code that
+// spans several packets: a data symbol goes out the moment it exists (a clean
+// path adds no latency and small packets stay small), and only after every
+// group of K data symbols, or when a flush timeout closes a partial group, does
+// the sender add R parity symbols. A clean path therefore pays exactly the
+// configured R/K in symbols, and a lossy one recovers any K of K+R.
+//
+// The package never sees keys or sockets. The framing layer authenticates each
+// symbol before it reaches the Decoder (a forged symbol would otherwise poison
+// a whole group's reconstruction), carries the Meta fields in its masked
+// header, and carries LossReport in an encrypted control frame. Because a peer
+// that passed the tag can still be broken, the Decoder treats every Meta and
+// every byte as hostile: its memory is capped up front and nothing a peer
+// sends can make it allocate beyond that cap.
+//
+// Everything in the per-symbol path (Encoder.Add, Decoder.Push on data and
+// parity) runs without heap allocation once warm; see the AllocsPerRun tests.
+package fec

@@ -1,0 +1,82 @@
+package fec
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// LossReport is what a receiver tells its peer about one interval, so the
+// peer's encoder can size R. Counts are in wire symbols (data and parity) of
+// groups the decoder finished with during the interval: only finished groups
+// have a known size, so the estimate lags by the window but never mistakes
+// "not yet arrived" for "lost".
+type LossReport struct {
+	Expected    uint32 // symbols the finished groups consisted of
+	Received    uint32 // distinct symbols of them that arrived
+	Unrecovered uint32 // data symbols still missing after FEC
+}
+
+// LossReportLen is the encoded size of a LossReport.
+const LossReportLen = 12
+
+// ErrLossReport is returned for a malformed encoded report.
+var ErrLossReport = errors.New("fec: malformed loss report")
+
+// Loss is the wire loss fraction in [0,1]; zero when nothing was expected.
+func (r LossReport) Loss() float64 {
+	if r.Expected == 0 || r.Received >= r.Expected {
+		return 0
+	}
+	return float64(r.Expected-r.Received) / float64(r.Expected)
+}
+
+// Add merges two intervals.
+func (r LossReport) Add(o LossReport) LossReport {
+	return LossReport{
+		Expected:    satAdd(r.Expected, o.Expected),
+		Received:    satAdd(r.Received, o.Received),
+		Unrecovered: satAdd(r.Unrecovered, o.Unrecovered),
+	}
+}
+
+func satAdd(a, b uint32) uint32 {
+	if s := a + b; s >= a {
+		return s
+	}
+	return ^uint32(0)
+}
+
+// AppendBinary appends the fixed 12-byte big-endian encoding the router puts
+// in its control frame.
+func (r LossReport) AppendBinary(b []byte) ([]byte, error) {
+	b = binary.BigEndian.AppendUint32(b, r.Expected)
+	b = binary.BigEndian.AppendUint32(b, r.Received)
+	b = binary.BigEndian.AppendUint32(b, r.Unrecovered)
+	return b, nil
+}
+
+// ParseLossReport decodes a report from the peer. The frame is authenticated
+// but the peer may be broken, so impossible combinations are rejected rather
+// than fed to the adaptive rule.
+func ParseLossReport(b []byte) (LossReport, error) {
+	if len(b) != LossReportLen {
+		return LossReport{}, ErrLossReport
+	}
+	r := LossReport{
+		Expected:    binary.BigEndian.Uint32(b[0:]),
+		Received:    binary.BigEndian.Uint32(b[4:]),
+		Unrecovered: binary.BigEndian.Uint32(b[8:]),
+	}
+	if r.Received > r.Expected || r.Unrecovered > r.Expected-r.Received {
+		return LossReport{}, ErrLossReport
+	}
+	return r, nil
+}
+
+// TakeLossReport returns the counts since the previous call and starts a new
+// interval.
+func (d *Decoder) TakeLossReport() LossReport {
+	r := d.loss
+	d.loss = LossReport{}
+	return r
+}
