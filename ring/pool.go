@@ -1,6 +1,9 @@
 package ring
 
-import "fmt"
+import (
+	"fmt"
+	"net/netip"
+)
 
 // Packet is one buffer of a Pool. Buf always has the pool's buffer size as
 // its capacity; N is how many bytes are in use and Off where they start
@@ -9,9 +12,11 @@ type Packet struct {
 	Buf   []byte
 	Off   int
 	N     int
-	Lane  int32  // lane the packet is for or came from, as the shard sets it
-	Owner uint16 // the pool (shard) the buffer belongs to
-	Meta  uint16 // spare field for the pipeline (e.g. kind)
+	Lane  int32          // lane the packet is for or came from, as the shard sets it
+	Aux   uint32         // pipeline field (e.g. the peer of a handed-off packet)
+	Owner uint16         // the pool (shard) the buffer belongs to
+	Meta  uint16         // pipeline field (e.g. what a handed-off packet is)
+	Addr  netip.AddrPort // pipeline field (e.g. where a datagram came from)
 }
 
 // Data returns the bytes in use.
@@ -71,7 +76,7 @@ func (p *Pool) Get() *Packet {
 	if n-1 < p.low {
 		p.low = n - 1
 	}
-	pk.Off, pk.N, pk.Lane, pk.Meta = 0, 0, 0, 0
+	pk.Off, pk.N, pk.Lane, pk.Aux, pk.Meta, pk.Addr = 0, 0, 0, 0, 0, netip.AddrPort{}
 	return pk
 }
 

@@ -51,6 +51,15 @@ func (w *Waker) Wake() {
 	}
 }
 
+// Kick writes the eventfd whatever the consumer's state: for rare events
+// (shutdown) that must not be lost to the sleep handshake.
+func (w *Waker) Kick() {
+	w.sleeping.Store(0)
+	var one [8]byte
+	binary.NativeEndian.PutUint64(one[:], 1)
+	_, _ = unix.Write(w.fd, one[:])
+}
+
 // Wakes is how many times a producer had to write the eventfd.
 func (w *Waker) Wakes() uint64 { return w.wakes.Load() }
 

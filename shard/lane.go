@@ -1,0 +1,61 @@
+package shard
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
+	"github.com/yip-router/yip-router/shard/udp"
+)
+
+// LaneConfig is what the router hands a shard to install a lane it owns.
+type LaneConfig struct {
+	Peer   PeerID
+	Index  int               // lane index within the session
+	Lanes  int               // lanes in the session
+	Remote netip.AddrPort    // the peer's address for this lane
+	Conn   int               // which of the shard's sockets sends and receives it
+	Send   crypto.LaneKeys   // our sending keys for this lane
+	Recv   crypto.LaneKeys   // our receiving keys for this lane
+	FEC    fec.EncoderConfig // initial K:R (R=0: off)
+	Window fec.DecoderConfig // decoder bounds
+}
+
+// lane is one lane's state; it lives in exactly one shard and is touched
+// only by that shard's goroutine: no locks, no atomics.
+type lane struct {
+	cfg    LaneConfig
+	conn   *udp.Conn
+	sealer *crypto.Sealer
+	txf    crypto.Framer
+	enc    *fec.Encoder
+	opener *crypto.Opener
+	rxf    crypto.Framer
+	dec    *fec.Decoder
+	lastRx time.Time
+}
+
+func newLane(cfg LaneConfig, conn *udp.Conn) (*lane, error) {
+	enc, err := fec.NewEncoder(cfg.FEC)
+	if err != nil {
+		return nil, err
+	}
+	return &lane{
+		cfg:    cfg,
+		conn:   conn,
+		sealer: crypto.NewSealer(&cfg.Send.AEAD),
+		txf:    crypto.NewFramer(&cfg.Send),
+		enc:    enc,
+		opener: crypto.NewOpener(&cfg.Recv.AEAD),
+		rxf:    crypto.NewFramer(&cfg.Recv),
+		dec:    fec.NewDecoder(cfg.Window),
+	}, nil
+}
+
+// peerLanes is how a shard reaches a peer: the owner shard of each lane and,
+// for lanes this shard owns, the lane itself.
+type peerLanes struct {
+	owners []int   // owners[i] is the shard owning lane i
+	local  []*lane // local[i] != nil iff this shard owns lane i
+}

@@ -1,0 +1,183 @@
+package shard
+
+import (
+	"fmt"
+	"github.com/yip-router/yip-router/ring"
+	"runtime"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// idlePoll is the longest a shard sleeps with nothing scheduled; decoder
+// expiry and counter publication need no finer clock than this.
+const idlePoll = 50 * time.Millisecond
+
+// Pin locks the calling goroutine to its OS thread and binds that thread
+// to cpu, so the shard's cache, its socket's softirq work (with IRQ
+// affinity set to match) and its TUN queue stay on one core.
+func Pin(cpu int) error {
+	runtime.LockOSThread()
+	if cpu < 0 {
+		return nil
+	}
+	var set unix.CPUSet
+	set.Set(cpu)
+	if err := unix.SchedSetaffinity(0, &set); err != nil {
+		return fmt.Errorf("shard: pin to CPU %d: %w", cpu, err)
+	}
+	return nil
+}
+
+// Run is the shard's loop: it returns after Stop. It must run on its own
+// goroutine; it locks that goroutine to a thread pinned to Config.CPU.
+//
+// Each iteration runs control commands, takes what other shards handed
+// over, drains each socket and the TUN queue in batches (bounded per
+// iteration so no source starves the others), sends what it staged with one
+// sendmmsg per socket, runs timers, publishes counters, and sleeps in one
+// poll(2) over all its fds when an iteration found no work.
+func (s *Shard) Run() error {
+	if err := Pin(s.cfg.CPU); err != nil {
+		return err
+	}
+	defer runtime.UnlockOSThread()
+	fds := make([]unix.PollFd, 0, len(s.cfg.Conns)+2)
+	for _, c := range s.cfg.Conns {
+		fds = append(fds, unix.PollFd{Fd: int32(c.Fd()), Events: unix.POLLIN})
+	}
+	if s.cfg.TUN != nil {
+		fds = append(fds, unix.PollFd{Fd: int32(s.cfg.TUN.Fd()), Events: unix.POLLIN})
+	}
+	fds = append(fds, unix.PollFd{Fd: int32(s.waker.Fd()), Events: unix.POLLIN})
+	var nextFEC time.Time
+	lastTick := time.Now()
+	for !s.stop.Load() {
+		s.now = time.Now()
+		s.runControl()
+		work := s.takeMesh()
+		for c := range s.cfg.Conns {
+			work += s.readConn(c)
+		}
+		if s.cfg.TUN != nil {
+			work += s.readTun()
+		}
+		s.flushAll()
+		if !nextFEC.IsZero() && !s.now.Before(nextFEC) || s.now.Sub(lastTick) >= idlePoll {
+			nextFEC = s.tick()
+			s.flushAll()
+			lastTick = s.now
+		} else if nextFEC.IsZero() {
+			nextFEC = s.fecDeadline()
+		}
+		s.publish()
+		if work > 0 {
+			continue
+		}
+		timeout := idlePoll
+		if !nextFEC.IsZero() {
+			timeout = min(timeout, max(time.Until(nextFEC), time.Millisecond))
+		}
+		s.waker.PrepareSleep()
+		if s.meshPending() {
+			s.waker.CancelSleep()
+			continue
+		}
+		_, err := unix.Poll(fds, int(timeout/time.Millisecond))
+		s.waker.CancelSleep()
+		s.waker.Drain()
+		if err != nil && err != unix.EINTR {
+			return fmt.Errorf("shard %d: poll: %w", s.id, err)
+		}
+	}
+	s.flushAll()
+	s.publish()
+	return nil
+}
+
+// Stop asks Run to return and wakes it.
+func (s *Shard) Stop() {
+	s.stop.Store(true)
+	s.waker.Kick()
+}
+
+func (s *Shard) fecDeadline() time.Time {
+	var next time.Time
+	for _, ln := range s.lanes {
+		if d, ok := ln.enc.Deadline(); ok && (next.IsZero() || d.Before(next)) {
+			next = d
+		}
+	}
+	return next
+}
+
+func (s *Shard) meshPending() bool {
+	for from := range s.mesh.Size() {
+		if from != s.id && (s.mesh.fwd[from][s.id].Len() > 0 || s.mesh.ret[from][s.id].Len() > 0) {
+			return true
+		}
+	}
+	return s.ctl.Len() > 0
+}
+
+// readConn receives one batch from socket c and runs ingress on it.
+func (s *Shard) readConn(c int) int {
+	n, err := s.cfg.Conns[c].Recv(s.rx, len(s.rxPkts))
+	if err != nil || n == 0 {
+		return 0
+	}
+	s.stats.c[UDPIn] += uint64(n)
+	for i := range n {
+		p := s.rxPkts[i]
+		p.N, p.Addr = s.rx.Sizes[i], s.rx.Addrs[i]
+		s.stats.c[BytesIn] += uint64(p.N)
+		if s.ingress(c, p) {
+			// Handed to another shard: take a fresh buffer for the slot.
+			q := s.pool.Get()
+			if q == nil {
+				// Should not happen (the pool covers batch + mesh); keep
+				// the slot usable by taking the packet back from hand-off.
+				s.count(DropPoolEmpty)
+				q = s.reclaimHandoff(p)
+			}
+			s.rxPkts[i] = q
+			s.rx.Bufs[i] = q.Buf
+		}
+	}
+	return n
+}
+
+// reclaimHandoff removes p from the pending hand-off batch (pool empty).
+func (s *Shard) reclaimHandoff(p *ring.Packet) *ring.Packet {
+	for o, h := range s.handoff {
+		for i, q := range h {
+			if q == p {
+				s.handoff[o] = append(h[:i], h[i+1:]...)
+				return p
+			}
+		}
+	}
+	return p
+}
+
+// readTun reads up to one batch of packets from the TUN queue.
+func (s *Shard) readTun() int {
+	got := 0
+	for got < s.cfg.Batch {
+		p := s.pool.Get()
+		if p == nil {
+			s.count(DropPoolEmpty)
+			return got
+		}
+		n, err := s.cfg.TUN.Read(p.Buf[headroom:])
+		if err != nil || n == 0 {
+			s.pool.Put(p)
+			return got
+		}
+		got++
+		p.N = n
+		s.count(TunIn)
+		s.egress(p)
+	}
+	return got
+}

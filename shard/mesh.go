@@ -1,0 +1,57 @@
+package shard
+
+import (
+	"fmt"
+
+	"github.com/yip-router/yip-router/ring"
+)
+
+// MeshRingSize is the capacity of each shard-to-shard ring.
+const MeshRingSize = 1024
+
+// Mesh joins the shards: for every ordered pair (from, to) a forward ring
+// of packets (TUN packets for a lane the other shard owns, or datagrams that
+// arrived on the wrong shard) and a return ring that gives the buffers back
+// to the pool they came from. Each ring has one producer and one consumer.
+type Mesh struct {
+	n      int
+	fwd    [][]*ring.SPSC[*ring.Packet] // fwd[from][to]
+	ret    [][]*ring.SPSC[*ring.Packet] // ret[from][to]: buffers going home to `to`
+	wakers []*ring.Waker
+}
+
+// NewMesh builds the rings and one waker per shard.
+func NewMesh(n int) (*Mesh, error) {
+	if n < 1 || n > 64 {
+		return nil, fmt.Errorf("shard: %d shards out of range 1..64", n)
+	}
+	m := &Mesh{n: n, fwd: make([][]*ring.SPSC[*ring.Packet], n), ret: make([][]*ring.SPSC[*ring.Packet], n)}
+	for i := range n {
+		w, err := ring.NewWaker()
+		if err != nil {
+			m.Close()
+			return nil, err
+		}
+		m.wakers = append(m.wakers, w)
+		m.fwd[i] = make([]*ring.SPSC[*ring.Packet], n)
+		m.ret[i] = make([]*ring.SPSC[*ring.Packet], n)
+		for j := range n {
+			if i == j {
+				continue
+			}
+			m.fwd[i][j], _ = ring.NewSPSC[*ring.Packet](MeshRingSize)
+			m.ret[i][j], _ = ring.NewSPSC[*ring.Packet](MeshRingSize)
+		}
+	}
+	return m, nil
+}
+
+// Size is the number of shards.
+func (m *Mesh) Size() int { return m.n }
+
+// Close releases the wakers' eventfds.
+func (m *Mesh) Close() {
+	for _, w := range m.wakers {
+		w.Close()
+	}
+}

@@ -1,0 +1,347 @@
+package shard
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/binary"
+	"net/netip"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
+	"github.com/yip-router/yip-router/ring"
+	"github.com/yip-router/yip-router/shard/udp"
+)
+
+// side is one router's data plane in memory: shards, a mesh and a table,
+// with the syscalls replaced by slices.
+type side struct {
+	shards []*Shard
+	mesh   *Mesh
+	table  atomic.Pointer[Table]
+	sent   [][]wireDgram // per shard: datagrams "sent"
+	tun    [][][]byte    // per shard: packets "written to TUN"
+}
+
+type wireDgram struct {
+	to   netip.AddrPort
+	data []byte
+}
+
+func newSide(t testing.TB, n int, routes []Route) *side {
+	t.Helper()
+	m, err := NewMesh(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(m.Close)
+	sd := &side{mesh: m, sent: make([][]wireDgram, n), tun: make([][][]byte, n)}
+	sd.table.Store(NewTable(routes))
+	for i := range n {
+		s, err := New(Config{ID: i, CPU: -1, Conns: []*udp.Conn{nil}, Mesh: m, Table: &sd.table, Pool: 1024})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.sendHook = func(c int, b *udp.Batch, k int) {
+			for j := range k {
+				sd.sent[i] = append(sd.sent[i], wireDgram{b.Addrs[j], bytes.Clone(b.Bufs[j][:b.Sizes[j]])})
+			}
+		}
+		s.tunOut = func(p []byte) error {
+			sd.tun[i] = append(sd.tun[i], bytes.Clone(p))
+			return nil
+		}
+		s.now = time.Now()
+		sd.shards = append(sd.shards, s)
+	}
+	return sd
+}
+
+var (
+	addrA = netip.MustParseAddrPort("192.0.2.1:40000")
+	addrB = netip.MustParseAddrPort("192.0.2.2:51820")
+)
+
+// connect installs a session of min(len(a), len(b)) lanes between two
+// sides, as the router will after a handshake. Peer ids: a knows b as 2, b
+// knows a as 1.
+func connect(t testing.TB, a, b *side, fc fec.EncoderConfig) {
+	t.Helper()
+	var k1, k2 [32]byte
+	rand.Read(k1[:])
+	rand.Read(k2[:])
+	ka, kb := crypto.NewSessionKeys(k1, k2, true), crypto.NewSessionKeys(k1, k2, false)
+	lanes := min(len(a.shards), len(b.shards))
+	for i := range lanes {
+		la := netip.AddrPortFrom(addrA.Addr(), addrA.Port()+uint16(i))
+		for _, x := range []struct {
+			sd     *side
+			keys   crypto.SessionKeys
+			peer   PeerID
+			remote netip.AddrPort
+		}{{a, ka, 2, addrB}, {b, kb, 1, la}} {
+			if err := x.sd.shards[i].InstallLane(LaneConfig{
+				Peer: x.peer, Index: i, Lanes: lanes, Remote: x.remote, Conn: 0,
+				Send: x.keys.SendLane(i), Recv: x.keys.RecvLane(i), FEC: fc,
+			}); err != nil {
+				t.Fatal(err)
+			}
+			for j, s := range x.sd.shards {
+				if j != i {
+					s.SetLaneOwner(x.peer, lanes, i, i, x.remote)
+				}
+			}
+		}
+	}
+}
+
+// ipPacket makes an inner packet from src to dst with n bytes in all.
+func ipPacket(src, dst string, n int, seq int) []byte {
+	s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+	if s.Is4() {
+		p := make([]byte, max(n, 20))
+		p[0], p[9] = 0x45, 17
+		binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+		copy(p[12:], s.AsSlice())
+		copy(p[16:], d.AsSlice())
+		if len(p) > 24 {
+			binary.BigEndian.PutUint32(p[20:], uint32(seq))
+		}
+		return p
+	}
+	p := make([]byte, max(n, 40))
+	p[0], p[6] = 0x60, 17
+	binary.BigEndian.PutUint16(p[4:], uint16(len(p)-40))
+	copy(p[8:], s.AsSlice())
+	copy(p[24:], d.AsSlice())
+	if len(p) > 44 {
+		binary.BigEndian.PutUint32(p[40:], uint32(seq))
+	}
+	return p
+}
+
+// inject puts a TUN packet into shard s's egress path.
+func inject(t testing.TB, s *Shard, pkt []byte) {
+	t.Helper()
+	p := s.pool.Get()
+	if p == nil {
+		t.Fatal("pool empty")
+	}
+	p.N = copy(p.Buf[headroom:], pkt)
+	s.count(TunIn)
+	s.egress(p)
+}
+
+// deliverAll feeds every datagram a sent to b's shard that owns it (by
+// lane index = source port offset, as the steering program would), and
+// returns how many it fed. drop decides which to lose on the "wire".
+func deliverAll(t testing.TB, a, b *side, drop func(i int) bool) int {
+	t.Helper()
+	fed := 0
+	for i := range a.shards {
+		a.shards[i].flushAll()
+	}
+	k := 0
+	for i, ds := range a.sent {
+		for _, d := range ds {
+			k++
+			if drop != nil && drop(k) {
+				continue
+			}
+			// Which b shard: a's shard i owns lane i; b's lane i is on b's
+			// shard i. Source address: a's lane address for lane i.
+			s := b.shards[i%len(b.shards)]
+			p := s.pool.Get()
+			p.N = copy(p.Buf, d.data)
+			p.Addr = netip.AddrPortFrom(addrA.Addr(), addrA.Port()+uint16(i))
+			if d.to.Addr() == addrA.Addr() {
+				p.Addr = addrB
+			}
+			if !s.ingress(0, p) {
+				s.pool.Put(p)
+			}
+			fed++
+		}
+		a.sent[i] = nil
+	}
+	return fed
+}
+
+var routesA = []Route{{netip.MustParsePrefix("10.2.0.0/16"), 2}, {netip.MustParsePrefix("fd00:2::/64"), 2}}
+var routesB = []Route{{netip.MustParsePrefix("10.1.0.0/16"), 1}, {netip.MustParsePrefix("fd00:1::/64"), 1}}
+
+func TestPipelineRoundTrip(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
+	var want [][]byte
+	for i, n := range []int{20, 64, 512, 1400, 1500} {
+		for _, pair := range [][2]string{{"10.1.0.5", "10.2.0.9"}, {"fd00:1::5", "fd00:2::9"}} {
+			pkt := ipPacket(pair[0], pair[1], n, i)
+			want = append(want, pkt)
+			inject(t, a.shards[0], pkt)
+		}
+	}
+	deliverAll(t, a, b, nil)
+	if len(b.tun[0]) != len(want) {
+		t.Fatalf("delivered %d of %d packets", len(b.tun[0]), len(want))
+	}
+	for i := range want {
+		if !bytes.Equal(b.tun[0][i], want[i]) {
+			t.Fatalf("packet %d differs", i)
+		}
+	}
+	sa, sb := a.shards[0], b.shards[0]
+	sa.publish()
+	sb.publish()
+	snA, snB := sa.Snapshot(), sb.Snapshot()
+	if snA.Get(TunIn) != uint64(len(want)) || snA.Get(ParityOut) != uint64(len(want)/4) || snB.Get(TunOut) != uint64(len(want)) {
+		t.Fatalf("counters: A %v B %v", snA, snB)
+	}
+	// Small packets stay small: a 20-byte packet costs 20+40 bytes.
+	inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 20, 0))
+	sa.flushAll()
+	if n := len(a.sent[0][0].data); n != 20+crypto.DataOverhead {
+		t.Fatalf("20-byte packet became a %d-byte datagram", n)
+	}
+}
+
+func TestPipelineDropsAndRecovery(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
+	sa, sb := a.shards[0], b.shards[0]
+	// Lose the second datagram of every group of 5 (4 data + 1 parity):
+	// FEC must recover all of them.
+	for i := range 40 {
+		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100+i, i))
+	}
+	deliverAll(t, a, b, func(k int) bool { return k%5 == 2 })
+	sb.publish()
+	sn := sb.Snapshot()
+	if len(b.tun[0]) != 40 || sn.Get(FECRecovered) != 10 {
+		t.Fatalf("delivered %d of 40, recovered %d", len(b.tun[0]), sn.Get(FECRecovered))
+	}
+	seen := map[uint32]bool{}
+	for _, p := range b.tun[0] {
+		seen[binary.BigEndian.Uint32(p[20:])] = true
+	}
+	if len(seen) != 40 {
+		t.Fatalf("%d distinct packets delivered", len(seen))
+	}
+	// Replays, forged datagrams, spoofed inner sources, unknown routes.
+	inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, 99))
+	sa.flushAll()
+	d := a.sent[0][0]
+	for range 2 {
+		p := sb.pool.Get()
+		p.N, p.Addr = copy(p.Buf, d.data), addrA
+		sb.ingress(0, p)
+		sb.pool.Put(p)
+	}
+	p := sb.pool.Get()
+	p.N, p.Addr = copy(p.Buf, d.data), addrA
+	p.Buf[p.N-1] ^= 1
+	sb.ingress(0, p)
+	p.Addr = netip.MustParseAddrPort("198.51.100.7:1")
+	sb.ingress(0, p)
+	sb.pool.Put(p)
+	a.sent[0] = nil
+	inject(t, sa, ipPacket("10.9.0.5", "10.2.0.9", 60, 0)) // source not A's
+	inject(t, sa, ipPacket("10.1.0.5", "10.7.0.9", 60, 0)) // no route
+	deliverAll(t, a, b, nil)
+	sa.publish()
+	sb.publish()
+	snA, snB := sa.Snapshot(), sb.Snapshot()
+	for c, want := range map[Counter]uint64{DropReplay: 1, DropBadTag: 1, DropUnknownLane: 1, DropNotAllowed: 1} {
+		if snB.Get(c) != want {
+			t.Errorf("B %s = %d, want %d", c, snB.Get(c), want)
+		}
+	}
+	if snA.Get(DropNoRoute) != 1 {
+		t.Errorf("A drop_no_route = %d", snA.Get(DropNoRoute))
+	}
+}
+
+// With 2 shards on A and 1 on B the session has one lane, owned by A's
+// shard 0: a packet read on A's shard 1 travels to shard 0 through the mesh,
+// and its buffer comes home afterwards.
+func TestPipelineHandoff(t *testing.T) {
+	a, b := newSide(t, 2, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 8, R: 0})
+	a1, a0 := a.shards[1], a.shards[0]
+	free := a1.pool.Free()
+	for i := range 10 {
+		inject(t, a1, ipPacket("10.1.0.5", "10.2.0.9", 80, i))
+	}
+	a1.flushAll()
+	if a1.pool.Free() != free-10 {
+		t.Fatalf("shard 1 lent %d buffers, want 10", free-a1.pool.Free())
+	}
+	if n := a0.takeMesh(); n != 10 {
+		t.Fatalf("shard 0 took %d packets", n)
+	}
+	a0.flushAll()
+	a1.takeMesh()
+	if a1.pool.Free() != free {
+		t.Fatalf("shard 1 got back %d of 10 buffers", a1.pool.Free()-(free-10))
+	}
+	deliverAll(t, a, b, nil)
+	if len(b.tun[0]) != 10 {
+		t.Fatalf("delivered %d of 10", len(b.tun[0]))
+	}
+	a0.publish()
+	a1.publish()
+	if s0, s1 := a0.Snapshot(), a1.Snapshot(); s1.Get(HandedOff) != 10 || s0.Get(TakenOver) != 10 || s0.Get(UDPOut) != 10 || s1.Get(UDPOut) != 0 {
+		t.Fatalf("counters: shard0 %v shard1 %v", s0, s1)
+	}
+}
+
+// The steady-state per-packet path allocates nothing: a batch through
+// egress (route, seal, FEC, frame, stage) and ingress (lane lookup, tag,
+// unmask, FEC, open, source check, TUN write).
+func TestPipelineZeroAlloc(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 8, R: 2})
+	sa, sb := a.shards[0], b.shards[0]
+	pkt := ipPacket("10.1.0.5", "10.2.0.9", 1400, 1)
+	const batch = 32
+	store := make([][]byte, 2*batch)
+	for i := range store {
+		store[i] = make([]byte, BufSize)
+	}
+	nw := 0
+	sa.sendHook = func(c int, bt *udp.Batch, k int) {
+		for j := range k {
+			store[nw] = store[nw][:copy(store[nw][:BufSize], bt.Bufs[j][:bt.Sizes[j]])]
+			nw++
+		}
+	}
+	delivered := 0
+	sb.tunOut = func([]byte) error { delivered++; return nil }
+	round := func() {
+		nw = 0
+		for range batch {
+			p := sa.pool.Get()
+			p.N = copy(p.Buf[headroom:], pkt)
+			sa.egress(p)
+		}
+		sa.flushAll()
+		for _, d := range store[:nw] {
+			p := sb.pool.Get()
+			p.N, p.Addr = copy(p.Buf, d), addrA
+			sb.ingress(0, p)
+			sb.pool.Put(p)
+		}
+	}
+	round() // warm up
+	allocs := testing.AllocsPerRun(50, round)
+	if allocs != 0 {
+		t.Fatalf("%.1f allocations per batch of %d", allocs, batch)
+	}
+	if delivered != 51*batch+batch {
+		t.Fatalf("delivered %d packets", delivered)
+	}
+}
+
+var _ = ring.Packet{}

@@ -1,0 +1,559 @@
+package shard
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
+	"github.com/yip-router/yip-router/ring"
+	"github.com/yip-router/yip-router/shard/tun"
+	"github.com/yip-router/yip-router/shard/udp"
+)
+
+const (
+	// DefaultBatch is how many packets one syscall moves.
+	DefaultBatch = 64
+	// BufSize is the size of every packet buffer.
+	BufSize = 2048
+	// headroom is where a TUN packet is read: room for the datagram header
+	// and the AEAD counter in front, so sealing and framing happen in place.
+	headroom = crypto.HeaderLen + crypto.CounterLen
+	// MaxInner is the largest inner packet a datagram carries.
+	MaxInner = fec.MaxSymbolLen - crypto.SymbolOverhead
+	// defaultPool is each shard's buffer count (BufSize each).
+	defaultPool = 8192
+)
+
+// Packet kinds on the mesh rings (ring.Packet.Meta).
+const (
+	meshEgress  = 1 // a TUN packet for a lane the receiving shard owns (Aux: peer)
+	meshIngress = 2 // a datagram that arrived on the wrong shard (Addr: source)
+)
+
+// Config describes one shard.
+type Config struct {
+	ID    int
+	CPU   int         // CPU to pin the shard's thread to; -1: leave unpinned
+	TUN   *tun.Queue  // the shard's TUN queue; nil for in-memory tests
+	Conns []*udp.Conn // the shard's sockets (listen-group member, lane socket)
+	Mesh  *Mesh
+	// Table is the shared route table, swapped atomically by the router.
+	Table *atomic.Pointer[Table]
+	Batch int // packets per syscall; 0: DefaultBatch
+	Pool  int // packet buffers; 0: a default sized for the batch and mesh
+	// Unmatched receives datagrams that match no lane or fail its tag,
+	// on the shard's goroutine (the router's handshake path). It reports
+	// whether it took the datagram; otherwise it is counted as dropped.
+	Unmatched func(shard, conn int, data []byte, from netip.AddrPort) bool
+}
+
+// Shard is one data-plane worker. Everything below is owned by the shard's
+// goroutine; other goroutines talk to it only through Do, the mesh rings and
+// the published counters.
+type Shard struct {
+	id    int
+	cfg   Config
+	pool  *ring.Pool
+	stats stats
+	mesh  *Mesh
+	waker *ring.Waker
+
+	lanes   map[netip.AddrPort]*lane // ingress: remote address → owned lane
+	foreign map[netip.AddrPort]int   // ingress: remote address → owner shard
+	peers   map[PeerID]*peerLanes
+
+	ctlMu sync.Mutex
+	ctl   *ring.SPSC[func(*Shard)]
+
+	// I/O staging, allocated once.
+	rx      *udp.Batch
+	rxPkts  []*ring.Packet
+	tx      []*udp.Batch     // per conn
+	txPkts  [][]*ring.Packet // per conn: buffers to return after sending
+	txN     []int            // per conn: queued datagrams
+	handoff [][]*ring.Packet // per destination shard
+	popBuf  []*ring.Packet
+	retOut  [][]*ring.Packet // per owner shard: buffers to give back
+
+	tunOut   func([]byte) error                  // TUN write (the queue, or a test sink)
+	sendHook func(conn int, b *udp.Batch, n int) // tests: replaces sendmmsg
+	deliver  func([]byte)                        // bound once: FEC hands symbols to it
+	cur      *lane                               // lane of the symbol being delivered
+	now      time.Time
+	stop     atomic.Bool
+}
+
+// New builds a shard. It allocates everything the hot path will use.
+func New(cfg Config) (*Shard, error) {
+	if cfg.Mesh == nil || cfg.ID < 0 || cfg.ID >= cfg.Mesh.Size() {
+		return nil, fmt.Errorf("shard: id %d outside its mesh", cfg.ID)
+	}
+	if cfg.Table == nil {
+		return nil, errors.New("shard: no route table")
+	}
+	if cfg.Batch <= 0 {
+		cfg.Batch = DefaultBatch
+	}
+	if cfg.Pool <= 0 {
+		cfg.Pool = defaultPool
+	}
+	pool, err := ring.NewPool(uint16(cfg.ID), cfg.Pool, BufSize)
+	if err != nil {
+		return nil, err
+	}
+	ctl, _ := ring.NewSPSC[func(*Shard)](256)
+	n := cfg.Mesh.Size()
+	s := &Shard{
+		id: cfg.ID, cfg: cfg, pool: pool, mesh: cfg.Mesh, waker: cfg.Mesh.wakers[cfg.ID],
+		lanes: map[netip.AddrPort]*lane{}, foreign: map[netip.AddrPort]int{}, peers: map[PeerID]*peerLanes{},
+		ctl:     ctl,
+		rx:      udp.NewBatch(cfg.Batch),
+		rxPkts:  make([]*ring.Packet, cfg.Batch),
+		handoff: make([][]*ring.Packet, n),
+		retOut:  make([][]*ring.Packet, n),
+		popBuf:  make([]*ring.Packet, cfg.Batch),
+	}
+	for i := range n {
+		s.handoff[i] = make([]*ring.Packet, 0, cfg.Batch)
+		s.retOut[i] = make([]*ring.Packet, 0, cfg.Batch)
+	}
+	for range cfg.Conns {
+		s.tx = append(s.tx, udp.NewBatch(cfg.Batch))
+		s.txPkts = append(s.txPkts, make([]*ring.Packet, cfg.Batch))
+		s.txN = append(s.txN, 0)
+	}
+	for i := range s.rxPkts {
+		s.rxPkts[i] = pool.Get()
+		s.rx.Bufs[i] = s.rxPkts[i].Buf
+	}
+	s.deliver = s.deliverSymbol
+	s.tunOut = s.writeTun
+	return s, nil
+}
+
+// ID is the shard's index.
+func (s *Shard) ID() int { return s.id }
+
+// Snapshot returns the shard's counters as last published.
+func (s *Shard) Snapshot() Snapshot {
+	var out Snapshot
+	for i := range out {
+		out[i] = s.stats.pub[i].Load()
+	}
+	return out
+}
+
+// Do runs f on the shard's goroutine at its next loop iteration: how the
+// router installs lanes and peers. Safe from any goroutine.
+func (s *Shard) Do(f func(*Shard)) error {
+	s.ctlMu.Lock()
+	defer s.ctlMu.Unlock()
+	if s.ctl.Push([]func(*Shard){f}) != 1 {
+		return errors.New("shard: control queue full")
+	}
+	s.waker.Wake()
+	return nil
+}
+
+func (s *Shard) runControl() {
+	var fs [16]func(*Shard)
+	for {
+		n := s.ctl.Pop(fs[:])
+		if n == 0 {
+			return
+		}
+		for i := range n {
+			fs[i](s)
+			fs[i] = nil
+		}
+	}
+}
+
+// InstallLane adds (or replaces) a lane this shard owns. Call it on the
+// shard's goroutine (through Do) or before Run.
+func (s *Shard) InstallLane(cfg LaneConfig) error {
+	if cfg.Conn < 0 || cfg.Conn >= len(s.cfg.Conns) {
+		return fmt.Errorf("shard %d: lane conn %d out of range", s.id, cfg.Conn)
+	}
+	if cfg.Index < 0 || cfg.Index >= cfg.Lanes {
+		return fmt.Errorf("shard %d: lane %d of %d", s.id, cfg.Index, cfg.Lanes)
+	}
+	ln, err := newLane(cfg, s.cfg.Conns[cfg.Conn])
+	if err != nil {
+		return err
+	}
+	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
+	pl.local[cfg.Index] = ln
+	pl.owners[cfg.Index] = s.id
+	s.lanes[cfg.Remote] = ln
+	delete(s.foreign, cfg.Remote)
+	return nil
+}
+
+// SetLaneOwner records that lane index of peer is owned by shard owner and
+// reached at remote, so this shard hands that lane's packets over.
+func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.AddrPort) {
+	pl := s.peerEntry(peer, lanes)
+	pl.owners[index] = owner
+	if owner != s.id {
+		pl.local[index] = nil
+		if ln := s.lanes[remote]; ln != nil && ln.cfg.Peer == peer {
+			delete(s.lanes, remote)
+		}
+		s.foreign[remote] = owner
+	}
+}
+
+// RemovePeer forgets every lane of peer.
+func (s *Shard) RemovePeer(peer PeerID) {
+	for addr, ln := range s.lanes {
+		if ln.cfg.Peer == peer {
+			delete(s.lanes, addr)
+		}
+	}
+	delete(s.peers, peer)
+}
+
+func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
+	pl := s.peers[peer]
+	if pl == nil || len(pl.owners) != lanes {
+		pl = &peerLanes{owners: make([]int, lanes), local: make([]*lane, lanes)}
+		for i := range pl.owners {
+			pl.owners[i] = i % s.mesh.Size()
+		}
+		s.peers[peer] = pl
+	}
+	return pl
+}
+
+func (s *Shard) count(c Counter) { s.stats.c[c]++ }
+
+// --- egress -----------------------------------------------------------------
+
+// egress routes one TUN packet (data at p.Buf[headroom:headroom+p.N]) and
+// either sends it on a lane this shard owns or hands it to the owner.
+func (s *Shard) egress(p *ring.Packet) {
+	data := p.Buf[headroom : headroom+p.N]
+	peer := s.cfg.Table.Load().LookupPacket(data, false)
+	if peer == NoPeer {
+		s.count(DropNoRoute)
+		s.release(p)
+		return
+	}
+	pl := s.peers[peer]
+	if pl == nil || len(pl.owners) == 0 {
+		s.count(DropNoSession)
+		s.release(p)
+		return
+	}
+	// An inner flow is on one TUN queue, hence one shard, hence one lane.
+	li := s.id % len(pl.owners)
+	if ln := pl.local[li]; ln != nil {
+		s.sendData(ln, p)
+		return
+	}
+	owner := pl.owners[li]
+	p.Meta, p.Aux, p.Lane = meshEgress, uint32(peer), int32(li)
+	s.handoff[owner] = append(s.handoff[owner], p)
+	if len(s.handoff[owner]) == cap(s.handoff[owner]) {
+		s.flushHandoff(owner)
+	}
+}
+
+// sendData seals p in place, frames it and queues it, then queues any
+// parity the FEC group produced.
+func (s *Shard) sendData(ln *lane, p *ring.Packet) {
+	if p.N > MaxInner {
+		s.count(DropOversize)
+		s.release(p)
+		return
+	}
+	sym, err := ln.sealer.SealSymbol(p.Buf[crypto.HeaderLen:], nil, p.Buf[headroom:headroom+p.N])
+	if err != nil {
+		s.count(DropSeal)
+		s.release(p)
+		return
+	}
+	m, err := ln.enc.Add(sym, s.now)
+	if err != nil {
+		s.count(DropOversize)
+		s.release(p)
+		return
+	}
+	d := ln.txf.Frame(p.Buf, crypto.Header{Kind: crypto.KindData, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, len(sym))
+	s.queue(ln, p, len(d))
+	s.drainParity(ln)
+}
+
+func (s *Shard) drainParity(ln *lane) {
+	for {
+		m, par, ok := ln.enc.NextParity()
+		if !ok {
+			return
+		}
+		q := s.pool.Get()
+		if q == nil {
+			s.count(DropPoolEmpty)
+			continue
+		}
+		copy(q.Buf[crypto.HeaderLen:], par)
+		d := ln.txf.Frame(q.Buf, crypto.Header{Kind: crypto.KindParity, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, len(par))
+		s.count(ParityOut)
+		s.queue(ln, q, len(d))
+	}
+}
+
+// queue stages a datagram on its lane's socket batch, sending the batch
+// when it is full.
+func (s *Shard) queue(ln *lane, p *ring.Packet, n int) {
+	c := ln.cfg.Conn
+	i := s.txN[c]
+	b := s.tx[c]
+	b.Bufs[i], b.Sizes[i], b.Addrs[i] = p.Buf[:n], n, ln.cfg.Remote
+	s.txPkts[c][i] = p
+	s.txN[c] = i + 1
+	if i+1 == b.Len() {
+		s.flushConn(c)
+	}
+}
+
+// flushConn sends a conn's staged datagrams with one sendmmsg (or hands them
+// to the test sink) and frees their buffers.
+func (s *Shard) flushConn(c int) {
+	n := s.txN[c]
+	if n == 0 {
+		return
+	}
+	b := s.tx[c]
+	sent := n
+	if s.sendHook != nil {
+		s.sendHook(c, b, n)
+	} else {
+		var err error
+		sent, err = s.cfg.Conns[c].Send(b, n)
+		_ = err // a per-destination error is counted as drops below
+	}
+	for i := range n {
+		s.stats.c[BytesOut] += uint64(b.Sizes[i])
+		s.release(s.txPkts[c][i])
+		s.txPkts[c][i] = nil
+		b.Bufs[i] = nil
+	}
+	s.stats.c[UDPOut] += uint64(sent)
+	s.stats.c[DropSend] += uint64(n - sent)
+	s.txN[c] = 0
+}
+
+func (s *Shard) flushHandoff(to int) {
+	h := s.handoff[to]
+	if len(h) == 0 {
+		return
+	}
+	n := s.mesh.fwd[s.id][to].Push(h)
+	s.stats.c[HandedOff] += uint64(n)
+	for _, p := range h[n:] {
+		s.count(DropRingFull)
+		s.release(p)
+	}
+	clear(h)
+	s.handoff[to] = h[:0]
+	if n > 0 {
+		s.mesh.wakers[to].Wake()
+	}
+}
+
+// release gives a buffer back: to our pool, or home through a return ring.
+func (s *Shard) release(p *ring.Packet) {
+	if int(p.Owner) == s.id {
+		s.pool.Put(p)
+		return
+	}
+	o := int(p.Owner)
+	s.retOut[o] = append(s.retOut[o], p)
+	if len(s.retOut[o]) == cap(s.retOut[o]) {
+		s.flushReturns(o)
+	}
+}
+
+func (s *Shard) flushReturns(o int) {
+	r := s.retOut[o]
+	for len(r) > 0 {
+		// The return ring holds at most what the owner lent us (forward
+		// ring capacity plus what we hold), so this cannot spin for long.
+		n := s.mesh.ret[s.id][o].Push(r)
+		r = r[n:]
+	}
+	clear(s.retOut[o])
+	s.retOut[o] = s.retOut[o][:0]
+}
+
+// --- ingress ----------------------------------------------------------------
+
+// ingress handles one received datagram in p (data at p.Buf[:p.N], from
+// p.Addr) on conn. It reports whether p was kept (handed to another shard).
+func (s *Shard) ingress(conn int, p *ring.Packet) bool {
+	data := p.Buf[:p.N]
+	ln := s.lanes[p.Addr]
+	if ln == nil {
+		if o, ok := s.foreign[p.Addr]; ok {
+			s.count(ForeignLane)
+			p.Meta = meshIngress
+			s.handoff[o] = append(s.handoff[o], p)
+			if len(s.handoff[o]) == cap(s.handoff[o]) {
+				s.flushHandoff(o)
+			}
+			return true
+		}
+		if s.cfg.Unmatched == nil || !s.cfg.Unmatched(s.id, conn, data, p.Addr) {
+			s.count(DropUnknownLane)
+		}
+		return false
+	}
+	h, sym, err := ln.rxf.Deframe(data)
+	switch err {
+	case nil:
+	case crypto.ErrTag, crypto.ErrShort:
+		// A re-handshake from the same address looks like this too.
+		if s.cfg.Unmatched == nil || !s.cfg.Unmatched(s.id, conn, data, p.Addr) {
+			s.count(DropBadTag)
+		}
+		return false
+	default:
+		s.count(DropBadHeader)
+		return false
+	}
+	ln.lastRx = s.now
+	switch h.Kind {
+	case crypto.KindData, crypto.KindParity:
+		s.cur = ln
+		ln.dec.Push(fec.Meta{Kind: fec.Kind(h.Kind), Group: h.Group, Index: h.Index, K: h.K, R: h.R}, sym, s.now, s.deliver)
+		s.cur = nil
+	case crypto.KindControl:
+		// Control frames (loss reports, keepalives) arrive with the router.
+		if _, err := ln.opener.OpenSymbol([]byte{byte(crypto.KindControl)}, sym); err != nil {
+			s.count(DropDecrypt)
+		}
+	}
+	return false
+}
+
+// deliverSymbol opens a data symbol (as received, or recovered by FEC) and
+// writes the packet to the TUN queue if its source belongs to the peer.
+func (s *Shard) deliverSymbol(sym []byte) {
+	ln := s.cur
+	pt, err := ln.opener.OpenSymbol(nil, sym)
+	switch err {
+	case nil:
+	case crypto.ErrReplay:
+		s.count(DropReplay)
+		return
+	default:
+		s.count(DropDecrypt)
+		return
+	}
+	if s.cfg.Table.Load().LookupPacket(pt, true) != ln.cfg.Peer {
+		s.count(DropNotAllowed)
+		return
+	}
+	if err := s.tunOut(pt); err != nil {
+		s.count(DropTunWrite)
+		return
+	}
+	s.count(TunOut)
+}
+
+func (s *Shard) writeTun(pkt []byte) error { return s.cfg.TUN.Write(pkt) }
+
+// --- mesh input ---------------------------------------------------------------
+
+// takeMesh processes what other shards handed us and takes back our
+// buffers they are done with.
+func (s *Shard) takeMesh() int {
+	work := 0
+	for from := range s.mesh.Size() {
+		if from == s.id {
+			continue
+		}
+		for {
+			n := s.mesh.ret[from][s.id].Pop(s.popBuf)
+			for _, p := range s.popBuf[:n] {
+				s.pool.Put(p)
+			}
+			clear(s.popBuf[:n])
+			if n == 0 {
+				break
+			}
+		}
+		for {
+			n := s.mesh.fwd[from][s.id].Pop(s.popBuf)
+			if n == 0 {
+				break
+			}
+			work += n
+			s.stats.c[TakenOver] += uint64(n)
+			for _, p := range s.popBuf[:n] {
+				switch p.Meta {
+				case meshEgress:
+					pl := s.peers[PeerID(p.Aux)]
+					if pl == nil || int(p.Lane) >= len(pl.local) || pl.local[p.Lane] == nil {
+						s.count(DropNoSession)
+						s.release(p)
+						continue
+					}
+					s.sendData(pl.local[p.Lane], p)
+				case meshIngress:
+					if !s.ingress(-1, p) {
+						s.release(p)
+					}
+				default:
+					s.release(p)
+				}
+			}
+			clear(s.popBuf[:n])
+		}
+	}
+	return work
+}
+
+// flushAll sends every staged datagram and hand-off.
+func (s *Shard) flushAll() {
+	for c := range s.txN {
+		s.flushConn(c)
+	}
+	for o := range s.handoff {
+		s.flushHandoff(o)
+	}
+	for o := range s.retOut {
+		s.flushReturns(o)
+	}
+}
+
+// tick runs the lanes' timers: FEC flush of partial groups, decoder expiry.
+// It returns the earliest pending FEC deadline (zero if none).
+func (s *Shard) tick() time.Time {
+	var next time.Time
+	for _, ln := range s.lanes {
+		if ln.enc.Tick(s.now) {
+			s.drainParity(ln)
+		}
+		if d, ok := ln.enc.Deadline(); ok && (next.IsZero() || d.Before(next)) {
+			next = d
+		}
+		ln.dec.Tick(s.now)
+	}
+	return next
+}
+
+func (s *Shard) publish() {
+	var rec uint64
+	for _, ln := range s.lanes {
+		rec += ln.dec.Stats().Recovered
+	}
+	s.stats.c[FECRecovered] = rec
+	s.stats.publish()
+}

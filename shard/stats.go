@@ -1,0 +1,77 @@
+package shard
+
+import "sync/atomic"
+
+// Counter indexes a shard's counters. Drops are counted per reason, never
+// logged per packet.
+type Counter int
+
+// The counters of a shard.
+const (
+	TunIn           Counter = iota // packets read from the TUN queue
+	TunOut                         // packets written to the TUN queue
+	UDPIn                          // datagrams received
+	UDPOut                         // datagrams sent
+	BytesIn                        // UDP payload bytes received
+	BytesOut                       // UDP payload bytes sent
+	HandedOff                      // TUN packets passed to the lane's owner shard
+	TakenOver                      // packets received from other shards
+	ForeignLane                    // datagrams received for a lane another shard owns
+	ParityOut                      // parity symbols sent
+	FECRecovered                   // data symbols recovered from parity
+	DropNoRoute                    // inner destination matches no peer
+	DropNoSession                  // peer has no lanes yet
+	DropUnknownLane                // datagram from an address with no lane
+	DropBadTag                     // tag did not verify (forged, corrupt or stale key)
+	DropBadHeader                  // authenticated but invalid header
+	DropReplay                     // replayed or too old counter
+	DropDecrypt                    // AEAD open failed after a good tag
+	DropNotAllowed                 // inner source not in the peer's AllowedIPs
+	DropRingFull                   // hand-off ring to another shard full
+	DropPoolEmpty                  // no free packet buffer
+	DropSend                       // socket refused the datagram
+	DropTunWrite                   // TUN refused the packet
+	DropOversize                   // inner packet too large for a datagram
+	DropSeal                       // sealing failed (counter exhausted)
+	numCounters
+)
+
+var counterNames = [numCounters]string{
+	"tun_in", "tun_out", "udp_in", "udp_out", "bytes_in", "bytes_out",
+	"handed_off", "taken_over", "foreign_lane", "parity_out", "fec_recovered",
+	"drop_no_route", "drop_no_session", "drop_unknown_lane", "drop_bad_tag",
+	"drop_bad_header", "drop_replay", "drop_decrypt", "drop_not_allowed",
+	"drop_ring_full", "drop_pool_empty", "drop_send", "drop_tun_write",
+	"drop_oversize", "drop_seal",
+}
+
+func (c Counter) String() string { return counterNames[c] }
+
+// Counters returns every counter in order, for status and metrics.
+func Counters() []Counter {
+	cs := make([]Counter, numCounters)
+	for i := range cs {
+		cs[i] = Counter(i)
+	}
+	return cs
+}
+
+// stats are plain counters written by the shard's own goroutine on the hot
+// path (no atomics per packet) and published to atomic mirrors once per
+// loop iteration, which is what other goroutines read.
+type stats struct {
+	c   [numCounters]uint64
+	pub [numCounters]atomic.Uint64
+}
+
+func (s *stats) publish() {
+	for i := range s.c {
+		s.pub[i].Store(s.c[i])
+	}
+}
+
+// Snapshot is a copy of a shard's published counters.
+type Snapshot [numCounters]uint64
+
+// Get returns one counter.
+func (s *Snapshot) Get(c Counter) uint64 { return s[c] }
