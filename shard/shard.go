@@ -550,10 +550,17 @@ func (s *Shard) tick() time.Time {
 }
 
 func (s *Shard) publish() {
-	var rec uint64
+	var rec, dup, win uint64
 	for _, ln := range s.lanes {
-		rec += ln.dec.Stats().Recovered
+		st := ln.dec.Stats()
+		rec += st.Recovered
+		dup += st.Duplicates
+		win += st.Late + st.FarAhead + st.Invalid + st.Inconsistent
 	}
+	// Decoder counters are per lane and cumulative; removed lanes' counts
+	// leave these sums (the router keeps per-peer totals).
 	s.stats.c[FECRecovered] = rec
+	s.stats.c[DropDuplicate] = dup
+	s.stats.c[DropFECWindow] = win
 	s.stats.publish()
 }

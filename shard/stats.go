@@ -33,6 +33,8 @@ const (
 	DropTunWrite                   // TUN refused the packet
 	DropOversize                   // inner packet too large for a datagram
 	DropSeal                       // sealing failed (counter exhausted)
+	DropDuplicate                  // FEC: symbol already seen (replays inside the window)
+	DropFECWindow                  // FEC: symbol outside the window, invalid or inconsistent
 	numCounters
 )
 
@@ -42,7 +44,7 @@ var counterNames = [numCounters]string{
 	"drop_no_route", "drop_no_session", "drop_unknown_lane", "drop_bad_tag",
 	"drop_bad_header", "drop_replay", "drop_decrypt", "drop_not_allowed",
 	"drop_ring_full", "drop_pool_empty", "drop_send", "drop_tun_write",
-	"drop_oversize", "drop_seal",
+	"drop_oversize", "drop_seal", "drop_duplicate", "drop_fec_window",
 }
 
 func (c Counter) String() string { return counterNames[c] }
