@@ -196,15 +196,23 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 }
 
 // SetLaneOwner records that lane index of peer is owned by shard owner and
-// reached at remote, so this shard hands that lane's packets over.
+// reached at remote, so this shard hands that lane's packets over. A remote
+// shared with a lane this shard owns (an initiator's lanes all talk to the
+// responder's one listening port, told apart by our local socket) stays
+// with the local lane: the kernel already steered it by local port.
 func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.AddrPort) {
 	pl := s.peerEntry(peer, lanes)
 	pl.owners[index] = owner
-	if owner != s.id {
-		pl.local[index] = nil
-		if ln := s.lanes[remote]; ln != nil && ln.cfg.Peer == peer {
-			delete(s.lanes, remote)
+	if owner == s.id {
+		return
+	}
+	if ln := pl.local[index]; ln != nil {
+		pl.local[index] = nil // the lane moved away
+		if s.lanes[ln.cfg.Remote] == ln {
+			delete(s.lanes, ln.cfg.Remote)
 		}
+	}
+	if _, mine := s.lanes[remote]; !mine {
 		s.foreign[remote] = owner
 	}
 }
