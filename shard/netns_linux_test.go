@@ -24,7 +24,6 @@ type gw struct {
 	ns     string
 	dev    *tun.Device
 	conns  [][]*udp.Conn
-	side   *side
 	wg     sync.WaitGroup
 	errs   chan error
 	table  atomic.Pointer[Table]
