@@ -1,0 +1,190 @@
+package shard
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/yip-router/yip-router/fec"
+	"github.com/yip-router/yip-router/shard/udp"
+)
+
+var benchSizes = []int{64, 512, 1400}
+
+const benchFEC = 16 // K; R = 2 in the benchmarks (12.5%)
+
+// BenchmarkEgress is the per-packet egress pipeline in process (no
+// syscalls): route lookup, seal in place, FEC (parity every 16), frame,
+// stage in the sendmmsg batch. MB/s counts inner bytes.
+func BenchmarkEgress(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
+			a, bb := newSide(b, 1, routesA), newSide(b, 1, routesB)
+			connect(b, a, bb, fec.EncoderConfig{K: benchFEC, R: 2})
+			s := a.shards[0]
+			s.sendHook = func(int, *udp.Batch, int) {}
+			pkt := ipPacket("10.1.0.5", "10.2.0.9", n, 1)
+			b.SetBytes(int64(n))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				p := s.pool.Get()
+				p.N = copy(p.Buf[headroom:], pkt)
+				s.egress(p)
+				if i++; i%DefaultBatch == 0 {
+					s.flushAll()
+				}
+			}
+			s.flushAll()
+			reportGbps(b, n)
+		})
+	}
+}
+
+func reportGbps(b *testing.B, n int) {
+	if e := b.Elapsed(); e > 0 {
+		b.ReportMetric(float64(b.N)*float64(n)*8/e.Seconds()/1e9, "Gbit/s")
+	}
+}
+
+// ingressSet is a pass of pre-built datagrams of one lane, and a way to
+// start the receiving lane afresh (its replay window and FEC window would
+// otherwise refuse the second pass).
+type ingressSet struct {
+	dgrams [][]byte
+	reset  func()
+	s      *Shard
+}
+
+func newIngressSet(b *testing.B, n, count int) *ingressSet {
+	a, bb := newSide(b, 1, routesA), newSide(b, 1, routesB)
+	connect(b, a, bb, fec.EncoderConfig{K: benchFEC, R: 2})
+	sa, sb := a.shards[0], bb.shards[0]
+	var set ingressSet
+	sa.sendHook = func(c int, bt *udp.Batch, k int) {
+		for j := range k {
+			set.dgrams = append(set.dgrams, append([]byte(nil), bt.Bufs[j][:bt.Sizes[j]]...))
+		}
+	}
+	pkt := ipPacket("10.1.0.5", "10.2.0.9", n, 1)
+	for range count {
+		p := sa.pool.Get()
+		p.N = copy(p.Buf[headroom:], pkt)
+		sa.egress(p)
+		sa.flushAll()
+	}
+	ln := sb.lanes[addrA]
+	cfg := ln.cfg
+	set.reset = func() {
+		if err := sb.InstallLane(cfg); err != nil {
+			b.Fatal(err)
+		}
+	}
+	sb.tunOut = func([]byte) error { return nil }
+	set.s = sb
+	return &set
+}
+
+// run feeds the set once through ingress, returning data packets delivered.
+func (set *ingressSet) run(i int) {
+	s := set.s
+	d := set.dgrams[i]
+	p := s.pool.Get()
+	p.N, p.Addr = copy(p.Buf, d), addrA
+	s.ingress(0, p)
+	s.pool.Put(p)
+}
+
+// BenchmarkIngress is the per-datagram ingress pipeline in process: lane
+// lookup, tag verify, unmask, FEC window (data passes straight through;
+// parity is absorbed), open, replay commit, source check, TUN hand-off.
+// The copy of each pre-built datagram into a pool buffer stands in for
+// recvmmsg's. ns/op is per datagram (1 in 9 is parity at 16:2).
+func BenchmarkIngress(b *testing.B) {
+	for _, n := range benchSizes {
+		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
+			set := newIngressSet(b, n, 4096)
+			b.ReportAllocs()
+			i := 0
+			b.StopTimer()
+			set.reset()
+			b.StartTimer()
+			for b.Loop() {
+				if i == len(set.dgrams) {
+					b.StopTimer()
+					set.reset()
+					b.StartTimer()
+					i = 0
+				}
+				set.run(i)
+				i++
+			}
+			// Count delivered inner packets, not datagrams: parity
+			// datagrams cost time and deliver nothing.
+			if e := b.Elapsed(); e > 0 {
+				got := float64(set.s.stats.c[TunOut])
+				b.ReportMetric(got*float64(n)*8/e.Seconds()/1e9, "Gbit/s")
+				b.ReportMetric(e.Seconds()*1e9/got, "ns/pkt")
+			}
+		})
+	}
+}
+
+// BenchmarkIngressScaling is the reference's "level 1": N workers, each
+// pinned to its own CPU with its own shard, lane and pre-built datagrams,
+// run the real ingress chain in parallel. Scaling efficiency is
+// Gbit/s(N) / (N × Gbit/s(1)); docs/BENCHMARKS.md records it. Run it with
+// -cpu equal to the core count, so the workers have a P each.
+func BenchmarkIngressScaling(b *testing.B) {
+	const n = 1400
+	for workers := 1; workers <= runtime.NumCPU(); workers++ {
+		b.Run(fmt.Sprintf("N=%d", workers), func(b *testing.B) {
+			sets := make([]*ingressSet, workers)
+			for w := range sets {
+				sets[w] = newIngressSet(b, n, 4096)
+				sets[w].reset()
+			}
+			per := b.N / workers
+			if per == 0 {
+				per = 1
+			}
+			var wg sync.WaitGroup
+			start := make(chan struct{})
+			b.ResetTimer()
+			t0 := time.Now()
+			for w, set := range sets {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					if err := Pin(w); err != nil {
+						b.Error(err)
+						return
+					}
+					defer runtime.UnlockOSThread()
+					<-start
+					i := 0
+					for range per {
+						if i == len(set.dgrams) {
+							set.reset() // rare: once per 4096 datagrams
+							i = 0
+						}
+						set.run(i)
+						i++
+					}
+				}()
+			}
+			close(start)
+			wg.Wait()
+			el := time.Since(t0)
+			b.StopTimer()
+			var got float64
+			for _, set := range sets {
+				got += float64(set.s.stats.c[TunOut])
+			}
+			b.ReportMetric(got*n*8/el.Seconds()/1e9, "Gbit/s")
+			b.ReportMetric(got/el.Seconds()/1e6, "Mpps")
+		})
+	}
+}
