@@ -20,6 +20,10 @@ type LaneConfig struct {
 	Recv   crypto.LaneKeys   // our receiving keys for this lane
 	FEC    fec.EncoderConfig // initial K:R (R=0: off)
 	Window fec.DecoderConfig // decoder bounds
+	// HoldTx keeps sending with the lane's previous keys until a datagram
+	// arrives under the new ones: the responder of a rekey does this, so
+	// the initiator never sees new-key data before it has the new keys.
+	HoldTx bool
 }
 
 // lane is one lane's state; it lives in exactly one shard and is touched
@@ -34,6 +38,15 @@ type lane struct {
 	rxf    crypto.Framer
 	dec    *fec.Decoder
 	lastRx time.Time
+
+	// prev is the lane's previous keys after a rekey: packets and FEC
+	// groups in flight under them still open, for prevKeep.
+	prev      *lane
+	confirmed bool // a datagram arrived under these keys
+	installed time.Time
+
+	txPackets, txBytes, rxPackets, rxBytes uint64
+	lastTx                                 time.Time
 }
 
 func newLane(cfg LaneConfig, conn *udp.Conn) (*lane, error) {

@@ -69,6 +69,14 @@ var (
 // knows a as 1.
 func connect(t testing.TB, a, b *side, fc fec.EncoderConfig) {
 	t.Helper()
+	connectHold(t, a, b, fc, false)
+}
+
+// connectHold is connect with fresh keys; holdB makes b's lanes hold their
+// old keys for sending until a datagram arrives under the new (rekey
+// responder).
+func connectHold(t testing.TB, a, b *side, fc fec.EncoderConfig, holdB bool) {
+	t.Helper()
 	var k1, k2 [32]byte
 	rand.Read(k1[:])
 	rand.Read(k2[:])
@@ -85,6 +93,7 @@ func connect(t testing.TB, a, b *side, fc fec.EncoderConfig) {
 			if err := x.sd.shards[i].InstallLane(LaneConfig{
 				Peer: x.peer, Index: i, Lanes: lanes, Remote: x.remote, Conn: 0,
 				Send: x.keys.SendLane(i), Recv: x.keys.RecvLane(i), FEC: fc,
+				HoldTx: holdB && x.sd == b,
 			}); err != nil {
 				t.Fatal(err)
 			}
@@ -357,3 +366,83 @@ func TestPipelineZeroAlloc(t *testing.T) {
 }
 
 var _ = ring.Packet{}
+
+// Packets for a peer without lanes wait (bounded) and go out once the
+// lanes exist; the router is asked once for a handshake.
+func TestPipelineWaitsForSession(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	asked := 0
+	a.shards[0].cfg.NoSession = func(_ int, peer PeerID) {
+		if peer == 2 {
+			asked++
+		}
+	}
+	for i := range waitPerPeer + 5 {
+		inject(t, a.shards[0], ipPacket("10.1.0.5", "10.2.0.9", 60, i))
+	}
+	if asked != 1 {
+		t.Fatalf("asked for a handshake %d times", asked)
+	}
+	connect(t, a, b, fec.EncoderConfig{K: 8, R: 1})
+	deliverAll(t, a, b, nil)
+	if len(b.tun[0]) != waitPerPeer {
+		t.Fatalf("delivered %d waiting packets, want the newest %d", len(b.tun[0]), waitPerPeer)
+	}
+	if seq := binary.BigEndian.Uint32(b.tun[0][0][20:]); seq != 5 {
+		t.Fatalf("oldest delivered is %d, want 5 (oldest dropped first)", seq)
+	}
+	// Old waiting packets expire.
+	for i := range 3 {
+		inject(t, a.shards[0], ipPacket("10.1.0.5", "10.99.0.9", 60, i)) // no route
+	}
+	a.table.Store(NewTable(append(routesA, Route{netip.MustParsePrefix("10.99.0.0/16"), 9})))
+	inject(t, a.shards[0], ipPacket("10.1.0.5", "10.99.0.9", 60, 0))
+	a.shards[0].now = a.shards[0].now.Add(waitMaxAge + time.Second)
+	a.shards[0].tick()
+	a.shards[0].publish()
+	if sn := a.shards[0].Snapshot(); sn.Get(DropNoSession) != 5+1 {
+		t.Fatalf("drop_no_session %d, want 6", sn.Get(DropNoSession))
+	}
+}
+
+// A rekey loses nothing: packets sealed under the old keys still open after
+// the new keys are installed, and the responder keeps sending under the old
+// keys until the initiator has shown it holds the new ones.
+func TestPipelineRekey(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
+	sa, sb := a.shards[0], b.shards[0]
+	for i := range 6 {
+		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i)) // old keys, in flight
+	}
+	sa.flushAll()
+	inFlight := a.sent[0]
+	a.sent[0] = nil
+	connectHold(t, a, b, fec.EncoderConfig{K: 4, R: 1}, true) // rekey
+	// B answers with the old keys: A must still open them.
+	inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", 80, 100))
+	deliverAll(t, b, a, nil)
+	if len(a.tun[0]) != 1 {
+		t.Fatalf("A got %d packets from B before B confirmed the new keys", len(a.tun[0]))
+	}
+	// The old in-flight packets arrive late, then new-key packets.
+	a.sent[0] = inFlight
+	for i := 6; i < 10; i++ {
+		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
+	}
+	deliverAll(t, a, b, nil)
+	if len(b.tun[0]) != 10 {
+		t.Fatalf("B delivered %d of 10 across the rekey", len(b.tun[0]))
+	}
+	// B now sends with the new keys; A's current keys open them.
+	inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", 80, 101))
+	sb.flushAll()
+	d := b.sent[0][0].data
+	if _, _, err := sa.lanes[addrB].rxf.Deframe(append([]byte(nil), d...)); err != nil {
+		t.Fatalf("B still sends under the old keys after confirmation: %v", err)
+	}
+	deliverAll(t, b, a, nil)
+	if len(a.tun[0]) != 2 {
+		t.Fatalf("A got %d of 2", len(a.tun[0]))
+	}
+}

@@ -50,6 +50,13 @@ type Config struct {
 	// on the shard's goroutine (the router's handshake path). It reports
 	// whether it took the datagram; otherwise it is counted as dropped.
 	Unmatched func(shard, conn int, data []byte, from netip.AddrPort) bool
+	// NoSession is told (on the shard's goroutine, at most once per
+	// second per peer) that traffic is waiting for a peer without lanes:
+	// the router starts a handshake. The packets wait in a bounded queue.
+	NoSession func(shard int, peer PeerID)
+	// Control receives authenticated control frames (keepalives, loss
+	// reports) on the shard's goroutine; nil ignores them.
+	Control func(shard int, peer PeerID, lane int, body []byte)
 }
 
 // Shard is one data-plane worker. Everything below is owned by the shard's
@@ -86,6 +93,22 @@ type Shard struct {
 	cur      *lane                               // lane of the symbol being delivered
 	now      time.Time
 	stop     atomic.Bool
+
+	waiting map[PeerID]*waitQueue // packets for peers still handshaking
+}
+
+// Bounds of the queue of packets waiting for a handshake, per shard.
+const (
+	waitPerPeer = 64
+	waitMaxAge  = 3 * time.Second
+	// prevKeep is how long a lane keeps its previous keys after a rekey.
+	prevKeep = 15 * time.Second
+)
+
+type waitQueue struct {
+	pkts    []*ring.Packet
+	at      []time.Time
+	lastAsk time.Time
 }
 
 // New builds a shard. It allocates everything the hot path will use.
@@ -111,6 +134,7 @@ func New(cfg Config) (*Shard, error) {
 	s := &Shard{
 		id: cfg.ID, cfg: cfg, pool: pool, mesh: cfg.Mesh, waker: cfg.Mesh.wakers[cfg.ID],
 		lanes: map[netip.AddrPort]*lane{}, foreign: map[netip.AddrPort]int{}, peers: map[PeerID]*peerLanes{},
+		waiting: map[PeerID]*waitQueue{},
 		ctl:     ctl,
 		rx:      udp.NewBatch(cfg.Batch),
 		rxPkts:  make([]*ring.Packet, cfg.Batch),
@@ -174,8 +198,10 @@ func (s *Shard) runControl() {
 	}
 }
 
-// InstallLane adds (or replaces) a lane this shard owns. Call it on the
-// shard's goroutine (through Do) or before Run.
+// InstallLane adds a lane this shard owns, or replaces the lane's keys
+// (rekey, or the peer restarted): the old lane stays as prev for a while so
+// packets and FEC groups in flight under the old keys still open. Call it on
+// the shard's goroutine (through Do) or before Run.
 func (s *Shard) InstallLane(cfg LaneConfig) error {
 	if cfg.Conn < 0 || cfg.Conn >= len(s.cfg.Conns) {
 		return fmt.Errorf("shard %d: lane conn %d out of range", s.id, cfg.Conn)
@@ -187,11 +213,24 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	if err != nil {
 		return err
 	}
+	ln.installed = s.now
 	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
+	if old := pl.local[cfg.Index]; old != nil {
+		old.prev = nil
+		ln.prev = old
+		ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = old.txPackets, old.txBytes, old.rxPackets, old.rxBytes
+		if old.cfg.Remote != cfg.Remote && s.lanes[old.cfg.Remote] == old {
+			delete(s.lanes, old.cfg.Remote)
+		}
+	}
+	if !cfg.HoldTx || ln.prev == nil {
+		ln.confirmed = !cfg.HoldTx
+	}
 	pl.local[cfg.Index] = ln
 	pl.owners[cfg.Index] = s.id
 	s.lanes[cfg.Remote] = ln
 	delete(s.foreign, cfg.Remote)
+	s.releaseWaiting(cfg.Peer)
 	return nil
 }
 
@@ -230,6 +269,15 @@ func (s *Shard) RemovePeer(peer PeerID) {
 func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
 	pl := s.peers[peer]
 	if pl == nil || len(pl.owners) != lanes {
+		if pl != nil {
+			// The lane count changed (the peer restarted with other
+			// shards): the old lanes go.
+			for _, ln := range pl.local {
+				if ln != nil && s.lanes[ln.cfg.Remote] == ln {
+					delete(s.lanes, ln.cfg.Remote)
+				}
+			}
+		}
 		pl = &peerLanes{owners: make([]int, lanes), local: make([]*lane, lanes)}
 		for i := range pl.owners {
 			pl.owners[i] = i % s.mesh.Size()
@@ -237,6 +285,61 @@ func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
 		s.peers[peer] = pl
 	}
 	return pl
+}
+
+// wait queues a packet for a peer without lanes and asks for a handshake.
+func (s *Shard) wait(peer PeerID, p *ring.Packet) {
+	q := s.waiting[peer]
+	if q == nil {
+		q = &waitQueue{pkts: make([]*ring.Packet, 0, waitPerPeer), at: make([]time.Time, 0, waitPerPeer)}
+		s.waiting[peer] = q
+	}
+	if len(q.pkts) == waitPerPeer {
+		// Keep the newest: drop the oldest.
+		s.count(DropNoSession)
+		s.release(q.pkts[0])
+		copy(q.pkts, q.pkts[1:])
+		copy(q.at, q.at[1:])
+		q.pkts, q.at = q.pkts[:len(q.pkts)-1], q.at[:len(q.at)-1]
+	}
+	q.pkts = append(q.pkts, p)
+	q.at = append(q.at, s.now)
+	if s.cfg.NoSession != nil && s.now.Sub(q.lastAsk) >= time.Second {
+		q.lastAsk = s.now
+		s.cfg.NoSession(s.id, peer)
+	}
+}
+
+// releaseWaiting sends the packets that waited for peer's handshake.
+func (s *Shard) releaseWaiting(peer PeerID) {
+	q := s.waiting[peer]
+	if q == nil {
+		return
+	}
+	delete(s.waiting, peer)
+	for _, p := range q.pkts {
+		s.egress(p)
+	}
+}
+
+// expireWaiting drops packets that waited too long for a handshake.
+func (s *Shard) expireWaiting() {
+	for peer, q := range s.waiting {
+		k := 0
+		for k < len(q.pkts) && s.now.Sub(q.at[k]) > waitMaxAge {
+			s.count(DropNoSession)
+			s.release(q.pkts[k])
+			k++
+		}
+		if k == 0 {
+			continue
+		}
+		q.pkts = append(q.pkts[:0], q.pkts[k:]...)
+		q.at = append(q.at[:0], q.at[k:]...)
+		if len(q.pkts) == 0 && s.now.Sub(q.lastAsk) > waitMaxAge {
+			delete(s.waiting, peer)
+		}
+	}
 }
 
 func (s *Shard) count(c Counter) { s.stats.c[c]++ }
@@ -255,8 +358,7 @@ func (s *Shard) egress(p *ring.Packet) {
 	}
 	pl := s.peers[peer]
 	if pl == nil || len(pl.owners) == 0 {
-		s.count(DropNoSession)
-		s.release(p)
+		s.wait(peer, p)
 		return
 	}
 	// An inner flow is on one TUN queue, hence one shard, hence one lane.
@@ -276,6 +378,9 @@ func (s *Shard) egress(p *ring.Packet) {
 // sendData seals p in place, frames it and queues it, then queues any
 // parity the FEC group produced.
 func (s *Shard) sendData(ln *lane, p *ring.Packet) {
+	if !ln.confirmed && ln.prev != nil {
+		ln = ln.prev // rekey responder: old keys until the peer uses the new
+	}
 	if p.N > MaxInner {
 		s.count(DropOversize)
 		s.release(p)
@@ -294,6 +399,9 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 		return
 	}
 	d := ln.txf.Frame(p.Buf, crypto.Header{Kind: crypto.KindData, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, len(sym))
+	ln.txPackets++
+	ln.txBytes += uint64(p.N)
+	ln.lastTx = s.now
 	s.queue(ln, p, len(d))
 	s.drainParity(ln)
 }
@@ -423,6 +531,13 @@ func (s *Shard) ingress(conn int, p *ring.Packet) bool {
 		return false
 	}
 	h, sym, err := ln.rxf.Deframe(data)
+	if err == crypto.ErrTag && ln.prev != nil {
+		if h2, sym2, err2 := ln.prev.rxf.Deframe(data); err2 != crypto.ErrTag {
+			ln, h, sym, err = ln.prev, h2, sym2, err2
+		}
+	} else if err == nil && !ln.confirmed {
+		ln.confirmed = true // the peer has the new keys: send with them
+	}
 	switch err {
 	case nil:
 	case crypto.ErrTag, crypto.ErrShort:
@@ -442,12 +557,54 @@ func (s *Shard) ingress(conn int, p *ring.Packet) bool {
 		ln.dec.Push(fec.Meta{Kind: fec.Kind(h.Kind), Group: h.Group, Index: h.Index, K: h.K, R: h.R}, sym, s.now, s.deliver)
 		s.cur = nil
 	case crypto.KindControl:
-		// Control frames (loss reports, keepalives) arrive with the router.
-		if _, err := ln.opener.OpenSymbol([]byte{byte(crypto.KindControl)}, sym); err != nil {
+		body, err := ln.opener.OpenSymbol(controlAD[:], sym)
+		if err != nil {
 			s.count(DropDecrypt)
+			break
+		}
+		s.count(ControlIn)
+		if s.cfg.Control != nil {
+			s.cfg.Control(s.id, ln.cfg.Peer, ln.cfg.Index, body)
 		}
 	}
 	return false
+}
+
+// controlAD separates control frames from data: a control symbol cannot be
+// opened as data (and FEC never carries control).
+var controlAD = [1]byte{byte(crypto.KindControl)}
+
+// SendControl sends a control frame (keepalive: empty body) on lane index
+// of peer, which this shard must own. Call it on the shard's goroutine.
+func (s *Shard) SendControl(peer PeerID, index int, body []byte) bool {
+	pl := s.peers[peer]
+	if pl == nil || index >= len(pl.local) || pl.local[index] == nil {
+		return false
+	}
+	ln := pl.local[index]
+	if !ln.confirmed && ln.prev != nil {
+		ln = ln.prev
+	}
+	if len(body) > MaxInner {
+		return false
+	}
+	p := s.pool.Get()
+	if p == nil {
+		s.count(DropPoolEmpty)
+		return false
+	}
+	copy(p.Buf[headroom:], body)
+	sym, err := ln.sealer.SealSymbol(p.Buf[crypto.HeaderLen:], controlAD[:], p.Buf[headroom:headroom+len(body)])
+	if err != nil {
+		s.count(DropSeal)
+		s.release(p)
+		return false
+	}
+	d := ln.txf.Frame(p.Buf, crypto.Header{Kind: crypto.KindControl}, len(sym))
+	ln.lastTx = s.now
+	s.count(ControlOut)
+	s.queue(ln, p, len(d))
+	return true
 }
 
 // deliverSymbol opens a data symbol (as received, or recovered by FEC) and
@@ -472,6 +629,8 @@ func (s *Shard) deliverSymbol(sym []byte) {
 		s.count(DropTunWrite)
 		return
 	}
+	ln.rxPackets++
+	ln.rxBytes += uint64(len(pt))
 	s.count(TunOut)
 }
 
@@ -553,7 +712,14 @@ func (s *Shard) tick() time.Time {
 			next = d
 		}
 		ln.dec.Tick(s.now)
+		if ln.prev != nil {
+			ln.prev.dec.Tick(s.now)
+			if ln.confirmed && s.now.Sub(ln.installed) > prevKeep {
+				ln.prev = nil
+			}
+		}
 	}
+	s.expireWaiting()
 	return next
 }
 

@@ -35,6 +35,8 @@ const (
 	DropSeal                       // sealing failed (counter exhausted)
 	DropDuplicate                  // FEC: symbol already seen (replays inside the window)
 	DropFECWindow                  // FEC: symbol outside the window, invalid or inconsistent
+	ControlIn                      // control frames received
+	ControlOut                     // control frames sent
 	numCounters
 )
 
@@ -45,6 +47,7 @@ var counterNames = [numCounters]string{
 	"drop_bad_header", "drop_replay", "drop_decrypt", "drop_not_allowed",
 	"drop_ring_full", "drop_pool_empty", "drop_send", "drop_tun_write",
 	"drop_oversize", "drop_seal", "drop_duplicate", "drop_fec_window",
+	"control_in", "control_out",
 }
 
 func (c Counter) String() string { return counterNames[c] }

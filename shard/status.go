@@ -1,0 +1,68 @@
+package shard
+
+import (
+	"errors"
+	"net/netip"
+	"time"
+)
+
+// LaneStatus is what `show` prints for one lane.
+type LaneStatus struct {
+	Peer      PeerID
+	Index     int
+	Shard     int
+	Remote    netip.AddrPort
+	TxPackets uint64
+	TxBytes   uint64
+	RxPackets uint64
+	RxBytes   uint64
+	LastRx    time.Time
+	LastTx    time.Time
+	K, R      int
+	Recovered uint64
+	Unrecov   uint64
+	Confirmed bool // the peer has sent under the current keys
+	PrevKeys  bool // previous keys still accepted (after a rekey)
+}
+
+// LaneStatuses returns the lanes this shard owns. Call it on the shard's
+// goroutine (through Query).
+func (s *Shard) LaneStatuses() []LaneStatus {
+	var out []LaneStatus
+	for peer, pl := range s.peers {
+		for i, ln := range pl.local {
+			if ln == nil {
+				continue
+			}
+			k, r := ln.enc.Ratio()
+			st := ln.dec.Stats()
+			out = append(out, LaneStatus{
+				Peer: peer, Index: i, Shard: s.id, Remote: ln.cfg.Remote,
+				TxPackets: ln.txPackets, TxBytes: ln.txBytes, RxPackets: ln.rxPackets, RxBytes: ln.rxBytes,
+				LastRx: ln.lastRx, LastTx: ln.lastTx, K: k, R: r,
+				Recovered: st.Recovered, Unrecov: st.LostData,
+				Confirmed: ln.confirmed, PrevKeys: ln.prev != nil,
+			})
+		}
+	}
+	return out
+}
+
+// ErrTimeout means a shard did not run a query in time (it is stuck or
+// stopped).
+var ErrTimeout = errors.New("shard: query timed out")
+
+// Query runs f on the shard's goroutine and waits for it (at most
+// timeout). For the control plane only: status, keepalives.
+func (s *Shard) Query(f func(*Shard), timeout time.Duration) error {
+	done := make(chan struct{})
+	if err := s.Do(func(sh *Shard) { f(sh); close(done) }); err != nil {
+		return err
+	}
+	select {
+	case <-done:
+		return nil
+	case <-time.After(timeout):
+		return ErrTimeout
+	}
+}
