@@ -11,7 +11,7 @@ BENCHCOUNT  ?= 5
 VERSION     := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test unit uniformity lint fmt vet staticcheck bench fuzz demo deps clean
+.PHONY: all build test unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
 
 all: build
 
@@ -32,7 +32,7 @@ unit: deps
 uniformity: deps
 	$(GO) test -count=1 -run 'Uniformity' ./...
 
-lint: fmt vet staticcheck
+lint: fmt vet staticcheck shellcheck
 
 fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -48,6 +48,16 @@ $(STATICCHECK):
 
 staticcheck: $(STATICCHECK) deps
 	$(STATICCHECK) ./...
+
+# shellcheck comes from Debian when missing.
+shellcheck-install:
+	@command -v shellcheck >/dev/null 2>&1 || { \
+	  command -v apt-get >/dev/null 2>&1 || { echo "shellcheck missing: install it (Debian: apt-get install shellcheck)"; exit 1; }; \
+	  SUDO=$$([ "$$(id -u)" -eq 0 ] || echo sudo); \
+	  $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y shellcheck; }
+
+shellcheck: shellcheck-install
+	shellcheck tuning/yip-tune
 
 # bench runs every Go benchmark; results and the commands behind the
 # numbers quoted in docs/BENCHMARKS.md.

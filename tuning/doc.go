@@ -1,0 +1,2 @@
+// Package tuning holds host-tuning files; its tests check them.
+package tuning
