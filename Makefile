@@ -11,7 +11,7 @@ BENCHCOUNT  ?= 5
 VERSION     := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
+.PHONY: all build test test-deps unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
 
 all: build
 
@@ -24,7 +24,17 @@ build: deps
 # test = lint + unit tests under the race detector (root-only tests skip
 # themselves with a message when not root) + the statistical wire tests,
 # which are single-goroutine and too slow under -race to be worth it there.
-test: lint unit uniformity
+test: lint test-deps unit uniformity
+
+# The end-to-end tests need iproute2 and, for the loss test, iptables; as
+# root on Debian, install what is missing (others skip those tests).
+test-deps:
+	@if [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  missing=""; \
+	  command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	  command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	  if [ -n "$$missing" ]; then apt-get update >/dev/null && apt-get install -y $$missing; fi; \
+	fi
 
 unit: deps
 	$(GO) test -race -count=1 ./...
@@ -73,7 +83,8 @@ fuzz: deps
 	  done; \
 	done
 
-demo: build
+demo: build test-deps
+	@if [ "$$(id -u)" -ne 0 ]; then echo "make demo creates network namespaces and TUN devices: run it as root (sudo make demo)"; exit 1; fi
 	$(BIN)/yip-router demo
 
 clean:

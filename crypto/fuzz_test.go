@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -160,4 +161,22 @@ func TestWriteFuzzSeeds(t *testing.T) {
 	write("FuzzLaneOffer", "one", offer(1, 51820).appendTo(nil))
 	write("FuzzLaneOffer", "max", offer(MaxLanes, 1).appendTo(nil))
 	write("FuzzLaneOffer", "badversion", []byte{9, 1, 0, 1})
+}
+
+// FuzzParseKey: key text comes from config files and stdin; no input may
+// panic, and what parses must print back to itself (after clamping).
+func FuzzParseKey(f *testing.F) {
+	f.Add("dwdtCnMYpX08FsFyUbJmRd9ML4frwJkqsXf7pR25LCo=")
+	f.Add("00000000000000000000000000000000000000000000")
+	f.Fuzz(func(t *testing.T, s string) {
+		if k, err := ParsePrivateKey(s); err == nil {
+			if k2, err := ParsePrivateKey(k.String()); err != nil || k2 != k {
+				t.Fatalf("private key %q does not round-trip", s)
+			}
+		}
+		if k, err := ParsePublicKey(s); err == nil && k.String() != strings.TrimSpace(s) {
+			t.Fatalf("public key %q prints as %q", s, k.String())
+		}
+		_, _ = ParsePresharedKey(s)
+	})
 }

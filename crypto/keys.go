@@ -127,10 +127,14 @@ func parseKey(s string, dst []byte, what string) error {
 		return fmt.Errorf("%s must be %d base64 characters (32 bytes), got %d characters",
 			what, base64.StdEncoding.EncodedLen(KeyLen), len(s))
 	}
-	n, err := base64.StdEncoding.Strict().Decode(dst, []byte(s))
+	// Decode into room for 33 bytes: 44 characters without padding decode
+	// to 33, and Decode would write past a 32-byte buffer.
+	var buf [KeyLen + 3]byte
+	n, err := base64.StdEncoding.Strict().Decode(buf[:], []byte(s))
 	if err != nil {
 		return fmt.Errorf("%s is not valid base64: %v", what, err)
 	}
+	copy(dst, buf[:KeyLen])
 	if n != KeyLen {
 		return fmt.Errorf("%s decodes to %d bytes, want %d", what, n, KeyLen)
 	}

@@ -11,6 +11,9 @@ func TestParseKeyErrors(t *testing.T) {
 		"abc": "base64 characters",
 		"!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!=": "not valid base64",
 		"AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=": "all zeros",
+		// 44 characters without padding decode to 33 bytes (this once
+		// panicked: found by the config parser's fuzz target).
+		"00000000000000000000000000000000000000000000": "decodes to 33 bytes",
 	}
 	for in, want := range cases {
 		if _, err := ParsePrivateKey(in); err == nil || !strings.Contains(err.Error(), want) {

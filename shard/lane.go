@@ -24,6 +24,9 @@ type LaneConfig struct {
 	// arrives under the new ones: the responder of a rekey does this, so
 	// the initiator never sees new-key data before it has the new keys.
 	HoldTx bool
+	// Mode, when auto, lets the peer's loss reports set R (fec.Adapter);
+	// FEC above is then only the starting ratio.
+	Mode fec.Mode
 }
 
 // lane is one lane's state; it lives in exactly one shard and is touched
@@ -37,6 +40,7 @@ type lane struct {
 	opener *crypto.Opener
 	rxf    crypto.Framer
 	dec    *fec.Decoder
+	adapt  *fec.Adapter
 	lastRx time.Time
 
 	// prev is the lane's previous keys after a rekey: packets and FEC
@@ -54,7 +58,14 @@ func newLane(cfg LaneConfig, conn *udp.Conn) (*lane, error) {
 	if err != nil {
 		return nil, err
 	}
+	var ad *fec.Adapter
+	if cfg.Mode.Kind == fec.ModeAuto {
+		if ad, err = fec.NewAdapter(cfg.Mode, fec.AdaptConfig{}); err != nil {
+			return nil, err
+		}
+	}
 	return &lane{
+		adapt:  ad,
 		cfg:    cfg,
 		conn:   conn,
 		sealer: crypto.NewSealer(&cfg.Send.AEAD),

@@ -254,6 +254,7 @@ func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.
 	if _, mine := s.lanes[remote]; !mine {
 		s.foreign[remote] = owner
 	}
+	s.releaseWaiting(peer)
 }
 
 // RemovePeer forgets every lane of peer.
@@ -563,11 +564,63 @@ func (s *Shard) ingress(conn int, p *ring.Packet) bool {
 			break
 		}
 		s.count(ControlIn)
-		if s.cfg.Control != nil {
-			s.cfg.Control(s.id, ln.cfg.Peer, ln.cfg.Index, body)
-		}
+		s.control(ln, body)
 	}
 	return false
+}
+
+// Control frame bodies: a type byte, then its payload.
+const (
+	ctlKeepalive  = 0 // empty: keeps NAT state and proves liveness
+	ctlLossReport = 1 // fec.LossReport of the sender's receive side
+)
+
+func (s *Shard) control(ln *lane, body []byte) {
+	if len(body) == 0 {
+		return // legacy empty keepalive
+	}
+	switch body[0] {
+	case ctlKeepalive:
+	case ctlLossReport:
+		rep, err := fec.ParseLossReport(body[1:])
+		if err != nil {
+			s.count(DropBadHeader)
+			return
+		}
+		if ln.adapt != nil {
+			k, r := ln.adapt.Observe(rep)
+			_ = ln.enc.SetRatio(k, r)
+		}
+	}
+	if s.cfg.Control != nil {
+		s.cfg.Control(s.id, ln.cfg.Peer, ln.cfg.Index, body)
+	}
+}
+
+// Periodic sends each owned lane's loss report to the peer (whose encoder
+// adapts R to it) and, when keepalive > 0, a keepalive on lanes idle for
+// that long. The router calls it through Do about once a second.
+func (s *Shard) Periodic(keepalive map[PeerID]time.Duration) {
+	var buf [1 + 16]byte
+	for peer, pl := range s.peers {
+		for i, ln := range pl.local {
+			if ln == nil {
+				continue
+			}
+			rep := ln.dec.TakeLossReport()
+			if rep.Expected > 0 {
+				buf[0] = ctlLossReport
+				if b, err := rep.AppendBinary(buf[:1]); err == nil {
+					s.SendControl(peer, i, b)
+				}
+			}
+			if ka := keepalive[peer]; ka > 0 && s.now.Sub(ln.lastTx) >= ka {
+				buf[0] = ctlKeepalive
+				s.SendControl(peer, i, buf[:1])
+			}
+		}
+	}
+	s.flushAll()
 }
 
 // controlAD separates control frames from data: a control symbol cannot be
@@ -668,8 +721,9 @@ func (s *Shard) takeMesh() int {
 				case meshEgress:
 					pl := s.peers[PeerID(p.Aux)]
 					if pl == nil || int(p.Lane) >= len(pl.local) || pl.local[p.Lane] == nil {
-						s.count(DropNoSession)
-						s.release(p)
+						// The lane's install is still in our control
+						// queue: wait for it like any sessionless packet.
+						s.wait(PeerID(p.Aux), p)
 						continue
 					}
 					s.sendData(pl.local[p.Lane], p)

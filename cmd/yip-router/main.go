@@ -1,6 +1,5 @@
-// Command yip-router is the one binary of the project: key tools now; the
-// router itself (up, show, check, demo) lands with the data-plane and router
-// issues.
+// Command yip-router is the one binary of the project: the router (up),
+// its status (show), key tools and the demo.
 package main
 
 import (
@@ -20,11 +19,13 @@ type command struct {
 
 func commands() []command {
 	return []command{
+		{"up", "up -c FILE [--shards auto|N] [--log-level L] [--log-format console|json]   run the router", runUp},
+		{"show", "show [--json] [-i IFACE | --socket PATH]   status of running routers", runShow},
 		{"genkey", "genkey                 print a new private key (base64)", runGenkey},
 		{"pubkey", "pubkey < private.key   print the public key of the private key on stdin", runPubkey},
 		{"genpsk", "genpsk                 print a new preshared key (base64)", runGenpsk},
 		{"version", "version                print the version", runVersion},
-		{"demo", "demo                   two routers in two namespaces (not yet: needs the router)", runDemo},
+		{"demo", "demo [--shards N] [--mb M] [--fec MODE]   two routers in two namespaces, traffic, a report (root)", runDemo},
 	}
 }
 
@@ -71,9 +72,4 @@ func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stdout, "yip-router", version)
 	return 0
-}
-
-func runDemo(_ []string, _ io.Reader, _, stderr io.Writer) int {
-	fmt.Fprintln(stderr, "yip-router demo: not yet available: the demo needs the data plane and router (issues 4 and 5)")
-	return 1
 }

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/yip-router/yip-router/router"
+)
+
+func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("show", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	asJSON := fs.Bool("json", false, "print JSON")
+	iface := fs.String("i", "", "interface of the router to show (default: every running router)")
+	sock := fs.String("socket", "", "control socket path (overrides -i)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	var paths []string
+	switch {
+	case *sock != "":
+		paths = []string{*sock}
+	case *iface != "":
+		paths = []string{router.SocketPath(*iface)}
+	default:
+		var err error
+		paths, err = router.Sockets()
+		if err != nil || len(paths) == 0 {
+			fmt.Fprintln(stderr, "yip-router show:", errNoRouters)
+			return 1
+		}
+	}
+	code := 0
+	var all []*router.Status
+	for _, p := range paths {
+		st, err := router.QueryStatus(p)
+		if err != nil {
+			fmt.Fprintln(stderr, "yip-router show:", err)
+			code = 1
+			continue
+		}
+		all = append(all, st)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if len(all) == 1 {
+			_ = enc.Encode(all[0])
+		} else {
+			_ = enc.Encode(all)
+		}
+		return code
+	}
+	for _, st := range all {
+		printStatus(stdout, st)
+	}
+	return code
+}
+
+// human formats a byte count with binary units.
+func human(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	return time.Since(t).Round(time.Second).String() + " ago"
+}
+
+func printStatus(w io.Writer, st *router.Status) {
+	fmt.Fprintf(w, "interface: %s\n  public key: %s\n  listening port: %d\n  uptime: %s\n",
+		st.Interface, st.PublicKey, st.ListenPort, st.Uptime.Round(time.Second))
+	h := st.Handshakes
+	fmt.Fprintf(w, "  handshakes: %d initiated, %d completed, %d answered, %d cookie replies, %d refused\n",
+		h.Initiated, h.Completed, h.Answered, h.CookieDemanded, h.Refused)
+	fmt.Fprintf(w, "  shards: %d\n", len(st.Shards))
+	for _, s := range st.Shards {
+		c := s.Counters
+		fmt.Fprintf(w, "    shard %d (cpu %d): tun in/out %d/%d  udp in/out %d/%d  %s in, %s out  handed off %d  fec recovered %d\n",
+			s.ID, s.CPU, c["tun_in"], c["tun_out"], c["udp_in"], c["udp_out"], human(c["bytes_in"]), human(c["bytes_out"]), c["handed_off"], c["fec_recovered"])
+		var drops []string
+		for k, v := range c {
+			if strings.HasPrefix(k, "drop_") {
+				drops = append(drops, fmt.Sprintf("%s %d", strings.TrimPrefix(k, "drop_"), v))
+			}
+		}
+		slices.Sort(drops)
+		if len(drops) > 0 {
+			fmt.Fprintf(w, "      drops: %s\n", strings.Join(drops, ", "))
+		}
+	}
+	for _, p := range st.Peers {
+		fmt.Fprintf(w, "\npeer: %s\n", p.PublicKey)
+		if p.Endpoint != "" {
+			fmt.Fprintf(w, "  endpoint: %s\n", p.Endpoint)
+		}
+		fmt.Fprintf(w, "  allowed ips: %s\n", strings.Join(p.AllowedIPs, ", "))
+		fmt.Fprintf(w, "  latest handshake: %s (%d in all)\n", ago(p.LastHandshake), p.Handshakes)
+		fmt.Fprintf(w, "  transfer: %s received, %s sent (%d / %d packets)\n", human(p.RxBytes), human(p.TxBytes), p.RxPackets, p.TxPackets)
+		fmt.Fprintf(w, "  fec: %d recovered, %d lost\n", p.FECRecovered, p.FECLost)
+		for _, l := range p.Lanes {
+			fmt.Fprintf(w, "  lane %d on shard %d → %s: rx %d pkts %s, tx %d pkts %s, fec %s, last rx %s\n",
+				l.Index, l.Shard, l.Remote, l.RxPackets, human(l.RxBytes), l.TxPackets, human(l.TxBytes), l.FEC, ago(l.LastRx))
+		}
+	}
+	fmt.Fprintln(w)
+}

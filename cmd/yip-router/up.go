@@ -1,0 +1,132 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/yip-router/yip-router/router"
+)
+
+func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
+	}
+	ec := zap.NewProductionEncoderConfig()
+	ec.EncodeTime = zapcore.ISO8601TimeEncoder
+	var enc zapcore.Encoder
+	switch format {
+	case "console":
+		ec.EncodeLevel = zapcore.CapitalLevelEncoder
+		enc = zapcore.NewConsoleEncoder(ec)
+	case "json":
+		enc = zapcore.NewJSONEncoder(ec)
+	default:
+		return nil, fmt.Errorf("--log-format %q: want console or json", format)
+	}
+	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+}
+
+// parseShards reads --shards auto|N.
+func parseShards(s string) (auto bool, n int, err error) {
+	if strings.EqualFold(s, "auto") {
+		return true, 0, nil
+	}
+	n, err = strconv.Atoi(s)
+	if err != nil || n < 1 || n > 64 {
+		return false, 0, fmt.Errorf("--shards %q: want auto or a number 1..64", s)
+	}
+	return false, n, nil
+}
+
+func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("up", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	conf := fs.String("c", "", "configuration file (required)")
+	shards := fs.String("shards", "", "auto (one per physical core of the CPU affinity mask) or N (first N CPUs of the mask); overrides the config's Shards")
+	level := fs.String("log-level", "info", "debug, info, warn or error")
+	format := fs.String("log-format", "console", "console or json")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if *conf == "" || fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: yip-router up -c FILE [--shards auto|N] [--log-level L] [--log-format console|json]")
+		return 2
+	}
+	log, err := newLogger(*level, *format, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "yip-router up:", err)
+		return 2
+	}
+	defer log.Sync()
+	opts := router.Options{Log: log}
+	if *shards != "" {
+		auto, n, err := parseShards(*shards)
+		if err != nil {
+			fmt.Fprintln(stderr, "yip-router up:", err)
+			return 2
+		}
+		opts.ShardsSet, opts.ShardsAuto, opts.Shards = true, auto, n
+	}
+	cfg, err := router.LoadConfig(*conf)
+	if err != nil {
+		fmt.Fprintln(stderr, "yip-router up: configuration errors:")
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	if os.Geteuid() != 0 {
+		log.Warn("not running as root: creating the TUN device needs CAP_NET_ADMIN")
+	}
+	r, err := router.New(cfg, opts)
+	if err != nil {
+		fmt.Fprintln(stderr, "yip-router up:", err)
+		return 1
+	}
+	sock := router.SocketPath(r.Name())
+	if err := r.ServeControl(sock); err != nil {
+		r.Close()
+		fmt.Fprintln(stderr, "yip-router up:", err)
+		return 1
+	}
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	r.Start()
+	log.Info("control socket", zap.String("path", sock))
+	for {
+		select {
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				nc, err := router.LoadConfig(*conf)
+				if err == nil {
+					err = r.Reload(nc)
+				}
+				if err != nil {
+					log.Error("reload failed; keeping the running configuration", zap.Error(err))
+				}
+				continue
+			}
+			log.Info("shutting down", zap.Stringer("signal", sig))
+			r.Close()
+			return 0
+		case err, ok := <-r.Errors():
+			if ok && err != nil {
+				log.Error("shard failed", zap.Error(err))
+				r.Close()
+				return 1
+			}
+		}
+	}
+}
+
+var errNoRouters = errors.New("no yip-router is running here (no control socket in " + router.RunDir + ")")

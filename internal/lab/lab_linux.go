@@ -1,0 +1,245 @@
+// Package lab builds the two-gateway setup of the demo and the end-to-end
+// tests: two network namespaces joined by a veth pair, a yip-router process
+// in each, and traffic generators that run inside the namespaces.
+package lab
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/netns"
+	"github.com/yip-router/yip-router/router"
+)
+
+// Side names one gateway.
+type Side int
+
+// The two gateways: A initiates (it has B's endpoint), B answers.
+const (
+	A Side = 0
+	B Side = 1
+)
+
+// Options shape a lab.
+type Options struct {
+	Bin    string // the yip-router binary
+	Shards [2]int // per side; 0 means auto
+	FEC    [2]string
+	Env    []string // extra environment for the routers (test knobs)
+	Keep   bool     // keep logs on Close (tests print them on failure)
+}
+
+// Lab is a running two-gateway setup.
+type Lab struct {
+	opts   Options
+	Dir    string
+	NS     [2]string
+	Ifname [2]string
+	keys   [2]crypto.PrivateKey
+	procs  [2]*exec.Cmd
+	logs   [2]*os.File
+	// Underlay and inner addresses.
+	Underlay [2]netip.Addr
+	Inner4   [2]netip.Addr
+	Inner6   [2]netip.Addr
+	closed   bool
+}
+
+// Port is the listen port of both routers.
+const Port = 51820
+
+// New creates the namespaces, the veth link, keys and configurations.
+func New(opts Options) (*Lab, error) {
+	if err := netns.Available(); err != nil {
+		return nil, err
+	}
+	var idb [3]byte
+	_, _ = rand.Read(idb[:])
+	id := hex.EncodeToString(idb[:])
+	dir, err := os.MkdirTemp("", "yip-lab-")
+	if err != nil {
+		return nil, err
+	}
+	l := &Lab{
+		opts: opts, Dir: dir,
+		NS:       [2]string{"yipA-" + id, "yipB-" + id},
+		Ifname:   [2]string{"ya" + id, "yb" + id},
+		Underlay: [2]netip.Addr{netip.MustParseAddr("172.31.250.1"), netip.MustParseAddr("172.31.250.2")},
+		Inner4:   [2]netip.Addr{netip.MustParseAddr("10.201.0.1"), netip.MustParseAddr("10.202.0.1")},
+		Inner6:   [2]netip.Addr{netip.MustParseAddr("fd00:201::1"), netip.MustParseAddr("fd00:202::1")},
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			l.Close()
+		}
+	}()
+	for _, ns := range l.NS {
+		if err := netns.Add(ns); err != nil {
+			return nil, err
+		}
+	}
+	if err := netns.Veth(l.NS[0], "va"+id, l.Underlay[0].String()+"/24", l.NS[1], "vb"+id, l.Underlay[1].String()+"/24"); err != nil {
+		return nil, err
+	}
+	for i := range l.keys {
+		if l.keys[i], err = crypto.GeneratePrivateKey(); err != nil {
+			return nil, err
+		}
+	}
+	for s := range 2 {
+		if err := l.WriteConfig(Side(s), ""); err != nil {
+			return nil, err
+		}
+	}
+	ok = true
+	return l, nil
+}
+
+// Veth is the name of side's veth interface.
+func (l *Lab) Veth(s Side) string { return []string{"va", "vb"}[s] + l.NS[0][len("yipA-"):] }
+
+// ConfigPath is side's configuration file.
+func (l *Lab) ConfigPath(s Side) string {
+	return filepath.Join(l.Dir, fmt.Sprintf("gw-%c.conf", 'a'+rune(s)))
+}
+
+// PublicKey is side's public key.
+func (l *Lab) PublicKey(s Side) crypto.PublicKey { return l.keys[s].Public() }
+
+// WriteConfig writes side's configuration; extra is appended (more peers).
+func (l *Lab) WriteConfig(s Side, extra string) error {
+	o := 1 - s
+	fecv := l.opts.FEC[s]
+	if fecv == "" {
+		fecv = "auto"
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "[Interface]\nName = %s\nPrivateKey = %s\nListenPort = %d\nAddress = %s/16, %s/64\nFEC = %s\n\n",
+		l.Ifname[s], l.keys[s], Port, l.Inner4[s], l.Inner6[s], fecv)
+	fmt.Fprintf(&b, "[Peer]\nPublicKey = %s\nAllowedIPs = %s, %s\n",
+		l.keys[o].Public(), netip.PrefixFrom(l.Inner4[o], 16).Masked(), netip.PrefixFrom(l.Inner6[o], 64).Masked())
+	if s == A {
+		fmt.Fprintf(&b, "Endpoint = %s\n", netip.AddrPortFrom(l.Underlay[B], Port))
+	}
+	b.WriteString(extra)
+	return os.WriteFile(l.ConfigPath(s), b.Bytes(), 0o600)
+}
+
+// Start runs side's router.
+func (l *Lab) Start(s Side) error {
+	if l.procs[s] != nil {
+		return fmt.Errorf("side %d already running", s)
+	}
+	shards := "auto"
+	if n := l.opts.Shards[s]; n > 0 {
+		shards = fmt.Sprint(n)
+	}
+	logf, err := os.OpenFile(l.LogPath(s), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command("ip", "netns", "exec", l.NS[s], l.opts.Bin, "up", "-c", l.ConfigPath(s), "--shards", shards, "--log-level", "debug")
+	cmd.Stdout, cmd.Stderr = logf, logf
+	cmd.Env = append(os.Environ(), l.opts.Env...)
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return err
+	}
+	l.procs[s], l.logs[s] = cmd, logf
+	// Up when its control socket answers.
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := l.Status(s); err == nil {
+			return nil
+		}
+		if cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("router %c did not come up; log:\n%s", 'A'+rune(s), l.Log(s))
+}
+
+// LogPath is side's router log.
+func (l *Lab) LogPath(s Side) string {
+	return filepath.Join(l.Dir, fmt.Sprintf("gw-%c.log", 'a'+rune(s)))
+}
+
+// Log returns side's router log.
+func (l *Lab) Log(s Side) string {
+	b, _ := os.ReadFile(l.LogPath(s))
+	return string(b)
+}
+
+// Signal sends sig to side's router (SIGHUP: reload).
+func (l *Lab) Signal(s Side, sig syscall.Signal) error {
+	if l.procs[s] == nil {
+		return errors.New("not running")
+	}
+	return l.procs[s].Process.Signal(sig)
+}
+
+// Stop stops side's router with SIGTERM and waits for it.
+func (l *Lab) Stop(s Side) error {
+	cmd := l.procs[s]
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		err = errors.New("router did not stop within 10 s of SIGTERM; killed")
+		<-done
+	}
+	l.logs[s].Close()
+	l.procs[s], l.logs[s] = nil, nil
+	return err
+}
+
+// Status asks side's router for its status.
+func (l *Lab) Status(s Side) (*router.Status, error) {
+	return router.QueryStatus(router.SocketPath(l.Ifname[s]))
+}
+
+// Close stops the routers and removes the namespaces and files.
+func (l *Lab) Close() {
+	if l.closed {
+		return
+	}
+	l.closed = true
+	for s := range 2 {
+		_ = l.Stop(Side(s))
+	}
+	for _, ns := range l.NS {
+		_ = netns.Del(ns)
+	}
+	if !l.opts.Keep {
+		os.RemoveAll(l.Dir)
+	}
+}
+
+// Exec runs a command inside side's namespace.
+func (l *Lab) Exec(s Side, name string, args ...string) (string, error) {
+	out, err := exec.Command("ip", append([]string{"netns", "exec", l.NS[s], name}, args...)...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %s in %s: %v: %s", name, strings.Join(args, " "), l.NS[s], err, out)
+	}
+	return string(out), nil
+}

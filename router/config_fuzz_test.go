@@ -1,0 +1,153 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"reflect"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/yip-router/yip-router/crypto"
+)
+
+// cfgFormat writes c back as a config file (test only): parsing it again
+// must give the same config, which checks that every accepted value is
+// stored in a form that means what the text said.
+func cfgFormat(c *Config) string {
+	var b strings.Builder
+	ic := c.Interface
+	fmt.Fprintf(&b, "[Interface]\nName = %s\nPrivateKey = %s\nListenPort = %d\nListenAddress = %s\n",
+		ic.Name, ic.PrivateKey, ic.ListenPort, ic.ListenAddress)
+	for _, a := range ic.Addresses {
+		fmt.Fprintf(&b, "Address = %s\n", a)
+	}
+	fmt.Fprintf(&b, "MTU = %d\nFEC = %s\n", ic.MTU, ic.FEC)
+	if ic.ShardsAuto {
+		b.WriteString("Shards = auto\n")
+	} else {
+		fmt.Fprintf(&b, "Shards = %d\n", ic.Shards)
+	}
+	if ic.MetricsListen != "" {
+		fmt.Fprintf(&b, "MetricsListen = %s\n", ic.MetricsListen)
+	}
+	for _, p := range c.Peers {
+		fmt.Fprintf(&b, "[Peer]\nPublicKey = %s\n", p.PublicKey)
+		if !p.PresharedKey.IsZero() {
+			fmt.Fprintf(&b, "PresharedKey = %s\n", p.PresharedKey)
+		}
+		if p.Endpoint.IsValid() {
+			fmt.Fprintf(&b, "Endpoint = %s\n", p.Endpoint)
+		}
+		for _, a := range p.AllowedIPs {
+			fmt.Fprintf(&b, "AllowedIPs = %s\n", a)
+		}
+		fmt.Fprintf(&b, "PersistentKeepalive = %d\n", int(p.PersistentKeepalive.Seconds()))
+	}
+	return b.String()
+}
+
+// cfgFakeReadKey stands in for PrivateKeyFile reads while fuzzing, so that
+// fuzzed paths never touch the file system.
+func cfgFakeReadKey(path string) ([]byte, error) {
+	if strings.Contains(path, "good") {
+		return []byte("AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=\n"), nil
+	}
+	return nil, errors.New("no such file")
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add([]byte(cfgTestText(f, "[Interface]", "PrivateKey = {PRIV}", "Address = 10.0.0.1/24, fd00::1/64",
+		"[Peer]", "PublicKey = {PUB1}", "Endpoint = gw.both:51820", "AllowedIPs = 10.0.0.2/32, fd00::2/128",
+		"[Peer]", "PublicKey = {PUB2}", "Endpoint = [2001:db8::2]:1", "AllowedIPs = 10.0.1.0/24", "PersistentKeepalive = off")))
+	f.Add([]byte("[Interface]\nPrivateKeyFile = good.key\nMTU=1300\nShards=3\nFEC=4:2\n"))
+	f.Add([]byte("[Peer]\nPublicKey = x\n[Bogus]\nMTU\n= 1\n"))
+	opt := cfgOptions{lookup: cfgFakeLookup, readKey: cfgFakeReadKey}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := cfgParse("fuzz.conf", strings.NewReader(string(data)), opt)
+		if err != nil {
+			if c != nil {
+				t.Fatal("config and error both returned")
+			}
+			var ce *ConfigError
+			if !errors.As(err, &ce) {
+				t.Fatalf("%T is not a *ConfigError", err)
+			}
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) > cfgMaxErrors+1 {
+				t.Fatalf("%d error lines", len(lines))
+			}
+			for _, l := range lines {
+				if !strings.HasPrefix(l, "fuzz.conf:") || strings.ContainsAny(l, "\r") || !utf8.ValidString(l) {
+					t.Fatalf("bad error line %q", l)
+				}
+			}
+			return
+		}
+		cfgCheckValid(t, c)
+		text := cfgFormat(c)
+		c2, err := cfgParse("again.conf", strings.NewReader(text), opt)
+		if err != nil {
+			t.Fatalf("formatted config does not parse: %v\n%s", err, text)
+		}
+		for i := range c.Peers {
+			c.Peers[i].Line, c.Peers[i].EndpointText = 0, ""
+			c2.Peers[i].Line, c2.Peers[i].EndpointText = 0, ""
+		}
+		if !reflect.DeepEqual(c, c2) {
+			t.Fatalf("round trip differs:\n%+v\n%+v\n%s", c, c2, text)
+		}
+	})
+}
+
+// cfgCheckValid checks the promises an accepted config makes.
+func cfgCheckValid(t *testing.T, c *Config) {
+	t.Helper()
+	ic := c.Interface
+	if msg := cfgCheckIfName(ic.Name); msg != "" {
+		t.Fatalf("accepted name: %s", msg)
+	}
+	if ic.PrivateKey.IsZero() || ic.ListenPort == 0 || !ic.ListenAddress.IsValid() {
+		t.Fatalf("accepted interface %+v", ic)
+	}
+	if ic.MTU < cfgMinMTU || ic.MTU > MaxMTU {
+		t.Fatalf("accepted MTU %d", ic.MTU)
+	}
+	for _, a := range ic.Addresses {
+		if a.Addr().Is6() && ic.MTU < cfgMinIPv6MTU {
+			t.Fatalf("accepted MTU %d with %s", ic.MTU, a)
+		}
+	}
+	if ic.ShardsAuto != (ic.Shards == 0) || ic.Shards < 0 || ic.Shards > cfgMaxShards {
+		t.Fatalf("accepted shards %v %d", ic.ShardsAuto, ic.Shards)
+	}
+	own := ic.PrivateKey.Public()
+	seen := map[crypto.PublicKey]bool{}
+	var all []netip.Prefix
+	for _, p := range c.Peers {
+		if p.PublicKey.IsZero() || p.PublicKey == own || seen[p.PublicKey] {
+			t.Fatalf("accepted peer key %s", p.PublicKey)
+		}
+		seen[p.PublicKey] = true
+		if p.Endpoint.IsValid() && p.Endpoint.Port() == 0 || p.Endpoint.Addr().Is4In6() {
+			t.Fatalf("accepted endpoint %s", p.Endpoint)
+		}
+		if p.PersistentKeepalive < 0 || p.PersistentKeepalive.Seconds() > 65535 {
+			t.Fatalf("accepted keepalive %s", p.PersistentKeepalive)
+		}
+		for _, a := range p.AllowedIPs {
+			if a != a.Masked() {
+				t.Fatalf("unmasked %s", a)
+			}
+			all = append(all, a)
+		}
+	}
+	for i, a := range all {
+		for _, b := range all[i+1:] {
+			if a.Overlaps(b) {
+				t.Fatalf("accepted overlapping %s and %s", a, b)
+			}
+		}
+	}
+}

@@ -1,0 +1,315 @@
+package router
+
+import (
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/shard"
+)
+
+// unmatched is the shards' hook for datagrams that match no lane (or fail
+// its tag): handshakes are recognised and answered here, on the shard that
+// received them, so handshake work spreads over all cores.
+func (r *Router) unmatched(sh, conn int, data []byte, from netip.AddrPort) bool {
+	typ, idx := r.local.Classify(data)
+	switch typ {
+	case crypto.TypeInitiation:
+		r.handleInitiation(sh, conn, data, from)
+		return true
+	case crypto.TypeResponse:
+		return r.handleResponse(idx, data, from)
+	}
+	return r.handleCookieReply(data, from)
+}
+
+// underLoad counts initiations per second across shards.
+func (r *Router) underLoad(now time.Time) bool {
+	slot := now.Unix()
+	if r.initSlot.Swap(slot) != slot {
+		r.initCount.Store(0)
+	}
+	return r.initCount.Add(1) > cookieThreshold
+}
+
+func (r *Router) conn(sh, conn int) interface {
+	SendTo([]byte, netip.AddrPort) error
+} {
+	if conn == connLane {
+		return r.laneSk[sh]
+	}
+	return r.group[sh]
+}
+
+func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) {
+	now := time.Now()
+	if conn < 0 {
+		conn = connGroup
+	}
+	if r.underLoad(now) && !r.cookies.CheckMac2(data, from, now) {
+		reply, err := r.local.CookieReply(data, r.cookies, from, now)
+		if err == nil {
+			_ = r.conn(sh, conn).SendTo(reply, from)
+			r.hs.cookies.Add(1)
+		}
+		return
+	}
+	inc, err := r.local.ConsumeInitiation(data)
+	if err != nil {
+		r.hs.refused.Add(1)
+		r.log.Debug("initiation refused", zap.Stringer("from", from), zap.Error(err))
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.peers[inc.Peer().PublicKey()]
+	if p == nil {
+		r.hs.refused.Add(1)
+		return
+	}
+	ports := make([]uint16, len(r.shards))
+	for i := range ports {
+		ports[i] = r.group[0].LocalAddr().Port()
+	}
+	index := randUint32()
+	resp, sess, err := inc.Respond(index, crypto.LaneOffer{Ports: ports})
+	if err != nil {
+		r.hs.refused.Add(1)
+		return
+	}
+	// Lanes first, then the response: the initiator sends data as soon
+	// as it has the response.
+	p.endpoint = from
+	r.install(p, sess, from.Addr(), false, now)
+	if err := r.conn(sh, conn).SendTo(resp, from); err != nil {
+		r.log.Warn("sending handshake response", zap.Stringer("to", from), zap.Error(err))
+	}
+	r.hs.answered.Add(1)
+	r.log.Info("handshake answered", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", from), zap.Int("lanes", p.lanes))
+}
+
+func (r *Router) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	p := r.pending[idx]
+	if p == nil || p.init == nil || p.initIndex != idx {
+		return false
+	}
+	sess, err := p.init.ConsumeResponse(data)
+	if err != nil {
+		r.hs.refused.Add(1)
+		r.log.Debug("response refused", zap.Stringer("from", from), zap.Error(err))
+		return true
+	}
+	delete(r.pending, idx)
+	p.init = nil
+	p.attempts = 0
+	p.endpoint = from
+	r.install(p, sess, from.Addr(), true, time.Now())
+	r.hs.completed.Add(1)
+	r.log.Info("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))
+	return true
+}
+
+func (r *Router) handleCookieReply(data []byte, from netip.AddrPort) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.pending {
+		if p.init != nil && p.endpoint.Addr() == from.Addr() {
+			if p.init.ConsumeCookieReply(data, time.Now()) == nil {
+				// Retry at once with the cookie.
+				p.nextTry = time.Time{}
+				p.init = nil
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// install gives the session's lanes to the shards: lane i to shard i, and
+// every other shard learns the owner. Caller holds r.mu.
+func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, initiator bool, now time.Time) {
+	lanes := min(len(r.shards), sess.Remote.Lanes())
+	encCfg, mode := r.fecConfig()
+	if p.sess != nil && p.lanes != lanes {
+		r.dropSession(p)
+	}
+	conn := connGroup
+	if initiator {
+		conn = connLane
+	}
+	for i := range lanes {
+		remote := netip.AddrPortFrom(remoteIP, sess.Remote.Ports[i])
+		lc := shard.LaneConfig{
+			Peer: p.id, Index: i, Lanes: lanes, Remote: remote, Conn: conn,
+			Send: sess.Keys.SendLane(i), Recv: sess.Keys.RecvLane(i),
+			FEC: encCfg, Mode: mode, HoldTx: !initiator,
+		}
+		if err := r.shards[i].Do(func(s *shard.Shard) {
+			if err := s.InstallLane(lc); err != nil {
+				r.log.Error("install lane", zap.Int("lane", i), zap.Error(err))
+			}
+		}); err != nil {
+			r.log.Error("install lane", zap.Int("lane", i), zap.Error(err))
+		}
+		for j, s := range r.shards {
+			if j == i {
+				continue
+			}
+			id, idx := p.id, i
+			_ = s.Do(func(sh *shard.Shard) { sh.SetLaneOwner(id, lanes, idx, idx, remote) })
+		}
+	}
+	// Shards beyond the lane count still read TUN packets for the peer:
+	// they learn the owners too (done above for every j).
+	p.sess, p.sessAt, p.lanes, p.remoteIP, p.initiator = sess, now, lanes, remoteIP, initiator
+	p.want = false
+	p.lastHS = now
+	p.nHS++
+}
+
+// noSession is the shards' hook: traffic waits for p. The timers start the
+// handshake (not here: this runs on a shard).
+func (r *Router) noSession(_ int, id shard.PeerID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p := r.byID[id]; p != nil && !p.want {
+		p.want = true
+		p.wantSince = time.Now()
+	}
+}
+
+// initiate sends an initiation to p. Caller holds r.mu.
+func (r *Router) initiate(p *peer, now time.Time) {
+	if !p.endpoint.IsValid() {
+		return // responder-only peer: it must come to us
+	}
+	ports := make([]uint16, len(r.laneSk))
+	for i, c := range r.laneSk {
+		ports[i] = c.LocalAddr().Port()
+	}
+	if p.init != nil {
+		delete(r.pending, p.initIndex)
+	}
+	index := randUint32()
+	in, dgram, err := r.local.Initiate(p.cp, index, crypto.LaneOffer{Ports: ports}, now)
+	if err != nil {
+		r.log.Error("initiate", zap.Error(err))
+		return
+	}
+	p.init, p.initIndex, p.initAt = in, index, now
+	r.pending[index] = p
+	p.attempts++
+	// Backoff with jitter: 1, 2, 4, 8 s … capped at 15 s, ±20%.
+	back := time.Second << min(p.attempts-1, 4)
+	back = min(back, 15*time.Second)
+	back += time.Duration(randIntn(int(back/5)+1)) - back/10
+	p.nextTry = now.Add(back)
+	// From lane 0's socket: its port's low bits steer it to the
+	// responder's shard 0, and the response comes back to our shard 0.
+	if err := r.laneSk[0].SendTo(dgram, p.endpoint); err != nil {
+		r.log.Debug("sending initiation", zap.Stringer("to", p.endpoint), zap.Error(err))
+	}
+	r.hs.initiated.Add(1)
+}
+
+// timers runs the control plane's clock: handshakes for waiting traffic,
+// retries, rekeys, session expiry, loss reports and keepalives.
+func (r *Router) timers() {
+	t := time.NewTicker(timerPeriod)
+	defer t.Stop()
+	lastPeriodic := time.Now()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case now := <-t.C:
+			r.tick(now)
+			if now.Sub(lastPeriodic) >= time.Second {
+				lastPeriodic = now
+				ka := map[shard.PeerID]time.Duration{}
+				r.mu.Lock()
+				for _, p := range r.peers {
+					if p.cfg.PersistentKeepalive > 0 {
+						ka[p.id] = p.cfg.PersistentKeepalive
+					}
+				}
+				r.mu.Unlock()
+				for _, s := range r.shards {
+					_ = s.Do(func(sh *shard.Shard) { sh.Periodic(ka) })
+				}
+				r.checkLiveness(now)
+			}
+		}
+	}
+}
+
+// noReplyAfter: a session we keep sending on without hearing anything back
+// for this long is presumed dead (the peer restarted and lost its keys),
+// and a new handshake starts, as WireGuard does after its keepalive timeout.
+const noReplyAfter = 5 * time.Second
+
+// checkLiveness looks at every lane's last send and receive and starts a
+// handshake for peers that stopped answering.
+func (r *Router) checkLiveness(now time.Time) {
+	lastTx, lastRx := map[shard.PeerID]time.Time{}, map[shard.PeerID]time.Time{}
+	for _, s := range r.shards {
+		var ls []shard.LaneStatus
+		if s.Query(func(sh *shard.Shard) { ls = sh.LaneStatuses() }, time.Second) != nil {
+			continue
+		}
+		for _, l := range ls {
+			if l.LastTx.After(lastTx[l.Peer]) {
+				lastTx[l.Peer] = l.LastTx
+			}
+			if l.LastRx.After(lastRx[l.Peer]) {
+				lastRx[l.Peer] = l.LastRx
+			}
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for id, tx := range lastTx {
+		p := r.byID[id]
+		if p == nil || p.sess == nil || p.init != nil {
+			continue
+		}
+		rx := lastRx[id]
+		if rx.Before(p.sessAt) {
+			rx = p.sessAt
+		}
+		if tx.Sub(rx) > noReplyAfter && now.Sub(tx) < noReplyAfter && !now.Before(p.nextTry) {
+			r.log.Info("peer stopped answering; new handshake", zap.String("peer", p.cfg.PublicKey.String()))
+			r.initiate(p, now)
+		}
+	}
+}
+
+func (r *Router) tick(now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rekey := r.rekeyAfter()
+	for _, p := range r.peers {
+		age := now.Sub(p.sessAt)
+		switch {
+		case p.sess != nil && age > rejectAfterFactor*rekey:
+			r.log.Info("session expired", zap.String("peer", p.cfg.PublicKey.String()))
+			r.dropSession(p)
+		case p.init != nil && now.Sub(p.initAt) < handshakeTimeout && now.Before(p.nextTry):
+			// waiting for the response
+		case p.sess == nil && (p.want || p.cfg.PersistentKeepalive > 0) && !now.Before(p.nextTry):
+			r.initiate(p, now)
+		case p.sess != nil && p.initiator && age >= rekey && !now.Before(p.nextTry):
+			r.initiate(p, now)
+		case p.sess != nil && !p.initiator && age >= rekey+rekey/4 && (p.want || p.cfg.PersistentKeepalive > 0) && !now.Before(p.nextTry):
+			// The initiator did not rekey (it may be gone): we try.
+			r.initiate(p, now)
+		}
+		if p.want && p.sess == nil && now.Sub(p.wantSince) > 90*time.Second {
+			p.want = false // nobody is waiting any more
+		}
+	}
+}

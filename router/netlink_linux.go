@@ -1,0 +1,62 @@
+package router
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// configureLink sets the TUN device's MTU and addresses, brings it up and
+// routes every peer's AllowedIPs into it (as wg-quick does), over netlink.
+func configureLink(name string, mtu int, addrs []netip.Prefix, routes []netip.Prefix) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("interface %s: %w", name, err)
+	}
+	if err := netlink.LinkSetMTU(link, mtu); err != nil {
+		return fmt.Errorf("interface %s: set MTU %d: %w", name, mtu, err)
+	}
+	for _, p := range addrs {
+		a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+		if p.Addr().Is6() {
+			a.Flags = unix.IFA_F_NODAD // a TUN link has no neighbours to clash with
+		}
+		if err := netlink.AddrAdd(link, a); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("interface %s: add address %s: %w", name, p, err)
+		}
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("interface %s: set up: %w", name, err)
+	}
+	for _, p := range routes {
+		r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+		if err := netlink.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("interface %s: route %s: %w", name, p, err)
+		}
+	}
+	return nil
+}
+
+// replaceRoutes adds routes for added prefixes and removes those for
+// removed ones (SIGHUP).
+func replaceRoutes(name string, add, del []netip.Prefix) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	for _, p := range del {
+		r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+		_ = netlink.RouteDel(r)
+	}
+	for _, p := range add {
+		r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+		if err := netlink.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
+			return fmt.Errorf("interface %s: route %s: %w", name, p, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,417 @@
+package router
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
+	"github.com/yip-router/yip-router/shard"
+	"github.com/yip-router/yip-router/shard/tun"
+	"github.com/yip-router/yip-router/shard/udp"
+)
+
+// Session timing, as in WireGuard.
+const (
+	// DefaultRekeyAfter is when the initiator of a session starts a new
+	// handshake.
+	DefaultRekeyAfter = 120 * time.Second
+	// rejectAfter is when a session that was not renewed is torn down.
+	rejectAfterFactor = 3
+	// handshakeTimeout is how long an initiation waits for its response.
+	handshakeTimeout = 5 * time.Second
+	// timerPeriod is how often the control-plane timers run.
+	timerPeriod = 250 * time.Millisecond
+	// cookieThreshold: initiations per second above which the responder
+	// demands cookies (each costs ~72 µs of DH: 500/s is ~4% of a core).
+	cookieThreshold = 500
+)
+
+// Conn indexes of a shard's sockets.
+const (
+	connGroup = 0 // the SO_REUSEPORT group member on ListenPort
+	connLane  = 1 // the shard's lane socket (port low bits = shard)
+)
+
+// Options are the command-line overrides and test knobs.
+type Options struct {
+	// ShardsSet overrides the config's Shards with ShardsAuto/Shards.
+	ShardsSet  bool
+	ShardsAuto bool
+	Shards     int
+	Log        *zap.Logger
+	// RekeyAfter overrides DefaultRekeyAfter (tests: env YIP_TEST_REKEY_AFTER).
+	RekeyAfter time.Duration
+	// Sys is the sysfs root for CPU topology ("/sys").
+	Sys string
+}
+
+// Router is one running yip-router: TUN device, shards and control plane.
+type Router struct {
+	cfg     *Config
+	opts    Options
+	log     *zap.Logger
+	local   *crypto.Local
+	cookies *crypto.CookieChecker
+	dev     *tun.Device
+	cpus    []int
+	group   []*udp.Conn
+	laneSk  []*udp.Conn
+	mesh    *shard.Mesh
+	shards  []*shard.Shard
+	table   atomic.Pointer[shard.Table]
+	started time.Time
+
+	mu      sync.Mutex
+	peers   map[crypto.PublicKey]*peer
+	byID    map[shard.PeerID]*peer
+	nextID  shard.PeerID
+	pending map[uint32]*peer // our initiation index → peer
+
+	initCount atomic.Uint64 // initiations received this second
+	initSlot  atomic.Int64
+	hs        handshakeStats
+
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	runErrs chan error
+}
+
+type handshakeStats struct {
+	initiated, completed, answered, cookies, refused atomic.Uint64
+}
+
+// peer is the control plane's view of a configured peer. Guarded by
+// Router.mu.
+type peer struct {
+	id       shard.PeerID
+	cfg      PeerConfig
+	cp       *crypto.Peer
+	endpoint netip.AddrPort
+
+	want      bool // traffic waits for a session
+	wantSince time.Time
+	init      *crypto.Initiation
+	initIndex uint32
+	initAt    time.Time
+	attempts  int
+	nextTry   time.Time
+
+	sess      *crypto.Session
+	sessAt    time.Time
+	lanes     int
+	remoteIP  netip.Addr
+	initiator bool
+	lastHS    time.Time
+	nHS       uint64
+}
+
+func (r *Router) rekeyAfter() time.Duration {
+	if r.opts.RekeyAfter > 0 {
+		return r.opts.RekeyAfter
+	}
+	return DefaultRekeyAfter
+}
+
+// New sets the router up: CPUs, TUN device, sockets, shards and peers. It
+// starts nothing; Start does.
+func New(cfg *Config, opts Options) (*Router, error) {
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	if opts.Sys == "" {
+		opts.Sys = "/sys"
+	}
+	if opts.RekeyAfter == 0 {
+		if v := os.Getenv("YIP_TEST_REKEY_AFTER"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				return nil, fmt.Errorf("YIP_TEST_REKEY_AFTER: %w", err)
+			}
+			opts.RekeyAfter = d
+		}
+	}
+	r := &Router{
+		cfg: cfg, opts: opts, log: opts.Log,
+		cookies: crypto.NewCookieChecker(),
+		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
+		pending: map[uint32]*peer{}, nextID: 1,
+		stop: make(chan struct{}),
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			r.closeResources()
+		}
+	}()
+
+	mask, err := AffinityCPUs()
+	if err != nil {
+		return nil, err
+	}
+	auto, n := cfg.Interface.ShardsAuto, cfg.Interface.Shards
+	if opts.ShardsSet {
+		auto, n = opts.ShardsAuto, opts.Shards
+	}
+	if r.cpus, err = ChooseCPUs(mask, auto, n, opts.Sys); err != nil {
+		return nil, err
+	}
+	nsh := len(r.cpus)
+
+	r.local = crypto.NewLocal(cfg.Interface.PrivateKey, true)
+	if r.dev, err = tun.Open(cfg.Interface.Name, nsh); err != nil {
+		return nil, err
+	}
+	bind := cfg.Interface.ListenAddress
+	if !bind.IsValid() {
+		bind = netip.IPv4Unspecified()
+	}
+	// One underlay family per router: the sockets are IPv4 or IPv6-only.
+	for _, p := range cfg.Peers {
+		if p.Endpoint.IsValid() && p.Endpoint.Addr().Is6() != bind.Is6() {
+			return nil, fmt.Errorf("peer at line %d: Endpoint %s is %s but ListenAddress %s is not (set ListenAddress = :: for an IPv6 underlay)",
+				p.Line, p.Endpoint, map[bool]string{true: "IPv6", false: "IPv4"}[p.Endpoint.Addr().Is6()], bind)
+		}
+	}
+	if r.group, err = udp.ListenGroup(netip.AddrPortFrom(bind, cfg.Interface.ListenPort), nsh); err != nil {
+		return nil, err
+	}
+	for i := range nsh {
+		c, err := udp.ListenLane(bind, i, randIntn)
+		if err != nil {
+			return nil, err
+		}
+		r.laneSk = append(r.laneSk, c)
+	}
+	if r.mesh, err = shard.NewMesh(nsh); err != nil {
+		return nil, err
+	}
+	for i := range nsh {
+		s, err := shard.New(shard.Config{
+			ID: i, CPU: r.cpus[i], TUN: r.dev.Queues[i],
+			Conns: []*udp.Conn{r.group[i], r.laneSk[i]},
+			Mesh:  r.mesh, Table: &r.table,
+			Unmatched: r.unmatched,
+			NoSession: r.noSession,
+		})
+		if err != nil {
+			return nil, err
+		}
+		r.shards = append(r.shards, s)
+	}
+	if err := r.setPeers(cfg.Peers); err != nil {
+		return nil, err
+	}
+	var routes []netip.Prefix
+	for _, p := range cfg.Peers {
+		routes = append(routes, p.AllowedIPs...)
+	}
+	if err := configureLink(r.dev.Name, cfg.Interface.MTU, cfg.Interface.Addresses, routes); err != nil {
+		return nil, err
+	}
+	ok = true
+	return r, nil
+}
+
+func randIntn(n int) int {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return int(binary.LittleEndian.Uint64(b[:]) % uint64(n))
+}
+
+func randUint32() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint32(b[:])
+}
+
+// setPeers installs the configured peers and the route table built from
+// their AllowedIPs. Peers whose key and PSK are unchanged keep their
+// sessions (SIGHUP).
+func (r *Router) setPeers(pcs []PeerConfig) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	keep := map[crypto.PublicKey]bool{}
+	var routes []shard.Route
+	for _, pc := range pcs {
+		keep[pc.PublicKey] = true
+		p := r.peers[pc.PublicKey]
+		if p == nil || p.cfg.PresharedKey != pc.PresharedKey {
+			cp, err := r.local.AddPeer(pc.PublicKey, pc.PresharedKey)
+			if err != nil {
+				return fmt.Errorf("peer at line %d: %w", pc.Line, err)
+			}
+			if p != nil {
+				r.dropSession(p)
+			} else {
+				p = &peer{id: r.nextID}
+				r.nextID++
+				r.peers[pc.PublicKey] = p
+				r.byID[p.id] = p
+			}
+			p.cp = cp
+		}
+		p.cfg = pc
+		if pc.Endpoint.IsValid() && !p.endpoint.IsValid() {
+			p.endpoint = pc.Endpoint
+		}
+		for _, pfx := range pc.AllowedIPs {
+			routes = append(routes, shard.Route{Prefix: pfx, Peer: p.id})
+		}
+	}
+	for k, p := range r.peers {
+		if !keep[k] {
+			r.dropSession(p)
+			r.local.RemovePeer(k)
+			delete(r.peers, k)
+			delete(r.byID, p.id)
+			for _, s := range r.shards {
+				id := p.id
+				_ = s.Do(func(sh *shard.Shard) { sh.RemovePeer(id) })
+			}
+		}
+	}
+	r.table.Store(shard.NewTable(routes))
+	return nil
+}
+
+// dropSession forgets p's session and lanes. Caller holds r.mu.
+func (r *Router) dropSession(p *peer) {
+	if p.sess == nil {
+		return
+	}
+	p.sess = nil
+	for _, s := range r.shards {
+		id := p.id
+		_ = s.Do(func(sh *shard.Shard) { sh.RemovePeer(id) })
+	}
+}
+
+// Start runs the shards and the timers.
+func (r *Router) Start() {
+	r.started = time.Now()
+	r.runErrs = make(chan error, len(r.shards))
+	for _, s := range r.shards {
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			if err := s.Run(); err != nil {
+				r.runErrs <- err
+			}
+		}()
+	}
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.timers()
+	}()
+	r.log.Info("router started",
+		zap.String("interface", r.dev.Name), zap.Ints("cpus", r.cpus), zap.Int("shards", len(r.shards)),
+		zap.Uint16("listen_port", r.group[0].LocalAddr().Port()), zap.Int("peers", len(r.cfg.Peers)),
+		zap.String("public_key", r.local.PublicKey().String()))
+}
+
+// Errors reports shard failures (a closed channel after Close).
+func (r *Router) Errors() <-chan error { return r.runErrs }
+
+// Close stops the shards and timers and releases the TUN device (which the
+// kernel then removes) and the sockets.
+func (r *Router) Close() error {
+	select {
+	case <-r.stop:
+		return nil
+	default:
+	}
+	close(r.stop)
+	for _, s := range r.shards {
+		s.Stop()
+	}
+	r.wg.Wait()
+	r.closeResources()
+	r.log.Info("router stopped")
+	return nil
+}
+
+func (r *Router) closeResources() {
+	if r.mesh != nil {
+		r.mesh.Close()
+	}
+	for _, c := range append(append([]*udp.Conn{}, r.group...), r.laneSk...) {
+		c.Close()
+	}
+	if r.dev != nil {
+		r.dev.Close()
+	}
+}
+
+// Reload applies a new configuration's peers (SIGHUP). Interface settings
+// other than peers need a restart; a change to them is reported.
+func (r *Router) Reload(cfg *Config) error {
+	old := r.cfg.Interface
+	nw := cfg.Interface
+	if old.PrivateKey != nw.PrivateKey || old.ListenPort != nw.ListenPort || old.Name != nw.Name || old.MTU != nw.MTU {
+		return errors.New("reload: [Interface] PrivateKey, ListenPort, Name and MTU need a restart")
+	}
+	var oldRoutes, newRoutes []netip.Prefix
+	for _, p := range r.cfg.Peers {
+		oldRoutes = append(oldRoutes, p.AllowedIPs...)
+	}
+	for _, p := range cfg.Peers {
+		newRoutes = append(newRoutes, p.AllowedIPs...)
+	}
+	if err := r.setPeers(cfg.Peers); err != nil {
+		return err
+	}
+	add, del := diffPrefixes(oldRoutes, newRoutes)
+	if err := replaceRoutes(r.dev.Name, add, del); err != nil {
+		return err
+	}
+	r.cfg = cfg
+	r.log.Info("configuration reloaded", zap.Int("peers", len(cfg.Peers)), zap.Int("routes_added", len(add)), zap.Int("routes_removed", len(del)))
+	return nil
+}
+
+func diffPrefixes(old, nw []netip.Prefix) (add, del []netip.Prefix) {
+	o, n := map[netip.Prefix]bool{}, map[netip.Prefix]bool{}
+	for _, p := range old {
+		o[p] = true
+	}
+	for _, p := range nw {
+		n[p] = true
+		if !o[p] {
+			add = append(add, p)
+		}
+	}
+	for _, p := range old {
+		if !n[p] {
+			del = append(del, p)
+		}
+	}
+	return add, del
+}
+
+// fecConfig is the starting encoder ratio for a new lane.
+func (r *Router) fecConfig() (fec.EncoderConfig, fec.Mode) {
+	m := r.cfg.Interface.FEC
+	a, err := fec.NewAdapter(m, fec.AdaptConfig{})
+	if err != nil {
+		return fec.EncoderConfig{K: 16, R: 0}, fec.Mode{Kind: fec.ModeOff}
+	}
+	k, rr := a.Ratio()
+	return fec.EncoderConfig{K: k, R: rr, FirstGroup: randUint32()}, m
+}
+
+// Name is the TUN interface's name.
+func (r *Router) Name() string { return r.dev.Name }
+
+// CPUs are the CPUs the shards are pinned to, shard i on CPUs()[i].
+func (r *Router) CPUs() []int { return r.cpus }

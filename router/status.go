@@ -1,0 +1,154 @@
+package router
+
+import (
+	"slices"
+	"time"
+
+	"github.com/yip-router/yip-router/shard"
+)
+
+// Status is what `yip-router show` prints (and --json emits).
+type Status struct {
+	Interface  string          `json:"interface"`
+	PublicKey  string          `json:"public_key"`
+	ListenPort uint16          `json:"listen_port"`
+	Uptime     time.Duration   `json:"uptime_ns"`
+	Shards     []ShardStatus   `json:"shards"`
+	Peers      []PeerStatus    `json:"peers"`
+	Handshakes HandshakeCounts `json:"handshakes"`
+}
+
+// ShardStatus is one shard's CPU and counters.
+type ShardStatus struct {
+	ID       int               `json:"id"`
+	CPU      int               `json:"cpu"`
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// HandshakeCounts are the control plane's handshake figures.
+type HandshakeCounts struct {
+	Initiated      uint64 `json:"initiated"`
+	Completed      uint64 `json:"completed"`
+	Answered       uint64 `json:"answered"`
+	CookieDemanded uint64 `json:"cookie_demanded"`
+	Refused        uint64 `json:"refused"`
+}
+
+// PeerStatus is one peer and its lanes.
+type PeerStatus struct {
+	PublicKey     string       `json:"public_key"`
+	Endpoint      string       `json:"endpoint,omitempty"`
+	AllowedIPs    []string     `json:"allowed_ips"`
+	LastHandshake time.Time    `json:"last_handshake,omitzero"`
+	Handshakes    uint64       `json:"handshakes"`
+	Initiator     bool         `json:"initiator"`
+	RxBytes       uint64       `json:"rx_bytes"`
+	TxBytes       uint64       `json:"tx_bytes"`
+	RxPackets     uint64       `json:"rx_packets"`
+	TxPackets     uint64       `json:"tx_packets"`
+	FECRecovered  uint64       `json:"fec_recovered"`
+	FECLost       uint64       `json:"fec_unrecovered"`
+	Lanes         []LaneStatus `json:"lanes"`
+}
+
+// LaneStatus is one lane as its owning shard sees it.
+type LaneStatus struct {
+	Index     int       `json:"index"`
+	Shard     int       `json:"shard"`
+	Remote    string    `json:"remote"`
+	RxPackets uint64    `json:"rx_packets"`
+	TxPackets uint64    `json:"tx_packets"`
+	RxBytes   uint64    `json:"rx_bytes"`
+	TxBytes   uint64    `json:"tx_bytes"`
+	LastRx    time.Time `json:"last_rx,omitzero"`
+	FEC       string    `json:"fec"`
+	Recovered uint64    `json:"fec_recovered"`
+	Confirmed bool      `json:"confirmed"`
+	PrevKeys  bool      `json:"prev_keys"`
+}
+
+// Status collects the figures from every shard (each answers on its own
+// goroutine, so the hot path takes no lock for it).
+func (r *Router) Status() Status {
+	st := Status{
+		Interface: r.dev.Name, PublicKey: r.local.PublicKey().String(),
+		ListenPort: r.group[0].LocalAddr().Port(), Uptime: time.Since(r.started),
+		Handshakes: HandshakeCounts{
+			Initiated: r.hs.initiated.Load(), Completed: r.hs.completed.Load(), Answered: r.hs.answered.Load(),
+			CookieDemanded: r.hs.cookies.Load(), Refused: r.hs.refused.Load(),
+		},
+	}
+	var lanes []shard.LaneStatus
+	for i, s := range r.shards {
+		snap := s.Snapshot()
+		c := map[string]uint64{}
+		for _, k := range shard.Counters() {
+			if v := snap.Get(k); v != 0 {
+				c[k.String()] = v
+			}
+		}
+		st.Shards = append(st.Shards, ShardStatus{ID: i, CPU: r.cpus[i], Counters: c})
+		var ls []shard.LaneStatus
+		if err := s.Query(func(sh *shard.Shard) { ls = sh.LaneStatuses() }, time.Second); err == nil {
+			lanes = append(lanes, ls...)
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range r.peers {
+		ps := PeerStatus{PublicKey: p.cfg.PublicKey.String(), LastHandshake: p.lastHS, Handshakes: p.nHS, Initiator: p.initiator}
+		if p.endpoint.IsValid() {
+			ps.Endpoint = p.endpoint.String()
+		}
+		for _, a := range p.cfg.AllowedIPs {
+			ps.AllowedIPs = append(ps.AllowedIPs, a.String())
+		}
+		for _, l := range lanes {
+			if l.Peer != p.id || p.sess == nil {
+				continue
+			}
+			ps.Lanes = append(ps.Lanes, LaneStatus{
+				Index: l.Index, Shard: l.Shard, Remote: l.Remote.String(),
+				RxPackets: l.RxPackets, TxPackets: l.TxPackets, RxBytes: l.RxBytes, TxBytes: l.TxBytes,
+				LastRx: l.LastRx, FEC: fecString(l.K, l.R), Recovered: l.Recovered,
+				Confirmed: l.Confirmed, PrevKeys: l.PrevKeys,
+			})
+			ps.RxBytes += l.RxBytes
+			ps.TxBytes += l.TxBytes
+			ps.RxPackets += l.RxPackets
+			ps.TxPackets += l.TxPackets
+			ps.FECRecovered += l.Recovered
+			ps.FECLost += l.Unrecov
+		}
+		slices.SortFunc(ps.Lanes, func(a, b LaneStatus) int { return a.Index - b.Index })
+		st.Peers = append(st.Peers, ps)
+	}
+	slices.SortFunc(st.Peers, func(a, b PeerStatus) int {
+		if a.PublicKey < b.PublicKey {
+			return -1
+		}
+		return 1
+	})
+	return st
+}
+
+func fecString(k, r int) string {
+	if r == 0 {
+		return "off"
+	}
+	return itoa(k) + ":" + itoa(r)
+}
+
+func itoa(n int) string {
+	if n == 0 {
+		return "0"
+	}
+	var b [20]byte
+	i := len(b)
+	for n > 0 {
+		i--
+		b[i] = byte('0' + n%10)
+		n /= 10
+	}
+	return string(b[i:])
+}

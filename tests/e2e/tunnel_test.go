@@ -1,0 +1,280 @@
+package e2e
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/netip"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/lab"
+	"github.com/yip-router/yip-router/internal/netns"
+)
+
+// Ping both ways over IPv4 and IPv6, a 200 MB TCP transfer checked by
+// SHA-256, and with 2 shards both lanes carrying traffic on both routers.
+func TestTunnel(t *testing.T) {
+	for _, shards := range []int{1, 2} {
+		t.Run(fmt.Sprintf("shards=%d", shards), func(t *testing.T) {
+			l := newLab(t, lab.Options{Shards: [2]int{shards, shards}})
+			if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range []struct {
+				from lab.Side
+				to   netip.Addr
+			}{{lab.A, l.Inner4[lab.B]}, {lab.B, l.Inner4[lab.A]}, {lab.A, l.Inner6[lab.B]}, {lab.B, l.Inner6[lab.A]}} {
+				rtts, err := l.Ping(c.from, c.to, 5, 20*time.Millisecond)
+				if err != nil || len(rtts) < 5 {
+					t.Errorf("ping %c -> %s: %d/5 replies, %v", 'A'+rune(c.from), c.to, len(rtts), err)
+				}
+			}
+			res, err := l.TCPTransfer(lab.A, l.Inner4[lab.B], 200<<20, 4)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !res.Match || res.Bytes != 200<<20 {
+				t.Fatalf("TCP transfer: %d bytes, SHA-256 match %v", res.Bytes, res.Match)
+			}
+			t.Logf("200 MiB over 4 TCP flows: %.2f Gbit/s", res.Gbps())
+			for s := range 2 {
+				st, err := l.Status(lab.Side(s))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(st.Shards) != shards || len(st.Peers) != 1 {
+					t.Fatalf("router %c: %d shards, %d peers", 'A'+s, len(st.Shards), len(st.Peers))
+				}
+				p := st.Peers[0]
+				if len(p.Lanes) != shards {
+					t.Fatalf("router %c: %d lanes, want %d", 'A'+s, len(p.Lanes), shards)
+				}
+				for _, ln := range p.Lanes {
+					if ln.Shard != ln.Index || ln.RxPackets == 0 || ln.TxPackets == 0 {
+						t.Errorf("router %c lane %d on shard %d: rx %d tx %d packets: want traffic on every lane, lane i on shard i",
+							'A'+s, ln.Index, ln.Shard, ln.RxPackets, ln.TxPackets)
+					}
+				}
+				for _, sh := range st.Shards {
+					if sh.Counters["drop_bad_tag"] != 0 || sh.Counters["foreign_lane"] != 0 {
+						t.Errorf("router %c shard %d: %v", 'A'+s, sh.ID, sh.Counters)
+					}
+				}
+			}
+			// show's text output names the figures.
+			out, err := l.Exec(lab.A, bin, "show", "-i", l.Ifname[lab.A])
+			if err != nil || !strings.Contains(out, "lane 0 on shard 0") || !strings.Contains(out, "latest handshake") {
+				t.Errorf("show output:\n%s\n%v", out, err)
+			}
+		})
+	}
+}
+
+// The responder restarts (new process, same keys, no memory of the
+// session): the initiator notices that nothing comes back and handshakes
+// again, without anyone touching it.
+func TestPeerRestart(t *testing.T) {
+	l := newLab(t, lab.Options{Shards: [2]int{2, 2}})
+	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Stop(lab.B); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(lab.B); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 30*time.Second); err != nil {
+		t.Fatalf("tunnel did not recover after the peer restarted: %v", err)
+	}
+	t.Logf("recovered %s after the restart", time.Since(start).Round(time.Millisecond))
+	// And the other way round: the initiator restarts.
+	if err := l.Stop(lab.A); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(lab.A); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+		t.Fatalf("tunnel did not come back after the initiator restarted: %v", err)
+	}
+	if err := l.WaitTunnel(lab.B, l.Inner4[lab.A], 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Rekeys every second under a paced, sequence-numbered UDP stream: no
+// inner packet may be lost.
+func TestRekeyUnderTraffic(t *testing.T) {
+	l := newLab(t, lab.Options{Shards: [2]int{2, 2}, Env: []string{"YIP_TEST_REKEY_AFTER=1s"}})
+	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	res, err := l.UDPStream(lab.A, l.Inner4[lab.B], 2000, 14000, 500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := l.Status(lab.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("stream: %+v; handshakes completed by A: %d", res, st.Handshakes.Completed)
+	if st.Handshakes.Completed < 4 {
+		t.Fatalf("only %d handshakes in 7 s with a 1 s rekey interval", st.Handshakes.Completed)
+	}
+	if res.Received != res.Sent {
+		t.Fatalf("lost %d of %d packets across %d rekeys", res.Sent-res.Received, res.Sent, st.Handshakes.Completed-1)
+	}
+}
+
+// Random 5% loss on the underlay: FEC auto recovers nearly everything; with
+// FEC off the stream loses about 5%, so FEC is what recovers them.
+func TestFECUnderLoss(t *testing.T) {
+	if _, err := run("iptables", "--version"); err != nil {
+		t.Skip("iptables not installed: ", err)
+	}
+	loss := map[string]float64{}
+	for _, mode := range []string{"auto", "off"} {
+		t.Run("fec="+mode, func(t *testing.T) {
+			l := newLab(t, lab.Options{Shards: [2]int{1, 1}, FEC: [2]string{mode, mode}})
+			if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := l.Exec(lab.B, "iptables", "-A", "INPUT", "-i", l.Veth(lab.B), "-p", "udp", "--dport", "51820",
+				"-m", "statistic", "--mode", "random", "--probability", "0.05", "-j", "DROP"); err != nil {
+				t.Fatal(err)
+			}
+			res, err := l.UDPStream(lab.A, l.Inner4[lab.B], 4000, 40000, 400)
+			if err != nil {
+				t.Fatal(err)
+			}
+			loss[mode] = res.LossPct()
+			st, _ := l.Status(lab.B)
+			rec := uint64(0)
+			for _, sh := range st.Shards {
+				rec += sh.Counters["fec_recovered"]
+			}
+			t.Logf("fec=%s: %d of %d arrived (%.2f%% lost), %d recovered by FEC", mode, res.Received, res.Sent, res.LossPct(), rec)
+			switch mode {
+			case "auto":
+				if res.LossPct() > 0.5 {
+					t.Errorf("FEC auto lost %.2f%% (want <= 0.5%%)", res.LossPct())
+				}
+				if rec == 0 {
+					t.Error("FEC recovered nothing")
+				}
+			case "off":
+				if res.LossPct() < 3 || res.LossPct() > 7 {
+					t.Errorf("without FEC lost %.2f%%, want about 5%%", res.LossPct())
+				}
+			}
+		})
+	}
+}
+
+// A peer with the wrong key, garbage datagrams and a replayed initiation
+// change nothing: no crash, the drops are counted, the tunnel keeps working.
+func TestHostileInput(t *testing.T) {
+	l := newLab(t, lab.Options{Shards: [2]int{2, 2}})
+	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	target := netip.AddrPortFrom(l.Underlay[lab.B], lab.Port)
+	var c *net.UDPConn
+	err := netns.Do(l.NS[lab.A], func() error {
+		var err error
+		c, err = net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(target))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// Garbage of every size.
+	rng := rand.New(rand.NewPCG(1, 2))
+	buf := make([]byte, 1500)
+	for i := range 5000 {
+		n := rng.IntN(len(buf))
+		for j := range n {
+			buf[j] = byte(rng.Uint32())
+		}
+		_, _ = c.Write(buf[:n])
+		if i%200 == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	// A peer B does not know: a well-formed initiation, refused after DH.
+	stranger, _ := crypto.GeneratePrivateKey()
+	loc := crypto.NewLocal(stranger, true)
+	pb, err := loc.AddPeer(l.PublicKey(lab.B), crypto.PresharedKey{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, init, err := loc.Initiate(pb, 7, crypto.LaneOffer{Ports: []uint16{c.LocalAddr().(*net.UDPAddr).AddrPort().Port()}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		_, _ = c.Write(init) // also a replay of itself
+	}
+	time.Sleep(300 * time.Millisecond)
+	st, err := l.Status(lab.B)
+	if err != nil {
+		t.Fatalf("router B is gone after hostile input: %v", err)
+	}
+	var unknown uint64
+	for _, sh := range st.Shards {
+		unknown += sh.Counters["drop_unknown_lane"]
+	}
+	if unknown < 4000 || st.Handshakes.Refused < 3 {
+		t.Errorf("garbage counted %d, refused initiations %d", unknown, st.Handshakes.Refused)
+	}
+	if rtts, err := l.Ping(lab.A, l.Inner4[lab.B], 5, 20*time.Millisecond); err != nil || len(rtts) != 5 {
+		t.Fatalf("tunnel after hostile input: %d/5 replies, %v", len(rtts), err)
+	}
+}
+
+// SIGHUP with a new peer in the file adds it without dropping the running
+// session.
+func TestReloadAddsPeer(t *testing.T) {
+	l := newLab(t, lab.Options{Shards: [2]int{1, 1}})
+	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	k, _ := crypto.GeneratePrivateKey()
+	extra := fmt.Sprintf("\n[Peer]\nPublicKey = %s\nAllowedIPs = 10.250.0.0/16\n", k.Public())
+	if err := l.WriteConfig(lab.B, extra); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Signal(lab.B, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st, err := l.Status(lab.B)
+		if err == nil && len(st.Peers) == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("peer not added by SIGHUP: %v", err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	out, _ := l.Exec(lab.B, "ip", "route", "show", "10.250.0.0/16")
+	if !strings.Contains(out, l.Ifname[lab.B]) {
+		t.Errorf("no route for the new peer's AllowedIPs: %q", out)
+	}
+	st, _ := l.Status(lab.B)
+	hs := st.Handshakes.Answered
+	if rtts, _ := l.Ping(lab.A, l.Inner4[lab.B], 3, 20*time.Millisecond); len(rtts) != 3 {
+		t.Fatal("tunnel lost after reload")
+	}
+	if st2, _ := l.Status(lab.B); st2.Handshakes.Answered != hs {
+		t.Error("the reload dropped the running session (a new handshake was needed)")
+	}
+}
