@@ -11,7 +11,7 @@ BENCHCOUNT  ?= 5
 VERSION     := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test test-deps unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
+.PHONY: all build test test-deps bench-e2e unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
 
 all: build
 
@@ -73,6 +73,11 @@ shellcheck: shellcheck-install
 # numbers quoted in docs/BENCHMARKS.md.
 bench: deps
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) -count $(BENCHCOUNT) ./...
+
+# bench-e2e: iperf3 through the tunnel between two namespaces (root).
+bench-e2e: build test-deps
+	@command -v iperf3 >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y iperf3; }
+	YIP_BENCH_E2E=1 $(GO) test -count=1 -v -run TestE2EThroughput ./tests/bench/
 
 # fuzz runs each fuzz target for FUZZTIME (go test can fuzz one target at a time).
 fuzz: deps
