@@ -559,6 +559,10 @@ func (s *Shard) ingress(conn int, p *ring.Packet) bool {
 		s.cur = nil
 	case crypto.KindControl:
 		body, err := ln.opener.OpenSymbol(controlAD[:], sym)
+		if err == crypto.ErrReplay {
+			s.count(DropReplay)
+			break
+		}
 		if err != nil {
 			s.count(DropDecrypt)
 			break
