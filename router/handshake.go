@@ -1,6 +1,7 @@
 package router
 
 import (
+	"bytes"
 	"net/netip"
 	"time"
 
@@ -68,6 +69,18 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 	if p == nil {
 		r.hs.refused.Add(1)
 		return
+	}
+	// Both sides initiating at once would each end up with the session of
+	// its own initiation. The side with the smaller public key keeps its
+	// initiation and ignores the other's; the larger one answers and
+	// abandons its own.
+	if p.init != nil && now.Sub(p.initAt) < handshakeTimeout {
+		if bytes.Compare(r.local.PublicKey().Slice(), p.cfg.PublicKey.Slice()) < 0 {
+			r.log.Debug("crossing initiations: keeping ours", zap.String("peer", p.cfg.PublicKey.String()))
+			return
+		}
+		delete(r.pending, p.initIndex)
+		p.init = nil
 	}
 	ports := make([]uint16, len(r.shards))
 	for i := range ports {
