@@ -33,6 +33,7 @@ test-deps:
 	  missing=""; \
 	  command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	  command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
+	  command -v ping >/dev/null 2>&1 || missing="$$missing iputils-ping"; \
 	  if [ -n "$$missing" ]; then apt-get update >/dev/null && apt-get install -y $$missing; fi; \
 	fi
 

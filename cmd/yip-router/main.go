@@ -21,6 +21,7 @@ func commands() []command {
 	return []command{
 		{"up", "up -c FILE [--shards auto|N] [--log-level L] [--log-format console|json]   run the router", runUp},
 		{"show", "show [--json] [-i IFACE | --socket PATH]   status of running routers", runShow},
+		{"check", "check -c FILE [--shards auto|N]   validate the config and inspect the host", runCheck},
 		{"genkey", "genkey                 print a new private key (base64)", runGenkey},
 		{"pubkey", "pubkey < private.key   print the public key of the private key on stdin", runPubkey},
 		{"genpsk", "genpsk                 print a new preshared key (base64)", runGenpsk},

@@ -18,6 +18,8 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print JSON")
 	iface := fs.String("i", "", "interface of the router to show (default: every running router)")
 	sock := fs.String("socket", "", "control socket path (overrides -i)")
+	watchF := fs.Bool("watch", false, "refresh per-shard and per-lane rates until Ctrl-C, like top")
+	every := fs.Duration("interval", time.Second, "refresh interval of --watch")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -34,6 +36,9 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "yip-router show:", errNoRouters)
 			return 1
 		}
+	}
+	if *watchF {
+		return watch(stdout, paths, *every, 0)
 	}
 	code := 0
 	var all []*router.Status

@@ -98,6 +98,11 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "yip-router up:", err)
 		return 1
 	}
+	if _, err := router.StartMetrics(r, cfg, log); err != nil {
+		r.Close()
+		fmt.Fprintln(stderr, "yip-router up:", err)
+		return 1
+	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)

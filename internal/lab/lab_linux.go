@@ -36,8 +36,9 @@ type Options struct {
 	Bin    string // the yip-router binary
 	Shards [2]int // per side; 0 means auto
 	FEC    [2]string
-	Env    []string // extra environment for the routers (test knobs)
-	Keep   bool     // keep logs on Close (tests print them on failure)
+	Env    []string  // extra environment for the routers (test knobs)
+	Extra  [2]string // per side: lines appended to the [Interface] section
+	Keep   bool      // keep logs on Close (tests print them on failure)
 }
 
 // Lab is a running two-gateway setup.
@@ -126,8 +127,12 @@ func (l *Lab) WriteConfig(s Side, extra string) error {
 		fecv = "auto"
 	}
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "[Interface]\nName = %s\nPrivateKey = %s\nListenPort = %d\nAddress = %s/16, %s/64\nFEC = %s\n\n",
+	fmt.Fprintf(&b, "[Interface]\nName = %s\nPrivateKey = %s\nListenPort = %d\nAddress = %s/16, %s/64\nFEC = %s\n",
 		l.Ifname[s], l.keys[s], Port, l.Inner4[s], l.Inner6[s], fecv)
+	if x := l.opts.Extra[s]; x != "" {
+		b.WriteString(strings.TrimRight(x, "\n") + "\n")
+	}
+	b.WriteString("\n")
 	fmt.Fprintf(&b, "[Peer]\nPublicKey = %s\nAllowedIPs = %s, %s\n",
 		l.keys[o].Public(), netip.PrefixFrom(l.Inner4[o], 16).Masked(), netip.PrefixFrom(l.Inner6[o], 64).Masked())
 	if s == A {

@@ -139,6 +139,19 @@ func ListenGroup(local netip.AddrPort, n int) ([]*Conn, error) {
 	if n < 1 || n > 1<<LaneBits {
 		return nil, fmt.Errorf("udp: group of %d sockets out of range 1..%d", n, 1<<LaneBits)
 	}
+	// SO_REUSEPORT would let a second router (same user) silently join a
+	// port another one is using and split its traffic: refuse a port that
+	// a plain socket cannot bind.
+	if local.Port() != 0 {
+		probe, err := newSocket(local, false)
+		if err != nil {
+			if errors.Is(err, unix.EADDRINUSE) {
+				return nil, fmt.Errorf("udp: port %d is already in use (another yip-router or program): %w", local.Port(), err)
+			}
+			return nil, err
+		}
+		probe.Close()
+	}
 	var conns []*Conn
 	closeAll := func() {
 		for _, c := range conns {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 )
@@ -114,6 +115,10 @@ func TestGroupErrors(t *testing.T) {
 	defer s.Close()
 	if _, err := ListenGroup(s.LocalAddr(), 2); err == nil {
 		t.Fatal("joined a port held by a non-reuseport socket")
+	}
+	// Nor may a second group join a running one (a second router).
+	if _, err := ListenGroup(a[0].LocalAddr(), 1); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("second group on a used port: %v", err)
 	}
 }
 

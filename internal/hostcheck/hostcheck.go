@@ -1,0 +1,534 @@
+// Package hostcheck is `yip-router check`: it validates a config without
+// starting anything, then inspects the host the router would run on —
+// socket buffer maxima, TUN (multiqueue) support, CPU affinity and SMT
+// layout versus the shard count, forwarding, the underlay interface's MTU
+// and offloads, and whether the ports are free — and says how to fix what
+// it finds.
+//
+// Every input from the machine goes through Env, so tests run the checks
+// against fake /proc and /sys trees and fake probes, as any user.
+package hostcheck
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/yip-router/yip-router/router"
+)
+
+// SocketBuffer is what each shard socket asks for with SO_RCVBUF and
+// SO_SNDBUF (shard/udp's bufferSize); the kernel caps it at
+// net.core.rmem_max / wmem_max without saying so.
+const SocketBuffer = 4 << 20
+
+// Overheads for the MTU rule of docs/CONFIG.md: the largest datagram is
+// MTU + 42 bytes of yip-router overhead + the UDP/IP headers.
+const (
+	datagramOverhead = 42
+	udp4Headers      = 28
+	udp6Headers      = 48
+)
+
+// Level is a finding's severity.
+type Level int
+
+// Levels, mildest first. Only Error makes check exit non-zero.
+const (
+	OK Level = iota
+	Info
+	Warn
+	Error
+)
+
+func (l Level) String() string { return [...]string{"OK", "INFO", "WARN", "ERROR"}[l] }
+
+// Finding is one line of the report.
+type Finding struct {
+	Level Level
+	Topic string // "socket buffers", "TUN", ...
+	Msg   string
+	Fix   string // what to do; "" for OK and most INFO
+}
+
+func (f Finding) String() string {
+	s := fmt.Sprintf("%-5s %s: %s", f.Level, f.Topic, f.Msg)
+	if f.Fix != "" {
+		s += "\n      fix: " + f.Fix
+	}
+	return s
+}
+
+// Env is the machine as the checks see it. Zero fields take the real
+// machine's (see Real), except Root: pass Real() for this machine.
+type Env struct {
+	Proc string // "/proc"
+	Sys  string // "/sys"
+	Dev  string // "/dev"
+	Root bool   // running as root (or with CAP_NET_ADMIN): TUN can be probed
+	// AffinityCPUs is the process's CPU affinity mask.
+	AffinityCPUs func() ([]int, error)
+	// OpenTUN creates and removes a TUN device with the given queues
+	// (tried only when Root).
+	OpenTUN func(queues int) error
+	// RouteTo names the interface the kernel would send to dst through.
+	RouteTo func(dst netip.Addr) (string, error)
+	// Offloads reports an interface's GRO and LRO (ok=false: unknown, with
+	// why).
+	Offloads func(ifname string) (gro, lro bool, err error)
+	// ListenUDP and ListenTCP try to bind an address and release it.
+	ListenUDP func(netip.AddrPort) error
+	ListenTCP func(netip.AddrPort) error
+}
+
+// Options are check's command-line overrides.
+type Options struct {
+	ShardsSet  bool // --shards given
+	ShardsAuto bool
+	Shards     int
+}
+
+// Counts tallies a report's findings by level.
+func Counts(fs []Finding) (errs, warns int) {
+	for _, f := range fs {
+		switch f.Level {
+		case Error:
+			errs++
+		case Warn:
+			warns++
+		}
+	}
+	return errs, warns
+}
+
+// Check loads the config at path and inspects the host. A config that does
+// not load gives ERROR findings; the host checks that do not need it run
+// anyway.
+func Check(path string, env Env, opts Options) []Finding {
+	env = env.withDefaults()
+	var out []Finding
+	add := func(l Level, topic, fix, format string, args ...any) {
+		out = append(out, Finding{Level: l, Topic: topic, Msg: fmt.Sprintf(format, args...), Fix: fix})
+	}
+	cfg, err := router.LoadConfig(path)
+	if err != nil {
+		var all []error
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			all = j.Unwrap()
+		} else {
+			all = []error{err}
+		}
+		for _, e := range all {
+			add(Error, "config", "", "%v", e)
+		}
+		out[len(out)-1].Fix = "edit " + path + " (every key is described in docs/CONFIG.md)"
+	} else {
+		add(OK, "config", "", "%s: interface %s, listen port %d, %d peer(s), MTU %d", path, cfg.Interface.Name, cfg.Interface.ListenPort, len(cfg.Peers), cfg.Interface.MTU)
+	}
+	out = append(out, env.privileges()...)
+	out = append(out, env.socketBuffers()...)
+	out = append(out, env.tunCheck(shardCount(cfg, opts, env))...)
+	out = append(out, env.cpus(cfg, opts)...)
+	out = append(out, env.forwarding(cfg)...)
+	if cfg != nil {
+		out = append(out, env.underlay(cfg)...)
+		out = append(out, env.ports(cfg)...)
+	}
+	return out
+}
+
+func (e Env) withDefaults() Env {
+	r := Real()
+	if e.Proc == "" {
+		e.Proc = r.Proc
+	}
+	if e.Sys == "" {
+		e.Sys = r.Sys
+	}
+	if e.Dev == "" {
+		e.Dev = r.Dev
+	}
+	if e.AffinityCPUs == nil {
+		e.AffinityCPUs = r.AffinityCPUs
+	}
+	if e.OpenTUN == nil {
+		e.OpenTUN = r.OpenTUN
+	}
+	if e.RouteTo == nil {
+		e.RouteTo = r.RouteTo
+	}
+	if e.Offloads == nil {
+		e.Offloads = r.Offloads
+	}
+	if e.ListenUDP == nil {
+		e.ListenUDP = r.ListenUDP
+	}
+	if e.ListenTCP == nil {
+		e.ListenTCP = r.ListenTCP
+	}
+	return e
+}
+
+func (e Env) readInt(path string) (int64, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+}
+
+func (e Env) privileges() []Finding {
+	if e.Root {
+		return []Finding{{Level: OK, Topic: "privileges", Msg: "root: yip-router up can create the TUN device"}}
+	}
+	return []Finding{{Level: Warn, Topic: "privileges", Msg: "not root: yip-router up needs root or CAP_NET_ADMIN (TUN device, addresses, routes); the TUN probe below is skipped",
+		Fix: "run as root (sudo), or through the systemd unit tuning/yip-router@.service (AmbientCapabilities=CAP_NET_ADMIN)"}}
+}
+
+func (e Env) socketBuffers() []Finding {
+	var out []Finding
+	for _, k := range []string{"rmem_max", "wmem_max"} {
+		p := filepath.Join(e.Proc, "sys/net/core", k)
+		v, err := e.readInt(p)
+		switch {
+		case err != nil:
+			out = append(out, Finding{Level: Info, Topic: "socket buffers", Msg: fmt.Sprintf("cannot read %s: %v", p, err)})
+		case v >= SocketBuffer:
+			out = append(out, Finding{Level: OK, Topic: "socket buffers", Msg: fmt.Sprintf("%s %d >= %d", k, v, SocketBuffer)})
+		default:
+			out = append(out, Finding{Level: Warn, Topic: "socket buffers",
+				Msg: fmt.Sprintf("%s %d < %d: each shard socket asks for 4 MiB and the kernel silently gives it %d; bursts will be dropped", k, v, SocketBuffer, v),
+				Fix: fmt.Sprintf("run: tuning/yip-tune apply (or: sysctl -w net.core.%s=%d)", k, SocketBuffer)})
+		}
+	}
+	return out
+}
+
+// shardCount is the number of shards up would start, or 0 when it cannot
+// tell.
+func shardCount(cfg *router.Config, opts Options, env Env) int {
+	auto, n := true, 0
+	if cfg != nil {
+		auto, n = cfg.Interface.ShardsAuto, cfg.Interface.Shards
+	}
+	if opts.ShardsSet {
+		auto, n = opts.ShardsAuto, opts.Shards
+	}
+	if !auto {
+		return n
+	}
+	mask, err := env.AffinityCPUs()
+	if err != nil {
+		return 0
+	}
+	cpus, err := router.ChooseCPUs(mask, true, 0, env.Sys)
+	if err != nil {
+		return 0
+	}
+	return len(cpus)
+}
+
+func (e Env) tunCheck(shards int) []Finding {
+	const topic = "TUN"
+	dev := filepath.Join(e.Dev, "net/tun")
+	if _, err := os.Stat(dev); err != nil {
+		return []Finding{{Level: Error, Topic: topic, Msg: fmt.Sprintf("%s missing: %v", dev, err),
+			Fix: "load the tun module: modprobe tun (in a container: pass --device /dev/net/tun)"}}
+	}
+	if !e.Root {
+		return []Finding{{Level: Info, Topic: topic, Msg: dev + " exists; multiqueue support not tested (needs root)"}}
+	}
+	queues := max(shards, 2)
+	if err := e.OpenTUN(queues); err != nil {
+		if shards > 1 {
+			return []Finding{{Level: Error, Topic: topic, Msg: fmt.Sprintf("cannot open a %d-queue TUN device: %v", queues, err),
+				Fix: "run with --shards 1 (single-queue TUN), or use a kernel with multiqueue TUN (3.8+)"}}
+		}
+		if err1 := e.OpenTUN(1); err1 != nil {
+			return []Finding{{Level: Error, Topic: topic, Msg: fmt.Sprintf("cannot open a TUN device: %v", err1),
+				Fix: "check that " + dev + " is usable here (container device policy, CAP_NET_ADMIN)"}}
+		}
+		return []Finding{{Level: Info, Topic: topic, Msg: fmt.Sprintf("single-queue TUN works; a %d-queue device does not (%v): fine for 1 shard", queues, err)}}
+	}
+	return []Finding{{Level: OK, Topic: topic, Msg: fmt.Sprintf("opened and closed a %d-queue TUN device", queues)}}
+}
+
+// core names a CPU's physical core (package/core), as router.ChooseCPUs
+// groups them.
+func (e Env) core(cpu int) string {
+	base := fmt.Sprintf("%s/devices/system/cpu/cpu%d/topology/", e.Sys, cpu)
+	pkg, err1 := os.ReadFile(base + "physical_package_id")
+	core, err2 := os.ReadFile(base + "core_id")
+	if err1 != nil || err2 != nil {
+		return "cpu" + strconv.Itoa(cpu)
+	}
+	return strings.TrimSpace(string(pkg)) + "/" + strings.TrimSpace(string(core))
+}
+
+func (e Env) cpus(cfg *router.Config, opts Options) []Finding {
+	const topic = "CPUs"
+	mask, err := e.AffinityCPUs()
+	if err != nil || len(mask) == 0 {
+		return []Finding{{Level: Error, Topic: topic, Msg: fmt.Sprintf("cannot read the CPU affinity mask: %v", err)}}
+	}
+	auto, n, from := true, 0, "Shards = auto (default)"
+	if cfg != nil && !cfg.Interface.ShardsAuto {
+		auto, n, from = false, cfg.Interface.Shards, fmt.Sprintf("Shards = %d", cfg.Interface.Shards)
+	}
+	if opts.ShardsSet {
+		auto, n = opts.ShardsAuto, opts.Shards
+		from = "--shards " + map[bool]string{true: "auto", false: strconv.Itoa(n)}[auto]
+	}
+	cores := map[string][]int{}
+	var order []string
+	for _, c := range mask {
+		k := e.core(c)
+		if cores[k] == nil {
+			order = append(order, k)
+		}
+		cores[k] = append(cores[k], c)
+	}
+	layout := fmt.Sprintf("affinity mask %s: %d CPUs on %d physical cores", cpuList(mask), len(mask), len(order))
+	if len(order) < len(mask) {
+		layout += " (SMT on)"
+	}
+	chosen, err := router.ChooseCPUs(mask, auto, n, e.Sys)
+	if err != nil {
+		return []Finding{{Level: Error, Topic: topic, Msg: fmt.Sprintf("%s; %s: %v", layout, from, err),
+			Fix: fmt.Sprintf("use --shards auto or at most %d shards, or widen the mask (taskset -c LIST yip-router up ..., or CPUAffinity= in the systemd unit)", len(mask))}}
+	}
+	var out []Finding
+	msg := fmt.Sprintf("%s; %s gives %d shard(s) on CPUs %s", layout, from, len(chosen), cpuList(chosen))
+	used := map[string][]int{}
+	for _, c := range chosen {
+		used[e.core(c)] = append(used[e.core(c)], c)
+	}
+	var shared []string
+	for _, k := range order {
+		if len(used[k]) > 1 {
+			shared = append(shared, cpuList(used[k]))
+		}
+	}
+	if len(shared) > 0 {
+		out = append(out, Finding{Level: Warn, Topic: topic,
+			Msg: msg + "; SMT siblings share a core: " + strings.Join(shared, "; ") + " (two shards on one core fight over its execution units)",
+			Fix: fmt.Sprintf("use --shards auto (one shard per core), or at most %d shards", len(order))})
+	} else {
+		out = append(out, Finding{Level: OK, Topic: topic, Msg: msg})
+	}
+	online := e.onlineCPUs()
+	if online > 0 && len(chosen) >= online {
+		out = append(out, Finding{Level: Info, Topic: topic,
+			Msg: "every CPU of the machine runs a shard: NIC interrupts and the kernel's network stack share them (fine on small routers; see docs/DEPLOY.md to keep cores for IRQs)"})
+	}
+	return out
+}
+
+func (e Env) onlineCPUs() int {
+	b, err := os.ReadFile(filepath.Join(e.Sys, "devices/system/cpu/online"))
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, part := range strings.Split(strings.TrimSpace(string(b)), ",") {
+		lo, hi, ok := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		z := a
+		var err2 error
+		if ok {
+			z, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || z < a {
+			return 0
+		}
+		n += z - a + 1
+	}
+	return n
+}
+
+// cpuList formats CPUs as a taskset list ("0-3,6").
+func cpuList(cpus []int) string {
+	c := slices.Clone(cpus)
+	slices.Sort(c)
+	var parts []string
+	for i := 0; i < len(c); {
+		j := i
+		for j+1 < len(c) && c[j+1] == c[j]+1 {
+			j++
+		}
+		if j > i {
+			parts = append(parts, fmt.Sprintf("%d-%d", c[i], c[j]))
+		} else {
+			parts = append(parts, strconv.Itoa(c[i]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+func (e Env) forwarding(cfg *router.Config) []Finding {
+	want4, want6 := true, true
+	if cfg != nil {
+		want4, want6 = false, false
+		for _, p := range cfg.Peers {
+			for _, a := range p.AllowedIPs {
+				if a.Addr().Is4() {
+					want4 = true
+				} else {
+					want6 = true
+				}
+			}
+		}
+	}
+	var out []Finding
+	for _, f := range []struct {
+		want       bool
+		file, name string
+	}{
+		{want4, "sys/net/ipv4/ip_forward", "net.ipv4.ip_forward"},
+		{want6, "sys/net/ipv6/conf/all/forwarding", "net.ipv6.conf.all.forwarding"},
+	} {
+		if !f.want {
+			continue
+		}
+		v, err := e.readInt(filepath.Join(e.Proc, f.file))
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			out = append(out, Finding{Level: Info, Topic: "forwarding", Msg: f.name + " not present (protocol disabled in this kernel?)"})
+		case err != nil:
+			out = append(out, Finding{Level: Info, Topic: "forwarding", Msg: fmt.Sprintf("cannot read %s: %v", f.name, err)})
+		case v == 1:
+			out = append(out, Finding{Level: OK, Topic: "forwarding", Msg: f.name + " = 1"})
+		default:
+			out = append(out, Finding{Level: Warn, Topic: "forwarding",
+				Msg: fmt.Sprintf("%s = %d: this host reaches the peers' AllowedIPs itself, but will not route its LAN's packets through the tunnel", f.name, v),
+				Fix: fmt.Sprintf("on a gateway, run: tuning/yip-tune apply (or: sysctl -w %s=1)", f.name)})
+		}
+	}
+	return out
+}
+
+// underlay finds the interfaces towards the peers' endpoints and checks
+// their MTU against the config's and their receive offloads.
+func (e Env) underlay(cfg *router.Config) []Finding {
+	const topic = "underlay"
+	var out []Finding
+	seen := map[string]bool{}
+	n := 0
+	for _, p := range cfg.Peers {
+		if !p.Endpoint.IsValid() {
+			continue
+		}
+		n++
+		dst := p.Endpoint.Addr().Unmap()
+		ifname, err := e.RouteTo(dst)
+		if err != nil {
+			out = append(out, Finding{Level: Warn, Topic: topic, Msg: fmt.Sprintf("no route to peer endpoint %s: %v", p.Endpoint, err),
+				Fix: "check the gateway's routing table (ip route get " + dst.String() + ")"})
+			continue
+		}
+		hdr := udp4Headers
+		if dst.Is6() {
+			hdr = udp6Headers
+		}
+		mtuPath := filepath.Join(e.Sys, "class/net", ifname, "mtu")
+		if mtu, err := e.readInt(mtuPath); err != nil {
+			out = append(out, Finding{Level: Info, Topic: topic, Msg: fmt.Sprintf("%s via %s: cannot read its MTU: %v", p.Endpoint, ifname, err)})
+		} else if need := cfg.Interface.MTU + datagramOverhead + hdr; int64(need) > mtu {
+			out = append(out, Finding{Level: Warn, Topic: topic,
+				Msg: fmt.Sprintf("%s via %s (MTU %d): the largest datagram is %d bytes (MTU %d + %d + %d headers) and will be fragmented or dropped (MTU black hole)", p.Endpoint, ifname, mtu, need, cfg.Interface.MTU, datagramOverhead, hdr),
+				Fix: fmt.Sprintf("set MTU = %d in [Interface] (see docs/CONFIG.md, MTU)", mtu-int64(datagramOverhead+hdr))})
+		} else {
+			out = append(out, Finding{Level: OK, Topic: topic, Msg: fmt.Sprintf("%s via %s: MTU %d fits the largest datagram (%d bytes)", p.Endpoint, ifname, mtu, need)})
+		}
+		if seen[ifname] {
+			continue
+		}
+		seen[ifname] = true
+		out = append(out, e.offloads(ifname)...)
+	}
+	if n == 0 {
+		out = append(out, Finding{Level: Info, Topic: topic, Msg: "no peer has an Endpoint (responder only): the underlay interface is not known until peers connect; MTU and offloads not checked"})
+	}
+	return out
+}
+
+func (e Env) offloads(ifname string) []Finding {
+	const topic = "offloads"
+	gro, lro, err := e.Offloads(ifname)
+	if err != nil {
+		return []Finding{{Level: Info, Topic: topic, Msg: fmt.Sprintf("%s: cannot read GRO/LRO: %v", ifname, err)}}
+	}
+	var out []Finding
+	if gro {
+		out = append(out, Finding{Level: OK, Topic: topic, Msg: ifname + ": generic-receive-offload on"})
+	} else {
+		out = append(out, Finding{Level: Warn, Topic: topic, Msg: ifname + ": generic-receive-offload off: the kernel handles every received packet one by one (more softirq time on the CPUs taking the NIC's interrupts)",
+			Fix: "ethtool -K " + ifname + " gro on"})
+	}
+	if lro {
+		out = append(out, Finding{Level: Warn, Topic: topic, Msg: ifname + ": large-receive-offload on: LRO merges packets a router must forward unchanged",
+			Fix: "ethtool -K " + ifname + " lro off (the kernel also turns it off when forwarding is enabled)"})
+	}
+	return out
+}
+
+func (e Env) ports(cfg *router.Config) []Finding {
+	var out []Finding
+	bind := cfg.Interface.ListenAddress
+	if !bind.IsValid() {
+		bind = netip.IPv4Unspecified()
+	}
+	ap := netip.AddrPortFrom(bind, cfg.Interface.ListenPort)
+	if err := e.ListenUDP(ap); err != nil {
+		fix := fmt.Sprintf("stop what holds it (ss -ulpn 'sport = :%d' names it; if it is this router, already running, that is expected) or change ListenPort", ap.Port())
+		if errors.Is(err, errPerm) {
+			fix = "run as root, or choose ListenPort >= 1024"
+		}
+		out = append(out, Finding{Level: Error, Topic: "listen port", Msg: fmt.Sprintf("cannot bind UDP %s: %v", ap, err), Fix: fix})
+	} else {
+		out = append(out, Finding{Level: OK, Topic: "listen port", Msg: fmt.Sprintf("UDP %s is free; it is the only port peers need to reach (the lane sockets use ephemeral ports)", ap)})
+	}
+	if cfg.Interface.MetricsListen != "" {
+		m, err := netip.ParseAddrPort(cfg.Interface.MetricsListen)
+		if err == nil {
+			err = e.ListenTCP(m)
+		}
+		if err != nil {
+			out = append(out, Finding{Level: Error, Topic: "metrics", Msg: fmt.Sprintf("cannot listen on MetricsListen = %s: %v", cfg.Interface.MetricsListen, err),
+				Fix: "free the port or change MetricsListen (the router would refuse to start)"})
+		} else {
+			out = append(out, Finding{Level: OK, Topic: "metrics", Msg: "TCP " + m.String() + " is free for MetricsListen"})
+		}
+	}
+	return out
+}
+
+// errPerm marks a bind refused for lack of privilege.
+var errPerm = errors.New("permission denied")
+
+func listen(network string, ap netip.AddrPort) error {
+	var err error
+	switch network {
+	case "udp":
+		var c net.PacketConn
+		if c, err = net.ListenPacket("udp", ap.String()); err == nil {
+			return c.Close()
+		}
+	default:
+		var l net.Listener
+		if l, err = net.Listen("tcp", ap.String()); err == nil {
+			return l.Close()
+		}
+	}
+	if errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("%w: %v", errPerm, err)
+	}
+	return err
+}

@@ -1,0 +1,274 @@
+package hostcheck
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// fakeHost is a machine made of files and stubs.
+type fakeHost struct {
+	dir    string
+	files  map[string]string // relative to dir: "proc/sys/net/core/rmem_max"
+	mask   []int
+	tunErr map[int]error // by queue count
+	route  map[netip.Addr]string
+	gro    bool
+	lro    bool
+	offErr error
+	udpErr error
+}
+
+func newFake(t *testing.T) *fakeHost {
+	return &fakeHost{
+		dir: t.TempDir(),
+		files: map[string]string{
+			"proc/sys/net/core/rmem_max":                   "4194304\n",
+			"proc/sys/net/core/wmem_max":                   "8388608\n",
+			"proc/sys/net/ipv4/ip_forward":                 "1\n",
+			"proc/sys/net/ipv6/conf/all/forwarding":        "1\n",
+			"dev/net/tun":                                  "",
+			"sys/class/net/eth0/mtu":                       "1500\n",
+			"sys/devices/system/cpu/online":                "0-3\n",
+			"sys/devices/system/cpu/cpu0/topology/core_id": "0\n",
+		},
+		mask:   []int{0, 1, 2, 3},
+		tunErr: map[int]error{},
+		route:  map[netip.Addr]string{netip.MustParseAddr("203.0.113.2"): "eth0"},
+		gro:    true,
+	}
+}
+
+// smt gives the fake 4 CPUs on 2 cores: 0,2 on core 0 and 1,3 on core 1
+// (how Linux numbers SMT siblings on many x86 machines).
+func (f *fakeHost) smt() {
+	for cpu := range 4 {
+		f.files[fmt.Sprintf("sys/devices/system/cpu/cpu%d/topology/physical_package_id", cpu)] = "0\n"
+		f.files[fmt.Sprintf("sys/devices/system/cpu/cpu%d/topology/core_id", cpu)] = fmt.Sprintf("%d\n", cpu%2)
+	}
+}
+
+func (f *fakeHost) env(t *testing.T) Env {
+	t.Helper()
+	for p, c := range f.files {
+		full := filepath.Join(f.dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return Env{
+		Proc: filepath.Join(f.dir, "proc"), Sys: filepath.Join(f.dir, "sys"), Dev: filepath.Join(f.dir, "dev"),
+		Root:         true,
+		AffinityCPUs: func() ([]int, error) { return f.mask, nil },
+		OpenTUN:      func(q int) error { return f.tunErr[q] },
+		RouteTo: func(a netip.Addr) (string, error) {
+			if n, ok := f.route[a]; ok {
+				return n, nil
+			}
+			return "", errors.New("network unreachable")
+		},
+		Offloads:  func(string) (bool, bool, error) { return f.gro, f.lro, f.offErr },
+		ListenUDP: func(netip.AddrPort) error { return f.udpErr },
+		ListenTCP: func(netip.AddrPort) error { return nil },
+	}
+}
+
+const confTmpl = `[Interface]
+PrivateKey = mEktyZiojIy60rG4S9RRaZ7YANfmaKua/Unus6HfIGg=
+ListenPort = 51820
+Address = 10.77.0.1/24
+%s
+[Peer]
+PublicKey = aNIXAzi6ximvC5aN6U9ySX345YxOa6gtHjBu6FsZxVM=
+Endpoint = 203.0.113.2:51820
+AllowedIPs = 10.77.0.2/32, 192.168.2.0/24
+`
+
+func writeConf(t *testing.T, iface string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "gw.conf")
+	if err := os.WriteFile(p, []byte(fmt.Sprintf(confTmpl, iface)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func report(fs []Finding) string {
+	var b strings.Builder
+	for _, f := range fs {
+		b.WriteString(f.String() + "\n")
+	}
+	return b.String()
+}
+
+// expect checks that the report has a line starting with each prefix, and
+// no ERROR/WARN lines beyond those expected.
+func expect(t *testing.T, fs []Finding, prefixes ...string) {
+	t.Helper()
+	rep := report(fs)
+	lines := strings.Split(rep, "\n")
+	for _, p := range prefixes {
+		found := false
+		for _, l := range lines {
+			if strings.HasPrefix(l, p) {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("no line starting %q", p)
+		}
+	}
+	for _, l := range lines {
+		if !strings.HasPrefix(l, "ERROR") && !strings.HasPrefix(l, "WARN") {
+			continue
+		}
+		ok := false
+		for _, p := range prefixes {
+			if strings.HasPrefix(l, p) {
+				ok = true
+			}
+		}
+		if !ok {
+			t.Errorf("unexpected %q", l)
+		}
+	}
+	if t.Failed() {
+		t.Logf("report:\n%s", rep)
+	}
+}
+
+func TestHealthyHost(t *testing.T) {
+	f := newFake(t)
+	fs := Check(writeConf(t, ""), f.env(t), Options{})
+	expect(t, fs,
+		"OK    config: ",
+		"OK    privileges: root",
+		"OK    socket buffers: rmem_max 4194304 >= 4194304",
+		"OK    socket buffers: wmem_max 8388608 >= 4194304",
+		"OK    TUN: opened and closed a 4-queue TUN device",
+		"OK    CPUs: affinity mask 0-3: 4 CPUs on 4 physical cores; Shards = auto (default) gives 4 shard(s) on CPUs 0-3",
+		"INFO  CPUs: every CPU of the machine runs a shard",
+		"OK    forwarding: net.ipv4.ip_forward = 1",
+		"OK    underlay: 203.0.113.2:51820 via eth0: MTU 1500 fits the largest datagram (1480 bytes)",
+		"OK    offloads: eth0: generic-receive-offload on",
+		"OK    listen port: UDP 0.0.0.0:51820 is free",
+	)
+	if e, w := Counts(fs); e != 0 || w != 0 {
+		t.Errorf("Counts = %d errors, %d warnings", e, w)
+	}
+	// No IPv6 AllowedIPs: IPv6 forwarding is not asked for.
+	if strings.Contains(report(fs), "ipv6") {
+		t.Error("IPv6 forwarding checked for an IPv4-only config")
+	}
+}
+
+func TestMistunedHost(t *testing.T) {
+	f := newFake(t)
+	f.smt()
+	f.files["proc/sys/net/core/rmem_max"] = "212992\n"
+	f.files["proc/sys/net/ipv4/ip_forward"] = "0\n"
+	f.files["sys/class/net/eth0/mtu"] = "1400\n"
+	f.gro, f.lro = false, true
+	fs := Check(writeConf(t, "Shards = 3"), f.env(t), Options{})
+	expect(t, fs,
+		"WARN  socket buffers: rmem_max 212992 < 4194304",
+		"      fix: run: tuning/yip-tune apply (or: sysctl -w net.core.rmem_max=4194304)",
+		"OK    socket buffers: wmem_max",
+		"WARN  CPUs: affinity mask 0-3: 4 CPUs on 2 physical cores (SMT on); Shards = 3 gives 3 shard(s) on CPUs 0-2; SMT siblings share a core: 0,2 (",
+		"      fix: use --shards auto (one shard per core), or at most 2 shards",
+		"WARN  forwarding: net.ipv4.ip_forward = 0",
+		"WARN  underlay: 203.0.113.2:51820 via eth0 (MTU 1400): the largest datagram is 1480 bytes",
+		"      fix: set MTU = 1330 in [Interface]",
+		"WARN  offloads: eth0: generic-receive-offload off",
+		"WARN  offloads: eth0: large-receive-offload on",
+	)
+	if e, w := Counts(fs); e != 0 || w != 5+1 { // 5 topics, offloads twice
+		t.Errorf("Counts = %d errors, %d warnings", e, w)
+	}
+	// auto on the same machine: one shard per core, no SMT warning.
+	fs = Check(writeConf(t, ""), f.env(t), Options{ShardsSet: true, ShardsAuto: true})
+	if !strings.Contains(report(fs), "OK    CPUs: affinity mask 0-3: 4 CPUs on 2 physical cores (SMT on); --shards auto gives 2 shard(s) on CPUs 0-1") {
+		t.Errorf("auto on SMT:\n%s", report(fs))
+	}
+}
+
+func TestErrors(t *testing.T) {
+	f := newFake(t)
+	f.mask = []int{2, 3}
+	f.tunErr[4] = syscall.EINVAL
+	f.udpErr = syscall.EADDRINUSE
+	fs := Check(writeConf(t, ""), f.env(t), Options{ShardsSet: true, Shards: 4})
+	expect(t, fs,
+		"ERROR CPUs: affinity mask 2-3: 2 CPUs on 2 physical cores; --shards 4: 4 shards requested but the CPU affinity mask has 2 CPUs",
+		"ERROR TUN: cannot open a 4-queue TUN device: invalid argument",
+		"      fix: run with --shards 1",
+		"ERROR listen port: cannot bind UDP 0.0.0.0:51820: address already in use",
+	)
+	if e, _ := Counts(fs); e != 3 {
+		t.Errorf("Counts: %d errors, want 3", e)
+	}
+	// No multiqueue but one shard: fine.
+	f.tunErr[2] = syscall.EINVAL
+	fs = Check(writeConf(t, "Shards = 1"), f.env(t), Options{})
+	expect(t, fs, "INFO  TUN: single-queue TUN works; a 2-queue device does not", "ERROR listen port")
+}
+
+func TestBadConfigStillChecksHost(t *testing.T) {
+	f := newFake(t)
+	delete(f.files, "dev/net/tun")
+	f.files["proc/sys/net/core/wmem_max"] = "1000\n"
+	p := filepath.Join(t.TempDir(), "bad.conf")
+	if err := os.WriteFile(p, []byte("[Interface]\nMTU = 99999\nFoo = 1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := Check(p, f.env(t), Options{})
+	expect(t, fs,
+		"ERROR config: "+p+":1: [Interface] PrivateKey: missing",
+		"ERROR config: "+p+":2: [Interface] MTU:",
+		"ERROR config: "+p+":3: [Interface] Foo:",
+		"      fix: edit "+p,
+		"WARN  socket buffers: wmem_max 1000 < 4194304",
+		"ERROR TUN: "+filepath.Join(f.dir, "dev/net/tun")+" missing",
+	)
+	for _, f := range fs {
+		if f.Topic == "listen port" || f.Topic == "underlay" {
+			t.Errorf("config-dependent check ran on a bad config: %v", f)
+		}
+	}
+}
+
+func TestNotRootAndUnknowns(t *testing.T) {
+	f := newFake(t)
+	f.offErr = errors.New("operation not supported")
+	delete(f.route, netip.MustParseAddr("203.0.113.2"))
+	env := f.env(t)
+	env.Root = false
+	fs := Check(writeConf(t, ""), env, Options{})
+	expect(t, fs,
+		"WARN  privileges: not root",
+		"INFO  TUN: "+filepath.Join(f.dir, "dev/net/tun")+" exists; multiqueue support not tested",
+		"WARN  underlay: no route to peer endpoint 203.0.113.2:51820: network unreachable",
+	)
+	f.route[netip.MustParseAddr("203.0.113.2")] = "eth0"
+	fs = Check(writeConf(t, ""), f.env(t), Options{})
+	expect(t, fs, "INFO  offloads: eth0: cannot read GRO/LRO: operation not supported")
+}
+
+func TestCPUList(t *testing.T) {
+	for _, c := range []struct {
+		in   []int
+		want string
+	}{{[]int{0}, "0"}, {[]int{3, 0, 1, 2}, "0-3"}, {[]int{0, 2, 4, 5, 6, 9}, "0,2,4-6,9"}} {
+		if got := cpuList(c.in); got != c.want {
+			t.Errorf("cpuList(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

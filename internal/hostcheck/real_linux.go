@@ -1,0 +1,102 @@
+package hostcheck
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net/netip"
+	"os"
+	"unsafe"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/yip-router/yip-router/router"
+	"github.com/yip-router/yip-router/shard/tun"
+)
+
+// Real is this machine.
+func Real() Env {
+	return Env{
+		Proc: "/proc", Sys: "/sys", Dev: "/dev",
+		Root:         os.Geteuid() == 0,
+		AffinityCPUs: router.AffinityCPUs,
+		OpenTUN:      openTUN,
+		RouteTo:      routeTo,
+		Offloads:     offloads,
+		ListenUDP:    func(ap netip.AddrPort) error { return listen("udp", ap) },
+		ListenTCP:    func(ap netip.AddrPort) error { return listen("tcp", ap) },
+	}
+}
+
+// openTUN creates a TUN device with a random name and the given queues, and
+// closes it (the kernel removes it with its last queue).
+func openTUN(queues int) error {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	d, err := tun.Open("yipchk"+hex.EncodeToString(b[:]), queues)
+	if err != nil {
+		return err
+	}
+	return d.Close()
+}
+
+// routeTo asks the kernel which interface it would send to dst through
+// (like `ip route get`; nothing is sent).
+func routeTo(dst netip.Addr) (string, error) {
+	routes, err := netlink.RouteGet(dst.AsSlice())
+	if err != nil {
+		return "", err
+	}
+	if len(routes) == 0 || routes[0].LinkIndex == 0 {
+		return "", fmt.Errorf("no route")
+	}
+	link, err := netlink.LinkByIndex(routes[0].LinkIndex)
+	if err != nil {
+		return "", err
+	}
+	return link.Attrs().Name, nil
+}
+
+// ethtoolValue is struct ethtool_value.
+type ethtoolValue struct {
+	cmd, data uint32
+}
+
+// ifreqData is struct ifreq with ifr_data.
+type ifreqData struct {
+	name [unix.IFNAMSIZ]byte
+	data uintptr
+	_    [16]byte
+}
+
+// offloads reads GRO (ETHTOOL_GGRO) and LRO (ETH_FLAG_LRO of
+// ETHTOOL_GFLAGS) with the ethtool ioctl, so no ethtool binary is needed.
+func offloads(ifname string) (gro, lro bool, err error) {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false, false, err
+	}
+	defer unix.Close(fd)
+	get := func(cmd uint32) (uint32, error) {
+		v := ethtoolValue{cmd: cmd}
+		var ifr ifreqData
+		copy(ifr.name[:len(ifr.name)-1], ifname)
+		ifr.data = uintptr(unsafe.Pointer(&v))
+		_, _, e := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr)))
+		if e != 0 {
+			return 0, fmt.Errorf("ethtool ioctl on %s: %w", ifname, e)
+		}
+		return v.data, nil
+	}
+	g, err := get(unix.ETHTOOL_GGRO)
+	if err != nil {
+		return false, false, err
+	}
+	const ethFlagLRO = 1 << 15
+	f, err := get(unix.ETHTOOL_GFLAGS)
+	if err != nil {
+		return g != 0, false, nil // LRO unknown: assume off
+	}
+	return g != 0, f&ethFlagLRO != 0, nil
+}

@@ -1,0 +1,253 @@
+package router
+
+// Prometheus metrics (Config.Interface.MetricsListen). Nothing here touches
+// the data path: a scrape calls Status, which reads each shard's published
+// atomic counters and asks each shard for its lanes on the shard's own
+// goroutine. The shards take no lock and do no extra work per packet.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.uber.org/zap"
+
+	"github.com/yip-router/yip-router/shard"
+)
+
+// statusSource is what the collector reads on each scrape (*Router; a fake
+// in tests).
+type statusSource interface{ Status() Status }
+
+// shardMetric says which metric family and extra label a shard counter
+// feeds.
+type shardMetric struct {
+	desc  *prometheus.Desc
+	label string // value of the extra label ("" = none)
+}
+
+// collector turns one Status per scrape into metrics.
+type collector struct {
+	src   statusSource
+	shard map[string]shardMetric // by shard counter name ("udp_in")
+	descs []*prometheus.Desc
+
+	info, uptime, shards, handshakes                   *prometheus.Desc
+	peerRxBytes, peerTxBytes, peerRxPkts, peerTxPkts   *prometheus.Desc
+	peerRecovered, peerLost, peerLastHS, peerHS, lanes *prometheus.Desc
+}
+
+// shardFamily maps a shard counter to a metric family: counters that are
+// one direction of a pair share a family with a direction label, drops share
+// yip_shard_drops_total with a reason label, and any other counter is
+// yip_shard_<name>_total.
+func shardFamily(name string) (family, label, value, help string) {
+	switch name {
+	case "tun_in", "tun_out":
+		return "yip_shard_tun_packets_total", "direction", strings.TrimPrefix(name, "tun_"),
+			"Inner packets read from (in) and written to (out) the shard's TUN queue."
+	case "udp_in", "udp_out":
+		return "yip_shard_udp_datagrams_total", "direction", strings.TrimPrefix(name, "udp_"),
+			"Underlay UDP datagrams received (in) and sent (out) by the shard, parity and control included."
+	case "bytes_in", "bytes_out":
+		return "yip_shard_udp_bytes_total", "direction", strings.TrimPrefix(name, "bytes_"),
+			"Underlay UDP payload bytes received (in) and sent (out) by the shard."
+	case "control_in", "control_out":
+		return "yip_shard_control_frames_total", "direction", strings.TrimPrefix(name, "control_"),
+			"Control frames (keepalives, loss reports) received (in) and sent (out)."
+	case "parity_out":
+		return "yip_shard_fec_parity_sent_total", "", "", "FEC parity symbols sent."
+	case "fec_recovered":
+		return "yip_shard_fec_recovered_total", "", "", "Data symbols recovered from FEC parity."
+	case "handed_off":
+		return "yip_shard_handed_off_total", "", "", "Inner packets passed to the shard owning the lane."
+	case "taken_over":
+		return "yip_shard_taken_over_total", "", "", "Packets received from other shards over the mesh."
+	case "foreign_lane":
+		return "yip_shard_foreign_lane_total", "", "", "Datagrams that arrived on this shard for a lane another shard owns (source port rewritten by a NAT); handed to the owner."
+	}
+	if r, ok := strings.CutPrefix(name, "drop_"); ok {
+		return "yip_shard_drops_total", "reason", r, "Packets and datagrams dropped, by reason."
+	}
+	return "yip_shard_" + name + "_total", "", "", "Shard counter " + name + "."
+}
+
+func newCollector(src statusSource) *collector {
+	c := &collector{src: src, shard: map[string]shardMetric{}}
+	d := func(name, help string, labels ...string) *prometheus.Desc {
+		desc := prometheus.NewDesc(name, help, labels, nil)
+		c.descs = append(c.descs, desc)
+		return desc
+	}
+	families := map[string]*prometheus.Desc{}
+	for _, k := range shard.Counters() {
+		fam, label, value, help := shardFamily(k.String())
+		desc := families[fam]
+		if desc == nil {
+			labels := []string{"shard", "cpu"}
+			if label != "" {
+				labels = append(labels, label)
+			}
+			desc = d(fam, help, labels...)
+			families[fam] = desc
+		}
+		c.shard[k.String()] = shardMetric{desc: desc, label: value}
+	}
+	c.info = d("yip_router_info", "Always 1; the labels name the router.", "interface", "public_key", "listen_port")
+	c.uptime = d("yip_router_uptime_seconds", "Seconds since the router started.")
+	c.shards = d("yip_router_shards", "Number of data-plane shards.")
+	c.handshakes = d("yip_handshakes_total", "Handshake events: initiated (initiations sent), completed (responses accepted), answered (initiations answered), cookie_demanded (cookie replies sent under load), refused (initiations rejected: unknown key, bad MAC, replayed timestamp).", "event")
+	c.peerRxBytes = d("yip_peer_rx_bytes_total", "Underlay bytes received from the peer in its current session (resets with a new session).", "peer")
+	c.peerTxBytes = d("yip_peer_tx_bytes_total", "Underlay bytes sent to the peer in its current session (resets with a new session).", "peer")
+	c.peerRxPkts = d("yip_peer_rx_packets_total", "Datagrams received from the peer in its current session.", "peer")
+	c.peerTxPkts = d("yip_peer_tx_packets_total", "Datagrams sent to the peer in its current session.", "peer")
+	c.peerRecovered = d("yip_peer_fec_recovered_total", "Packets from the peer recovered by FEC in its current session.", "peer")
+	c.peerLost = d("yip_peer_fec_unrecovered_total", "Packets from the peer that FEC could not recover in its current session.", "peer")
+	c.peerLastHS = d("yip_peer_last_handshake_seconds", "Unix time of the peer's latest completed handshake; 0 = never.", "peer")
+	c.peerHS = d("yip_peer_handshakes_total", "Handshakes completed with the peer.", "peer")
+	c.lanes = d("yip_peer_lanes", "Lanes of the peer's current session (0 = no session).", "peer")
+	return c
+}
+
+// Describe implements prometheus.Collector.
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range c.descs {
+		ch <- d
+	}
+}
+
+// Collect implements prometheus.Collector: one Status per scrape.
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.src.Status()
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	counter := func(d *prometheus.Desc, v uint64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
+	}
+	gauge(c.info, 1, st.Interface, st.PublicKey, strconv.Itoa(int(st.ListenPort)))
+	gauge(c.uptime, st.Uptime.Seconds())
+	gauge(c.shards, float64(len(st.Shards)))
+	h := st.Handshakes
+	for _, e := range []struct {
+		name string
+		v    uint64
+	}{{"initiated", h.Initiated}, {"completed", h.Completed}, {"answered", h.Answered}, {"cookie_demanded", h.CookieDemanded}, {"refused", h.Refused}} {
+		counter(c.handshakes, e.v, e.name)
+	}
+	for _, s := range st.Shards {
+		id, cpu := strconv.Itoa(s.ID), strconv.Itoa(s.CPU)
+		// Every known counter, zeros included (Status leaves zeros out):
+		// series should not appear out of nowhere on the first drop.
+		for _, k := range shard.Counters() {
+			m := c.shard[k.String()]
+			if m.label != "" {
+				counter(m.desc, s.Counters[k.String()], id, cpu, m.label)
+			} else {
+				counter(m.desc, s.Counters[k.String()], id, cpu)
+			}
+		}
+	}
+	for _, p := range st.Peers {
+		k := p.PublicKey
+		counter(c.peerRxBytes, p.RxBytes, k)
+		counter(c.peerTxBytes, p.TxBytes, k)
+		counter(c.peerRxPkts, p.RxPackets, k)
+		counter(c.peerTxPkts, p.TxPackets, k)
+		counter(c.peerRecovered, p.FECRecovered, k)
+		counter(c.peerLost, p.FECLost, k)
+		counter(c.peerHS, p.Handshakes, k)
+		last := 0.0
+		if !p.LastHandshake.IsZero() {
+			last = float64(p.LastHandshake.UnixNano()) / 1e9
+		}
+		gauge(c.peerLastHS, last, k)
+		gauge(c.lanes, float64(len(p.Lanes)), k)
+	}
+}
+
+// metricsHandler serves src's metrics, plus the Go runtime's and the
+// process's when runtime is set.
+func metricsHandler(src statusSource, runtime bool) http.Handler {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(newCollector(src))
+	if runtime {
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
+		if req.URL.Path != "/" {
+			http.NotFound(w, req)
+			return
+		}
+		fmt.Fprintln(w, "yip-router: metrics are at /metrics")
+	})
+	return mux
+}
+
+// ServeMetrics serves Prometheus metrics at http://addr/metrics until stop
+// is called or the router is closed. Each scrape reads Status once.
+func (r *Router) ServeMetrics(addr string) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           metricsHandler(r, true),
+		ReadHeaderTimeout: 5 * time.Second,
+		WriteTimeout:      10 * time.Second,
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	r.wg.Add(2)
+	go func() {
+		defer r.wg.Done()
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			r.log.Error("metrics server failed", zap.Error(err))
+		}
+	}()
+	go func() {
+		defer r.wg.Done()
+		defer close(finished)
+		select {
+		case <-r.stop:
+		case <-done:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if srv.Shutdown(ctx) != nil {
+			srv.Close()
+		}
+	}()
+	var once sync.Once
+	return func() {
+		once.Do(func() { close(done) })
+		<-finished
+	}, nil
+}
+
+// StartMetrics starts the metrics server when cfg sets MetricsListen (a
+// no-op otherwise). The server stops with the router (Close) or with stop.
+func StartMetrics(r *Router, cfg *Config, log *zap.Logger) (stop func(), err error) {
+	addr := cfg.Interface.MetricsListen
+	if addr == "" {
+		return func() {}, nil
+	}
+	stop, err = r.ServeMetrics(addr)
+	if err != nil {
+		return nil, fmt.Errorf("MetricsListen = %s: %w", addr, err)
+	}
+	if log != nil {
+		log.Info("metrics", zap.String("url", "http://"+addr+"/metrics"))
+	}
+	return stop, nil
+}
