@@ -38,6 +38,9 @@ type Options struct {
 	FEC    [2]string
 	Env    []string  // extra environment for the routers (test knobs)
 	Extra  [2]string // per side: lines appended to the [Interface] section
+	// Symmetric gives both sides the other's Endpoint and a 1 s
+	// PersistentKeepalive, so both initiate at start (crossing handshakes).
+	Symmetric bool
 	Keep   bool      // keep logs on Close (tests print them on failure)
 }
 
@@ -135,8 +138,11 @@ func (l *Lab) WriteConfig(s Side, extra string) error {
 	b.WriteString("\n")
 	fmt.Fprintf(&b, "[Peer]\nPublicKey = %s\nAllowedIPs = %s, %s\n",
 		l.keys[o].Public(), netip.PrefixFrom(l.Inner4[o], 16).Masked(), netip.PrefixFrom(l.Inner6[o], 64).Masked())
-	if s == A {
-		fmt.Fprintf(&b, "Endpoint = %s\n", netip.AddrPortFrom(l.Underlay[B], Port))
+	if s == A || l.opts.Symmetric {
+		fmt.Fprintf(&b, "Endpoint = %s\n", netip.AddrPortFrom(l.Underlay[o], Port))
+	}
+	if l.opts.Symmetric {
+		b.WriteString("PersistentKeepalive = 1\n")
 	}
 	b.WriteString(extra)
 	return os.WriteFile(l.ConfigPath(s), b.Bytes(), 0o600)

@@ -278,3 +278,39 @@ func TestReloadAddsPeer(t *testing.T) {
 		t.Error("the reload dropped the running session (a new handshake was needed)")
 	}
 }
+
+// Both gateways know each other's endpoint and keep the tunnel up, so both
+// initiate. The tunnel must come up and settle on one session. (Whether the
+// two initiations actually cross depends on timing; this test does not
+// force it, so it does not prove the tie-break in handleInitiation.)
+func TestSymmetricEndpoints(t *testing.T) {
+	l := newLab(t, lab.Options{Shards: [2]int{2, 2}, Symmetric: true})
+	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WaitTunnel(lab.B, l.Inner4[lab.A], 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	count := func() uint64 {
+		var n uint64
+		for s := range 2 {
+			st, err := l.Status(lab.Side(s))
+			if err != nil {
+				t.Fatal(err)
+			}
+			n += st.Handshakes.Completed + st.Handshakes.Answered
+		}
+		return n
+	}
+	before := count()
+	res, err := l.UDPStream(lab.A, l.Inner4[lab.B], 1000, 3000, 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Received != res.Sent {
+		t.Errorf("lost %d of %d packets on a settled tunnel", res.Sent-res.Received, res.Sent)
+	}
+	if after := count(); after != before {
+		t.Errorf("handshakes kept happening (%d -> %d): the two sides did not settle on one session", before, after)
+	}
+}
