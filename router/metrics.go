@@ -75,6 +75,12 @@ func shardFamily(name string) (family, label, value, help string) {
 	case "foreign_lane":
 		return "yip_shard_foreign_lane_total", "", "", "Datagrams that arrived on this shard for a lane another shard owns (source port rewritten by a NAT); handed to the owner."
 	}
+	switch name {
+	case "pool_high_water":
+		return "yip_shard_pool_buffers_high_water", "", "", "Most packet buffers of the shard's pool ever in use at once (the pool is fixed; near its size means drops)."
+	case "ring_high_water":
+		return "yip_shard_ring_occupancy_high_water", "", "", "Most packets ever seen waiting in one of the shard's incoming mesh rings (capacity 1024)."
+	}
 	if r, ok := strings.CutPrefix(name, "drop_"); ok {
 		return "yip_shard_drops_total", "reason", r, "Packets and datagrams dropped, by reason."
 	}
@@ -150,6 +156,10 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		// series should not appear out of nowhere on the first drop.
 		for _, k := range shard.Counters() {
 			m := c.shard[k.String()]
+			if k.IsGauge() {
+				gauge(m.desc, float64(s.Counters[k.String()]), id, cpu)
+				continue
+			}
 			if m.label != "" {
 				counter(m.desc, s.Counters[k.String()], id, cpu, m.label)
 			} else {

@@ -39,7 +39,7 @@ func TestMetricsExposition(t *testing.T) {
 		Interface: "yip0", PublicKey: "mFp+u1F0ie+NngI53dplYbtPSOJtxRRI05vApdO/Fjo=", ListenPort: 51820,
 		Uptime: 90 * time.Second,
 		Shards: []ShardStatus{
-			{ID: 0, CPU: 2, Counters: map[string]uint64{"tun_in": 10, "tun_out": 11, "udp_in": 12, "udp_out": 13, "bytes_in": 1200, "bytes_out": 1300, "drop_bad_tag": 5, "fec_recovered": 3, "foreign_lane": 1}},
+			{ID: 0, CPU: 2, Counters: map[string]uint64{"tun_in": 10, "tun_out": 11, "udp_in": 12, "udp_out": 13, "bytes_in": 1200, "bytes_out": 1300, "drop_bad_tag": 5, "fec_recovered": 3, "foreign_lane": 1, "pool_high_water": 96, "ring_high_water": 32}},
 			{ID: 1, CPU: 3, Counters: map[string]uint64{"udp_in": 7, "drop_replay": 2, "parity_out": 4}},
 		},
 		Handshakes: HandshakeCounts{Initiated: 4, Completed: 3, Answered: 2, CookieDemanded: 1, Refused: 6},
@@ -87,6 +87,10 @@ func TestMetricsExposition(t *testing.T) {
 		`yip_peer_lanes{peer="` + peerKey + `"} 2`,
 		`yip_peer_last_handshake_seconds{peer="other"} 0`,
 		`yip_peer_lanes{peer="other"} 0`,
+		`yip_shard_pool_buffers_high_water{cpu="2",shard="0"} 96`,
+		`yip_shard_ring_occupancy_high_water{cpu="2",shard="0"} 32`,
+		`# TYPE yip_shard_pool_buffers_high_water gauge`,
+		`# TYPE yip_shard_ring_occupancy_high_water gauge`,
 		`# TYPE yip_shard_drops_total counter`,
 		`# TYPE yip_peer_last_handshake_seconds gauge`,
 	}

@@ -713,6 +713,9 @@ func (s *Shard) takeMesh() int {
 				break
 			}
 		}
+		if l := uint64(s.mesh.fwd[from][s.id].Len()); l > s.stats.c[RingHighWater] {
+			s.stats.c[RingHighWater] = l
+		}
 		for {
 			n := s.mesh.fwd[from][s.id].Pop(s.popBuf)
 			if n == 0 {
@@ -792,6 +795,7 @@ func (s *Shard) publish() {
 	// Decoder counters are per lane and cumulative; removed lanes' counts
 	// leave these sums (the router keeps per-peer totals).
 	s.stats.c[FECRecovered] = rec
+	s.stats.c[PoolHighWater] = uint64(s.pool.Cap() - s.pool.LowWater())
 	s.stats.c[DropDuplicate] = dup
 	s.stats.c[DropFECWindow] = win
 	s.stats.publish()

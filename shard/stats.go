@@ -37,6 +37,8 @@ const (
 	DropFECWindow                  // FEC: symbol outside the window, invalid or inconsistent
 	ControlIn                      // control frames received
 	ControlOut                     // control frames sent
+	PoolHighWater                  // gauge: most packet buffers ever in use at once
+	RingHighWater                  // gauge: fullest any incoming mesh ring has been seen
 	numCounters
 )
 
@@ -47,8 +49,12 @@ var counterNames = [numCounters]string{
 	"drop_bad_header", "drop_replay", "drop_decrypt", "drop_not_allowed",
 	"drop_ring_full", "drop_pool_empty", "drop_send", "drop_tun_write",
 	"drop_oversize", "drop_seal", "drop_duplicate", "drop_fec_window",
-	"control_in", "control_out",
+	"control_in", "control_out", "pool_high_water", "ring_high_water",
 }
+
+// IsGauge reports whether c is a level (a high-water mark) rather than a
+// count that only grows.
+func (c Counter) IsGauge() bool { return c == PoolHighWater || c == RingHighWater }
 
 func (c Counter) String() string { return counterNames[c] }
 
