@@ -70,8 +70,8 @@ type Shard struct {
 	mesh  *Mesh
 	waker *ring.Waker
 
-	lanes   map[netip.AddrPort]*lane // ingress: remote address → owned lane
-	foreign map[netip.AddrPort]int   // ingress: remote address → owner shard
+	lanes   map[netip.AddrPort]*lane       // ingress: remote address → owned lane
+	foreign map[netip.AddrPort]foreignLane // ingress: remote address → owner shard
 	peers   map[PeerID]*peerLanes
 
 	ctlMu sync.Mutex
@@ -133,7 +133,7 @@ func New(cfg Config) (*Shard, error) {
 	n := cfg.Mesh.Size()
 	s := &Shard{
 		id: cfg.ID, cfg: cfg, pool: pool, mesh: cfg.Mesh, waker: cfg.Mesh.wakers[cfg.ID],
-		lanes: map[netip.AddrPort]*lane{}, foreign: map[netip.AddrPort]int{}, peers: map[PeerID]*peerLanes{},
+		lanes: map[netip.AddrPort]*lane{}, foreign: map[netip.AddrPort]foreignLane{}, peers: map[PeerID]*peerLanes{},
 		waiting: map[PeerID]*waitQueue{},
 		ctl:     ctl,
 		rx:      udp.NewBatch(cfg.Batch),
@@ -223,9 +223,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 			delete(s.lanes, old.cfg.Remote)
 		}
 	}
-	if !cfg.HoldTx || ln.prev == nil {
-		ln.confirmed = !cfg.HoldTx
-	}
+	ln.confirmed = !cfg.HoldTx
 	pl.local[cfg.Index] = ln
 	pl.owners[cfg.Index] = s.id
 	s.lanes[cfg.Remote] = ln
@@ -252,19 +250,38 @@ func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.
 		}
 	}
 	if _, mine := s.lanes[remote]; !mine {
-		s.foreign[remote] = owner
+		s.foreign[remote] = foreignLane{owner: owner, peer: peer}
 	}
 	s.releaseWaiting(peer)
 }
 
-// RemovePeer forgets every lane of peer.
+// RemovePeer forgets every lane of peer, the hand-over entries that point
+// at its lanes on other shards, and the packets waiting for it.
 func (s *Shard) RemovePeer(peer PeerID) {
 	for addr, ln := range s.lanes {
 		if ln.cfg.Peer == peer {
 			delete(s.lanes, addr)
 		}
 	}
+	for addr, f := range s.foreign {
+		if f.peer == peer {
+			delete(s.foreign, addr)
+		}
+	}
+	if q := s.waiting[peer]; q != nil {
+		for _, p := range q.pkts {
+			s.count(DropNoSession)
+			s.release(p)
+		}
+		delete(s.waiting, peer)
+	}
 	delete(s.peers, peer)
+}
+
+// foreignLane is a remote address whose lane another shard owns.
+type foreignLane struct {
+	owner int
+	peer  PeerID
 }
 
 func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
@@ -517,7 +534,8 @@ func (s *Shard) ingress(conn int, p *ring.Packet) bool {
 	data := p.Buf[:p.N]
 	ln := s.lanes[p.Addr]
 	if ln == nil {
-		if o, ok := s.foreign[p.Addr]; ok {
+		if f, ok := s.foreign[p.Addr]; ok {
+			o := f.owner
 			s.count(ForeignLane)
 			p.Meta = meshIngress
 			s.handoff[o] = append(s.handoff[o], p)
