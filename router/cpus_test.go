@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"testing"
 )
 
@@ -13,12 +14,12 @@ func fakeTopology(t *testing.T, core []int) string {
 	t.Helper()
 	sys := t.TempDir()
 	for i, c := range core {
-		d := filepath.Join(sys, "devices/system/cpu", "cpu"+itoa(i), "topology")
+		d := filepath.Join(sys, "devices/system/cpu", "cpu"+strconv.Itoa(i), "topology")
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
 		}
 		os.WriteFile(filepath.Join(d, "physical_package_id"), []byte("0\n"), 0o644)
-		os.WriteFile(filepath.Join(d, "core_id"), []byte(itoa(c)+"\n"), 0o644)
+		os.WriteFile(filepath.Join(d, "core_id"), []byte(strconv.Itoa(c)+"\n"), 0o644)
 	}
 	return sys
 }

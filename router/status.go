@@ -2,6 +2,7 @@ package router
 
 import (
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/yip-router/yip-router/shard"
@@ -136,19 +137,5 @@ func fecString(k, r int) string {
 	if r == 0 {
 		return "off"
 	}
-	return itoa(k) + ":" + itoa(r)
-}
-
-func itoa(n int) string {
-	if n == 0 {
-		return "0"
-	}
-	var b [20]byte
-	i := len(b)
-	for n > 0 {
-		i--
-		b[i] = byte('0' + n%10)
-		n /= 10
-	}
-	return string(b[i:])
+	return strconv.Itoa(k) + ":" + strconv.Itoa(r)
 }
