@@ -131,6 +131,10 @@ func sealCookieReply(key *[32]byte, ck Cookie, initiation []byte) ([]byte, error
 	return a.Seal(out, out[:cookieNonceLen], pt, mac1Of(initiation)), nil
 }
 
+// CookieReplyLen reports whether n is a possible cookie-reply length: the
+// cheap first test for a datagram that matched nothing else.
+func CookieReplyLen(n int) bool { return n >= cookieMinLen && n <= cookieMinLen+cookieMaxPad }
+
 func openCookieReply(key *[32]byte, reply, mac1 []byte) (Cookie, error) {
 	var ck Cookie
 	if len(reply) < cookieMinLen || len(reply) > cookieMinLen+cookieMaxPad {

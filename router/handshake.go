@@ -79,8 +79,7 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 			r.log.Debug("crossing initiations: keeping ours", zap.String("peer", p.cfg.PublicKey.String()))
 			return
 		}
-		delete(r.pending, p.initIndex)
-		p.init = nil
+		r.clearInit(p)
 	}
 	ports := make([]uint16, len(r.shards))
 	for i := range ports {
@@ -95,6 +94,10 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 	// Lanes first, then the response: the initiator sends data as soon
 	// as it has the response.
 	p.endpoint = from
+	// Lane 0's initiation came from the initiator's lane-0 socket: use the
+	// source as seen (a NAT may have rewritten the port); the other lanes'
+	// ports are as offered.
+	sess.Remote.Ports[0] = from.Port()
 	r.install(p, sess, from.Addr(), false, now)
 	if err := r.conn(sh, conn).SendTo(resp, from); err != nil {
 		r.log.Warn("sending handshake response", zap.Stringer("to", from), zap.Error(err))
@@ -116,8 +119,7 @@ func (r *Router) handleResponse(idx uint32, data []byte, from netip.AddrPort) bo
 		r.log.Debug("response refused", zap.Stringer("from", from), zap.Error(err))
 		return true
 	}
-	delete(r.pending, idx)
-	p.init = nil
+	r.clearInit(p)
 	p.attempts = 0
 	p.endpoint = from
 	r.install(p, sess, from.Addr(), true, time.Now())
@@ -127,6 +129,11 @@ func (r *Router) handleResponse(idx uint32, data []byte, from netip.AddrPort) bo
 }
 
 func (r *Router) handleCookieReply(data []byte, from netip.AddrPort) bool {
+	// Garbage floods come through here: reject on length, and skip the
+	// lock entirely unless an initiation of ours is waiting.
+	if !crypto.CookieReplyLen(len(data)) || r.npending.Load() == 0 {
+		return false
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, p := range r.pending {
@@ -134,7 +141,7 @@ func (r *Router) handleCookieReply(data []byte, from netip.AddrPort) bool {
 			if p.init.ConsumeCookieReply(data, time.Now()) == nil {
 				// Retry at once with the cookie.
 				p.nextTry = time.Time{}
-				p.init = nil
+				r.clearInit(p)
 				return true
 			}
 		}
@@ -184,6 +191,15 @@ func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, ini
 	p.nHS++
 }
 
+// clearInit forgets p's pending initiation. Caller holds r.mu.
+func (r *Router) clearInit(p *peer) {
+	if p.init != nil {
+		delete(r.pending, p.initIndex)
+		p.init = nil
+	}
+	r.npending.Store(int32(len(r.pending)))
+}
+
 // noSession is the shards' hook: traffic waits for p. The timers start the
 // handshake (not here: this runs on a shard).
 func (r *Router) noSession(_ int, id shard.PeerID) {
@@ -204,9 +220,7 @@ func (r *Router) initiate(p *peer, now time.Time) {
 	for i, c := range r.laneSk {
 		ports[i] = c.LocalAddr().Port()
 	}
-	if p.init != nil {
-		delete(r.pending, p.initIndex)
-	}
+	r.clearInit(p)
 	index := randUint32()
 	in, dgram, err := r.local.Initiate(p.cp, index, crypto.LaneOffer{Ports: ports}, now)
 	if err != nil {
@@ -215,6 +229,7 @@ func (r *Router) initiate(p *peer, now time.Time) {
 	}
 	p.init, p.initIndex, p.initAt = in, index, now
 	r.pending[index] = p
+	r.npending.Store(int32(len(r.pending)))
 	p.attempts++
 	// Backoff with jitter: 1, 2, 4, 8 s … capped at 15 s, ±20%.
 	back := time.Second << min(p.attempts-1, 4)
@@ -287,7 +302,7 @@ func (r *Router) checkLiveness(now time.Time) {
 	defer r.mu.Unlock()
 	for id, tx := range lastTx {
 		p := r.byID[id]
-		if p == nil || p.sess == nil || p.init != nil {
+		if p == nil || p.sess == nil || (p.init != nil && now.Sub(p.initAt) < handshakeTimeout) {
 			continue
 		}
 		rx := lastRx[id]

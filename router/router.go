@@ -77,6 +77,7 @@ type Router struct {
 	nextID  shard.PeerID
 	pending map[uint32]*peer // our initiation index → peer
 
+	npending  atomic.Int32  // len(pending), read without the lock
 	initCount atomic.Uint64 // initiations received this second
 	initSlot  atomic.Int64
 	hs        handshakeStats
@@ -270,6 +271,7 @@ func (r *Router) setPeers(pcs []PeerConfig) error {
 	}
 	for k, p := range r.peers {
 		if !keep[k] {
+			r.clearInit(p)
 			r.dropSession(p)
 			r.local.RemovePeer(k)
 			delete(r.peers, k)
@@ -375,7 +377,9 @@ func (r *Router) Reload(cfg *Config) error {
 	if err := replaceRoutes(r.dev.Name, add, del); err != nil {
 		return err
 	}
+	r.mu.Lock()
 	r.cfg = cfg
+	r.mu.Unlock()
 	r.log.Info("configuration reloaded", zap.Int("peers", len(cfg.Peers)), zap.Int("routes_added", len(add)), zap.Int("routes_removed", len(del)))
 	return nil
 }

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"fmt"
-	"github.com/yip-router/yip-router/ring"
 	"runtime"
 	"time"
 
@@ -117,7 +116,7 @@ func (s *Shard) meshPending() bool {
 			return true
 		}
 	}
-	return s.ctl.Len() > 0
+	return s.ctlPending.Load() > 0
 }
 
 // readConn receives one batch from socket c and runs ingress on it.
@@ -132,32 +131,14 @@ func (s *Shard) readConn(c int) int {
 		p.N, p.Addr = s.rx.Sizes[i], s.rx.Addrs[i]
 		s.stats.c[BytesIn] += uint64(p.N)
 		if s.ingress(c, p) {
-			// Handed to another shard: take a fresh buffer for the slot.
+			// Handed to another shard: a fresh buffer for the slot
+			// (ingress hands off only when the pool has one).
 			q := s.pool.Get()
-			if q == nil {
-				// Should not happen (the pool covers batch + mesh); keep
-				// the slot usable by taking the packet back from hand-off.
-				s.count(DropPoolEmpty)
-				q = s.reclaimHandoff(p)
-			}
 			s.rxPkts[i] = q
 			s.rx.Bufs[i] = q.Buf
 		}
 	}
 	return n
-}
-
-// reclaimHandoff removes p from the pending hand-off batch (pool empty).
-func (s *Shard) reclaimHandoff(p *ring.Packet) *ring.Packet {
-	for o, h := range s.handoff {
-		for i, q := range h {
-			if q == p {
-				s.handoff[o] = append(h[:i], h[i+1:]...)
-				return p
-			}
-		}
-	}
-	return p
 }
 
 // readTun reads up to one batch of packets from the TUN queue.

@@ -446,3 +446,50 @@ func TestPipelineRekey(t *testing.T) {
 		t.Fatalf("A got %d of 2", len(a.tun[0]))
 	}
 }
+
+// A shard told about another shard's lane before its own lane's install
+// arrives must not hand its waiting packets to itself (there is no ring from
+// a shard to itself): they keep waiting for the install.
+func TestPipelineOwnInstallArrivesLast(t *testing.T) {
+	a, b := newSide(t, 2, routesA), newSide(t, 2, routesB)
+	a1 := a.shards[1]
+	inject(t, a1, ipPacket("10.1.0.5", "10.2.0.9", 60, 1)) // waits: no lanes yet
+	a1.SetLaneOwner(2, 2, 0, 0, addrB)                     // lane 0 is shard 0's
+	a1.flushAll()                                          // used to panic on a nil ring
+	connect(t, a, b, fec.EncoderConfig{K: 8, R: 1})        // now lane 1 arrives
+	deliverAll(t, a, b, nil)
+	if len(b.tun[1]) != 1 {
+		t.Fatalf("the waiting packet was not sent once its lane arrived (%d delivered)", len(b.tun[1]))
+	}
+}
+
+// Two rekeys answered in a row with HoldTx, the first response lost: the
+// initiator still has the first keys, so the responder must keep them as
+// prev (not the never-used middle keys) and keep sending under them.
+func TestPipelineDoubleHoldKeepsConfirmedKeys(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
+	sb := b.shards[0]
+	first := sb.lanes[addrA].cfg
+	for i := range 2 {
+		cfg := first
+		ks := crypto.NewSessionKeys([32]byte{byte(i + 1)}, [32]byte{byte(i + 50)}, false)
+		cfg.Send, cfg.Recv = ks.SendLane(0), ks.RecvLane(0)
+		cfg.HoldTx = true
+		if err := sb.InstallLane(cfg); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A, still on the first keys, sends; B must open it.
+	inject(t, a.shards[0], ipPacket("10.1.0.5", "10.2.0.9", 80, 7))
+	deliverAll(t, a, b, nil)
+	if len(b.tun[0]) != 1 {
+		t.Fatalf("B dropped a packet under the keys the initiator still holds")
+	}
+	// B answers under the first keys too, which A opens.
+	inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", 80, 8))
+	deliverAll(t, b, a, nil)
+	if len(a.tun[0]) != 1 {
+		t.Fatalf("A could not open B's reply: B sent under keys A never got")
+	}
+}

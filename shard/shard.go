@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -74,8 +75,13 @@ type Shard struct {
 	foreign map[netip.AddrPort]foreignLane // ingress: remote address → owner shard
 	peers   map[PeerID]*peerLanes
 
-	ctlMu sync.Mutex
-	ctl   *ring.SPSC[func(*Shard)]
+	// Control commands: an unbounded list, because the router issues them
+	// while holding its own lock and must never block or lose one. The
+	// shard checks the atomic count once per loop iteration and takes the
+	// mutex only when there is something to run.
+	ctlMu      sync.Mutex
+	ctl        []func(*Shard)
+	ctlPending atomic.Int32
 
 	// I/O staging, allocated once.
 	rx      *udp.Batch
@@ -94,13 +100,15 @@ type Shard struct {
 	now      time.Time
 	stop     atomic.Bool
 
-	waiting map[PeerID]*waitQueue // packets for peers still handshaking
+	waiting   map[PeerID]*waitQueue // packets for peers still handshaking
+	waitTotal int
 }
 
 // Bounds of the queue of packets waiting for a handshake, per shard.
 const (
-	waitPerPeer = 64
-	waitMaxAge  = 3 * time.Second
+	waitPerPeer  = 64
+	waitPerShard = 1024 // all peers: the pool must never run dry waiting
+	waitMaxAge   = 3 * time.Second
 	// prevKeep is how long a lane keeps its previous keys after a rekey.
 	prevKeep = 15 * time.Second
 )
@@ -129,13 +137,11 @@ func New(cfg Config) (*Shard, error) {
 	if err != nil {
 		return nil, err
 	}
-	ctl, _ := ring.NewSPSC[func(*Shard)](256)
 	n := cfg.Mesh.Size()
 	s := &Shard{
 		id: cfg.ID, cfg: cfg, pool: pool, mesh: cfg.Mesh, waker: cfg.Mesh.wakers[cfg.ID],
 		lanes: map[netip.AddrPort]*lane{}, foreign: map[netip.AddrPort]foreignLane{}, peers: map[PeerID]*peerLanes{},
 		waiting: map[PeerID]*waitQueue{},
-		ctl:     ctl,
 		rx:      udp.NewBatch(cfg.Batch),
 		rxPkts:  make([]*ring.Packet, cfg.Batch),
 		handoff: make([][]*ring.Packet, n),
@@ -173,27 +179,26 @@ func (s *Shard) Snapshot() Snapshot {
 }
 
 // Do runs f on the shard's goroutine at its next loop iteration: how the
-// router installs lanes and peers. Safe from any goroutine.
+// router installs lanes and peers. Safe from any goroutine; never blocks
+// and never drops a command.
 func (s *Shard) Do(f func(*Shard)) error {
 	s.ctlMu.Lock()
-	defer s.ctlMu.Unlock()
-	if s.ctl.Push([]func(*Shard){f}) != 1 {
-		return errors.New("shard: control queue full")
-	}
+	s.ctl = append(s.ctl, f)
+	s.ctlPending.Add(1)
+	s.ctlMu.Unlock()
 	s.waker.Wake()
 	return nil
 }
 
 func (s *Shard) runControl() {
-	var fs [16]func(*Shard)
-	for {
-		n := s.ctl.Pop(fs[:])
-		if n == 0 {
-			return
-		}
-		for i := range n {
-			fs[i](s)
-			fs[i] = nil
+	for s.ctlPending.Load() > 0 {
+		s.ctlMu.Lock()
+		fs := s.ctl
+		s.ctl = nil
+		s.ctlPending.Store(0)
+		s.ctlMu.Unlock()
+		for _, f := range fs {
+			f(s)
 		}
 	}
 }
@@ -216,6 +221,12 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	ln.installed = s.now
 	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
 	if old := pl.local[cfg.Index]; old != nil {
+		if !old.confirmed && old.prev != nil {
+			// The peer never used old's keys (e.g. our response to its
+			// rekey was lost and it retried): the keys it still has are
+			// old.prev's, so keep those as prev.
+			old = old.prev
+		}
 		old.prev = nil
 		ln.prev = old
 		ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = old.txPackets, old.txBytes, old.rxPackets, old.rxBytes
@@ -273,6 +284,7 @@ func (s *Shard) RemovePeer(peer PeerID) {
 			s.count(DropNoSession)
 			s.release(p)
 		}
+		s.waitTotal -= len(q.pkts)
 		delete(s.waiting, peer)
 	}
 	delete(s.peers, peer)
@@ -293,6 +305,11 @@ func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
 			for _, ln := range pl.local {
 				if ln != nil && s.lanes[ln.cfg.Remote] == ln {
 					delete(s.lanes, ln.cfg.Remote)
+				}
+			}
+			for addr, f := range s.foreign {
+				if f.peer == peer {
+					delete(s.foreign, addr)
 				}
 			}
 		}
@@ -316,10 +333,17 @@ func (s *Shard) wait(peer PeerID, p *ring.Packet) {
 		// Keep the newest: drop the oldest.
 		s.count(DropNoSession)
 		s.release(q.pkts[0])
+		s.waitTotal--
 		copy(q.pkts, q.pkts[1:])
 		copy(q.at, q.at[1:])
 		q.pkts, q.at = q.pkts[:len(q.pkts)-1], q.at[:len(q.at)-1]
 	}
+	if s.waitTotal >= waitPerShard {
+		s.count(DropNoSession)
+		s.release(p)
+		return
+	}
+	s.waitTotal++
 	q.pkts = append(q.pkts, p)
 	q.at = append(q.at, s.now)
 	if s.cfg.NoSession != nil && s.now.Sub(q.lastAsk) >= time.Second {
@@ -335,6 +359,7 @@ func (s *Shard) releaseWaiting(peer PeerID) {
 		return
 	}
 	delete(s.waiting, peer)
+	s.waitTotal -= len(q.pkts)
 	for _, p := range q.pkts {
 		s.egress(p)
 	}
@@ -347,6 +372,7 @@ func (s *Shard) expireWaiting() {
 		for k < len(q.pkts) && s.now.Sub(q.at[k]) > waitMaxAge {
 			s.count(DropNoSession)
 			s.release(q.pkts[k])
+			s.waitTotal--
 			k++
 		}
 		if k == 0 {
@@ -386,6 +412,12 @@ func (s *Shard) egress(p *ring.Packet) {
 		return
 	}
 	owner := pl.owners[li]
+	if owner == s.id {
+		// Our own lane's install is still in our control queue (the
+		// router sent SetLaneOwner for other lanes first): wait for it.
+		s.wait(peer, p)
+		return
+	}
 	p.Meta, p.Aux, p.Lane = meshEgress, uint32(peer), int32(li)
 	s.handoff[owner] = append(s.handoff[owner], p)
 	if len(s.handoff[owner]) == cap(s.handoff[owner]) {
@@ -517,10 +549,16 @@ func (s *Shard) release(p *ring.Packet) {
 func (s *Shard) flushReturns(o int) {
 	r := s.retOut[o]
 	for len(r) > 0 {
-		// The return ring holds at most what the owner lent us (forward
-		// ring capacity plus what we hold), so this cannot spin for long.
+		// The return ring holds at most what the owner lent us, so it
+		// has room unless the owner is stopped or far behind.
 		n := s.mesh.ret[s.id][o].Push(r)
 		r = r[n:]
+		if n == 0 {
+			if s.stop.Load() {
+				break // shutting down: the pools go with the process
+			}
+			runtime.Gosched()
+		}
 	}
 	clear(s.retOut[o])
 	s.retOut[o] = s.retOut[o][:0]
@@ -534,8 +572,14 @@ func (s *Shard) ingress(conn int, p *ring.Packet) bool {
 	data := p.Buf[:p.N]
 	ln := s.lanes[p.Addr]
 	if ln == nil {
-		if f, ok := s.foreign[p.Addr]; ok {
+		if f, ok := s.foreign[p.Addr]; ok && f.owner != s.id {
 			o := f.owner
+			if conn >= 0 && s.pool.Free() == 0 {
+				// The receive slot needs a fresh buffer if this one
+				// leaves: without one, drop instead of handing off.
+				s.count(DropPoolEmpty)
+				return false
+			}
 			s.count(ForeignLane)
 			p.Meta = meshIngress
 			s.handoff[o] = append(s.handoff[o], p)
@@ -569,7 +613,6 @@ func (s *Shard) ingress(conn int, p *ring.Packet) bool {
 		s.count(DropBadHeader)
 		return false
 	}
-	ln.lastRx = s.now
 	switch h.Kind {
 	case crypto.KindData, crypto.KindParity:
 		s.cur = ln
@@ -585,6 +628,7 @@ func (s *Shard) ingress(conn int, p *ring.Packet) bool {
 			s.count(DropDecrypt)
 			break
 		}
+		ln.lastRx = s.now
 		s.count(ControlIn)
 		s.control(ln, body)
 	}
@@ -636,7 +680,11 @@ func (s *Shard) Periodic(keepalive map[PeerID]time.Duration) {
 					s.SendControl(peer, i, b)
 				}
 			}
-			if ka := keepalive[peer]; ka > 0 && s.now.Sub(ln.lastTx) >= ka {
+			// Passive keepalive (as WireGuard): we heard from the peer
+			// since we last sent, and have been quiet for a while —
+			// tell it we are alive, or its liveness check re-handshakes.
+			passive := ln.lastRx.After(ln.lastTx) && s.now.Sub(ln.lastTx) >= 2*time.Second
+			if ka := keepalive[peer]; (ka > 0 && s.now.Sub(ln.lastTx) >= ka) || passive {
 				buf[0] = ctlKeepalive
 				s.SendControl(peer, i, buf[:1])
 			}
@@ -696,6 +744,7 @@ func (s *Shard) deliverSymbol(sym []byte) {
 		s.count(DropDecrypt)
 		return
 	}
+	ln.lastRx = s.now // authenticated and not a replay: the peer is alive
 	if s.cfg.Table.Load().LookupPacket(pt, true) != ln.cfg.Peer {
 		s.count(DropNotAllowed)
 		return
