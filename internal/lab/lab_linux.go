@@ -41,7 +41,7 @@ type Options struct {
 	// Symmetric gives both sides the other's Endpoint and a 1 s
 	// PersistentKeepalive, so both initiate at start (crossing handshakes).
 	Symmetric bool
-	Keep   bool      // keep logs on Close (tests print them on failure)
+	Keep      bool // keep logs on Close (tests print them on failure)
 }
 
 // Lab is a running two-gateway setup.
