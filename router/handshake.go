@@ -49,6 +49,10 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 	if conn < 0 {
 		conn = connGroup
 	}
+	if !r.limit.allow(from.Addr(), now) {
+		r.hs.rateLimited.Add(1)
+		return
+	}
 	if r.underLoad(now) && !r.cookies.CheckMac2(data, from, now) {
 		reply, err := r.local.CookieReply(data, r.cookies, from, now)
 		if err == nil {

@@ -77,7 +77,8 @@ type Router struct {
 	nextID  shard.PeerID
 	pending map[uint32]*peer // our initiation index → peer
 
-	npending  atomic.Int32  // len(pending), read without the lock
+	npending  atomic.Int32 // len(pending), read without the lock
+	limit     *limiter
 	initCount atomic.Uint64 // initiations received this second
 	initSlot  atomic.Int64
 	hs        handshakeStats
@@ -88,7 +89,7 @@ type Router struct {
 }
 
 type handshakeStats struct {
-	initiated, completed, answered, cookies, refused atomic.Uint64
+	initiated, completed, answered, cookies, refused, rateLimited atomic.Uint64
 }
 
 // peer is the control plane's view of a configured peer. Guarded by
@@ -146,7 +147,8 @@ func New(cfg *Config, opts Options) (*Router, error) {
 		cookies: crypto.NewCookieChecker(),
 		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
 		pending: map[uint32]*peer{}, nextID: 1,
-		stop: make(chan struct{}),
+		stop:  make(chan struct{}),
+		limit: newLimiter(),
 	}
 	ok := false
 	defer func() {

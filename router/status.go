@@ -33,6 +33,7 @@ type HandshakeCounts struct {
 	Answered       uint64 `json:"answered"`
 	CookieDemanded uint64 `json:"cookie_demanded"`
 	Refused        uint64 `json:"refused"`
+	RateLimited    uint64 `json:"rate_limited"`
 }
 
 // PeerStatus is one peer and its lanes.
@@ -77,6 +78,7 @@ func (r *Router) Status() Status {
 		Handshakes: HandshakeCounts{
 			Initiated: r.hs.initiated.Load(), Completed: r.hs.completed.Load(), Answered: r.hs.answered.Load(),
 			CookieDemanded: r.hs.cookies.Load(), Refused: r.hs.refused.Load(),
+			RateLimited: r.hs.rateLimited.Load(),
 		},
 	}
 	var lanes []shard.LaneStatus

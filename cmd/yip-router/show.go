@@ -92,8 +92,8 @@ func printStatus(w io.Writer, st *router.Status) {
 	fmt.Fprintf(w, "interface: %s\n  public key: %s\n  listening port: %d\n  uptime: %s\n",
 		st.Interface, st.PublicKey, st.ListenPort, st.Uptime.Round(time.Second))
 	h := st.Handshakes
-	fmt.Fprintf(w, "  handshakes: %d initiated, %d completed, %d answered, %d cookie replies, %d refused\n",
-		h.Initiated, h.Completed, h.Answered, h.CookieDemanded, h.Refused)
+	fmt.Fprintf(w, "  handshakes: %d initiated, %d completed, %d answered, %d cookie replies, %d refused, %d rate-limited\n",
+		h.Initiated, h.Completed, h.Answered, h.CookieDemanded, h.Refused, h.RateLimited)
 	fmt.Fprintf(w, "  shards: %d\n", len(st.Shards))
 	for _, s := range st.Shards {
 		c := s.Counters

@@ -219,8 +219,8 @@ func TestHostileInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for range 3 {
-		_, _ = c.Write(init) // also a replay of itself
+	for range 30 {
+		_, _ = c.Write(init) // also a replay of itself; over the source's rate limit
 	}
 	time.Sleep(300 * time.Millisecond)
 	st, err := l.Status(lab.B)
@@ -233,6 +233,11 @@ func TestHostileInput(t *testing.T) {
 	}
 	if unknown < 4000 || st.Handshakes.Refused < 3 {
 		t.Errorf("garbage counted %d, refused initiations %d", unknown, st.Handshakes.Refused)
+	}
+	// 30 back-to-back initiations from one source: the burst (5) gets a
+	// DH, the rest are dropped before any.
+	if st.Handshakes.RateLimited < 20 {
+		t.Errorf("only %d of 30 initiations rate-limited", st.Handshakes.RateLimited)
 	}
 	if rtts, err := l.Ping(lab.A, l.Inner4[lab.B], 5, 20*time.Millisecond); err != nil || len(rtts) != 5 {
 		t.Fatalf("tunnel after hostile input: %d/5 replies, %v", len(rtts), err)

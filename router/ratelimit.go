@@ -1,0 +1,79 @@
+package router
+
+import (
+	"net/netip"
+	"sync"
+	"time"
+)
+
+// Per-source limits on handshake initiations (each costs the responder a
+// DH): a token bucket per source prefix (/24 for IPv4, /64 for IPv6, so one
+// host cannot dodge it by rotating addresses in its subnet), refilled at
+// initRate per second up to initBurst. The table is bounded: when full, the
+// idlest half is dropped, so a flood of sources costs memory only up to the
+// bound.
+const (
+	initRate     = 20.0
+	initBurst    = 5.0
+	limiterLimit = 8192
+)
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+type limiter struct {
+	mu      sync.Mutex
+	buckets map[netip.Prefix]*bucket
+}
+
+func newLimiter() *limiter { return &limiter{buckets: map[netip.Prefix]*bucket{}} }
+
+func sourcePrefix(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	bits := 24
+	if a.Is6() {
+		bits = 64
+	}
+	p, _ := a.Prefix(bits)
+	return p
+}
+
+// allow takes a token for src's prefix, reporting false when it has none.
+func (l *limiter) allow(src netip.Addr, now time.Time) bool {
+	key := sourcePrefix(src)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		if len(l.buckets) >= limiterLimit {
+			l.evict(now)
+		}
+		b = &bucket{tokens: initBurst, last: now}
+		l.buckets[key] = b
+	}
+	b.tokens = min(initBurst, b.tokens+now.Sub(b.last).Seconds()*initRate)
+	b.last = now
+	if b.tokens < 1 {
+		return false
+	}
+	b.tokens--
+	return true
+}
+
+// evict drops buckets that are full again (idle long enough to have
+// refilled) and, if that is not enough, half of the rest.
+func (l *limiter) evict(now time.Time) {
+	for k, b := range l.buckets {
+		if b.tokens+now.Sub(b.last).Seconds()*initRate >= initBurst {
+			delete(l.buckets, k)
+		}
+	}
+	for k := range l.buckets {
+		if len(l.buckets) < limiterLimit/2 {
+			break
+		}
+		delete(l.buckets, k)
+	}
+}

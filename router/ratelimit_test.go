@@ -1,0 +1,40 @@
+package router
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+)
+
+func TestLimiter(t *testing.T) {
+	l := newLimiter()
+	now := time.Unix(1000, 0)
+	a := netip.MustParseAddr("192.0.2.7")
+	for i := range int(initBurst) {
+		if !l.allow(a, now) {
+			t.Fatalf("initiation %d of the burst refused", i)
+		}
+	}
+	if l.allow(a, now) {
+		t.Fatal("burst exceeded")
+	}
+	// Another host of the same /24 shares the bucket; another /24 does not.
+	if l.allow(netip.MustParseAddr("192.0.2.99"), now) {
+		t.Fatal("same /24 got a fresh bucket")
+	}
+	if !l.allow(netip.MustParseAddr("198.51.100.1"), now) {
+		t.Fatal("other prefix refused")
+	}
+	// Refill at initRate per second.
+	if !l.allow(a, now.Add(time.Second/time.Duration(initRate))) {
+		t.Fatal("no token after one refill period")
+	}
+	// Memory stays bounded under a flood of sources.
+	for i := range 3 * limiterLimit {
+		b := [16]byte{0x20, 0x01, 0x0d, 0xb8, byte(i >> 16), byte(i >> 8), byte(i)}
+		l.allow(netip.AddrFrom16(b), now)
+	}
+	if n := len(l.buckets); n > limiterLimit {
+		t.Fatalf("%d buckets, bound %d", n, limiterLimit)
+	}
+}
