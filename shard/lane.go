@@ -6,7 +6,6 @@ import (
 
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
-	"github.com/yip-router/yip-router/shard/udp"
 )
 
 // LaneConfig is what the router hands a shard to install a lane it owns.
@@ -33,7 +32,6 @@ type LaneConfig struct {
 // only by that shard's goroutine: no locks, no atomics.
 type lane struct {
 	cfg    LaneConfig
-	conn   *udp.Conn
 	sealer *crypto.Sealer
 	txf    crypto.Framer
 	enc    *fec.Encoder
@@ -53,7 +51,7 @@ type lane struct {
 	lastTx                                 time.Time
 }
 
-func newLane(cfg LaneConfig, conn *udp.Conn) (*lane, error) {
+func newLane(cfg LaneConfig) (*lane, error) {
 	enc, err := fec.NewEncoder(cfg.FEC)
 	if err != nil {
 		return nil, err
@@ -67,7 +65,6 @@ func newLane(cfg LaneConfig, conn *udp.Conn) (*lane, error) {
 	return &lane{
 		adapt:  ad,
 		cfg:    cfg,
-		conn:   conn,
 		sealer: crypto.NewSealer(&cfg.Send.AEAD),
 		txf:    crypto.NewFramer(&cfg.Send),
 		enc:    enc,

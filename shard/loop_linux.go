@@ -34,8 +34,10 @@ func Pin(cpu int) error {
 // Each iteration runs control commands, takes what other shards handed
 // over, drains each socket and the TUN queue in batches (bounded per
 // iteration so no source starves the others), sends what it staged with one
-// sendmmsg per socket, runs timers, publishes counters, and sleeps in one
-// poll(2) over all its fds when an iteration found no work.
+// sendmmsg per socket, and sleeps in one poll(2) over all its fds when an
+// iteration found no work. Timers and the publication of counters run only
+// when an FEC deadline falls due or every idlePoll, not per iteration:
+// their cost grows with the number of lanes.
 func (s *Shard) Run() error {
 	if err := Pin(s.cfg.CPU); err != nil {
 		return err
@@ -49,7 +51,6 @@ func (s *Shard) Run() error {
 		fds = append(fds, unix.PollFd{Fd: int32(s.cfg.TUN.Fd()), Events: unix.POLLIN})
 	}
 	fds = append(fds, unix.PollFd{Fd: int32(s.waker.Fd()), Events: unix.POLLIN})
-	var nextFEC time.Time
 	lastTick := time.Now()
 	for !s.stop.Load() {
 		s.now = time.Now()
@@ -62,21 +63,20 @@ func (s *Shard) Run() error {
 			work += s.readTun()
 		}
 		s.flushAll()
-		if !nextFEC.IsZero() && !s.now.Before(nextFEC) || s.now.Sub(lastTick) >= idlePoll {
-			nextFEC = s.tick()
+		if (!s.fecDue.IsZero() && !s.now.Before(s.fecDue)) || s.now.Sub(lastTick) >= idlePoll {
+			s.fecDue = s.tick()
 			s.flushAll()
+			s.publish()
 			lastTick = s.now
-		} else if nextFEC.IsZero() {
-			nextFEC = s.fecDeadline()
 		}
-		s.publish()
 		if work > 0 {
 			continue
 		}
-		timeout := idlePoll
-		if !nextFEC.IsZero() {
-			timeout = min(timeout, max(time.Until(nextFEC), time.Millisecond))
+		timeout := idlePoll - s.now.Sub(lastTick)
+		if !s.fecDue.IsZero() {
+			timeout = min(timeout, time.Until(s.fecDue))
 		}
+		timeout = max(timeout, time.Millisecond)
 		s.waker.PrepareSleep()
 		if s.meshPending() {
 			s.waker.CancelSleep()
@@ -98,16 +98,6 @@ func (s *Shard) Run() error {
 func (s *Shard) Stop() {
 	s.stop.Store(true)
 	s.waker.Kick()
-}
-
-func (s *Shard) fecDeadline() time.Time {
-	var next time.Time
-	for _, ln := range s.lanes {
-		if d, ok := ln.enc.Deadline(); ok && (next.IsZero() || d.Before(next)) {
-			next = d
-		}
-	}
-	return next
 }
 
 func (s *Shard) meshPending() bool {

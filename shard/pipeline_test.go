@@ -486,8 +486,15 @@ func TestPipelineDoubleHoldKeepsConfirmedKeys(t *testing.T) {
 	if len(b.tun[0]) != 1 {
 		t.Fatalf("B dropped a packet under the keys the initiator still holds")
 	}
-	// B answers under the first keys too, which A opens.
+	// B answers under the first keys too, which A opens; the partial FEC
+	// group it opened under those keys still gets its parity on time.
 	inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", 80, 8))
+	sb.now = sb.now.Add(fec.DefaultFlushTimeout + time.Millisecond)
+	sb.tick()
+	sb.publish()
+	if sn := sb.Snapshot(); sn.Get(ParityOut) != 1 {
+		t.Fatalf("parity of the partial group under the previous keys: %d sent, want 1", sn.Get(ParityOut))
+	}
 	deliverAll(t, b, a, nil)
 	if len(a.tun[0]) != 1 {
 		t.Fatalf("A could not open B's reply: B sent under keys A never got")

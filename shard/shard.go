@@ -55,9 +55,6 @@ type Config struct {
 	// second per peer) that traffic is waiting for a peer without lanes:
 	// the router starts a handshake. The packets wait in a bounded queue.
 	NoSession func(shard int, peer PeerID)
-	// Control receives authenticated control frames (keepalives, loss
-	// reports) on the shard's goroutine; nil ignores them.
-	Control func(shard int, peer PeerID, lane int, body []byte)
 }
 
 // Shard is one data-plane worker. Everything below is owned by the shard's
@@ -98,6 +95,7 @@ type Shard struct {
 	deliver  func([]byte)                        // bound once: FEC hands symbols to it
 	cur      *lane                               // lane of the symbol being delivered
 	now      time.Time
+	fecDue   time.Time // earliest FEC flush deadline known; zero: none
 	stop     atomic.Bool
 
 	waiting   map[PeerID]*waitQueue // packets for peers still handshaking
@@ -214,7 +212,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	if cfg.Index < 0 || cfg.Index >= cfg.Lanes {
 		return fmt.Errorf("shard %d: lane %d of %d", s.id, cfg.Index, cfg.Lanes)
 	}
-	ln, err := newLane(cfg, s.cfg.Conns[cfg.Conn])
+	ln, err := newLane(cfg)
 	if err != nil {
 		return err
 	}
@@ -449,6 +447,13 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 		return
 	}
 	d := ln.txf.Frame(p.Buf, crypto.Header{Kind: crypto.KindData, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, len(sym))
+	if s.fecDue.IsZero() {
+		// The loop only needs to wake for the first deadline; tick
+		// finds the rest.
+		if d, ok := ln.enc.Deadline(); ok {
+			s.fecDue = d
+		}
+	}
 	ln.txPackets++
 	ln.txBytes += uint64(p.N)
 	ln.lastTx = s.now
@@ -505,7 +510,9 @@ func (s *Shard) flushConn(c int) {
 		_ = err // a per-destination error is counted as drops below
 	}
 	for i := range n {
-		s.stats.c[BytesOut] += uint64(b.Sizes[i])
+		if i < sent {
+			s.stats.c[BytesOut] += uint64(b.Sizes[i])
+		}
 		s.release(s.txPkts[c][i])
 		s.txPkts[c][i] = nil
 		b.Bufs[i] = nil
@@ -658,9 +665,6 @@ func (s *Shard) control(ln *lane, body []byte) {
 			_ = ln.enc.SetRatio(k, r)
 		}
 	}
-	if s.cfg.Control != nil {
-		s.cfg.Control(s.id, ln.cfg.Peer, ln.cfg.Index, body)
-	}
 }
 
 // Periodic sends each owned lane's loss report to the peer (whose encoder
@@ -697,7 +701,7 @@ func (s *Shard) Periodic(keepalive map[PeerID]time.Duration) {
 // opened as data (and FEC never carries control).
 var controlAD = [1]byte{byte(crypto.KindControl)}
 
-// SendControl sends a control frame (keepalive: empty body) on lane index
+// SendControl sends a control frame (type byte, then payload) on lane index
 // of peer, which this shard must own. Call it on the shard's goroutine.
 func (s *Shard) SendControl(peer PeerID, index int, body []byte) bool {
 	pl := s.peers[peer]
@@ -828,23 +832,27 @@ func (s *Shard) flushAll() {
 	}
 }
 
-// tick runs the lanes' timers: FEC flush of partial groups, decoder expiry.
-// It returns the earliest pending FEC deadline (zero if none).
+// tick runs the lanes' timers: FEC flush of partial groups (the previous
+// keys' encoder too: a rekey responder sends under them until confirmed),
+// decoder expiry, the end of previous keys, waiting packets' age. It
+// returns the earliest pending FEC deadline (zero if none).
 func (s *Shard) tick() time.Time {
 	var next time.Time
 	for _, ln := range s.lanes {
-		if ln.enc.Tick(s.now) {
-			s.drainParity(ln)
-		}
-		if d, ok := ln.enc.Deadline(); ok && (next.IsZero() || d.Before(next)) {
-			next = d
-		}
-		ln.dec.Tick(s.now)
-		if ln.prev != nil {
-			ln.prev.dec.Tick(s.now)
-			if ln.confirmed && s.now.Sub(ln.installed) > prevKeep {
-				ln.prev = nil
+		for _, l := range []*lane{ln, ln.prev} {
+			if l == nil {
+				continue
 			}
+			if l.enc.Tick(s.now) {
+				s.drainParity(l)
+			}
+			if d, ok := l.enc.Deadline(); ok && (next.IsZero() || d.Before(next)) {
+				next = d
+			}
+			l.dec.Tick(s.now)
+		}
+		if ln.prev != nil && ln.confirmed && s.now.Sub(ln.installed) > prevKeep {
+			ln.prev = nil
 		}
 	}
 	s.expireWaiting()
