@@ -68,9 +68,6 @@ func (k PrivateKey) IsZero() bool { return isZero(k[:]) }
 // IsZero reports whether the key is all zeros (i.e. unset).
 func (k PublicKey) IsZero() bool { return isZero(k[:]) }
 
-// Slice returns the key's bytes (a copy).
-func (k PublicKey) Slice() []byte { return append([]byte(nil), k[:]...) }
-
 // IsZero reports whether the key is all zeros (i.e. unset).
 func (k PresharedKey) IsZero() bool { return isZero(k[:]) }
 

@@ -9,6 +9,7 @@ import (
 
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/shard"
+	"github.com/yip-router/yip-router/shard/udp"
 )
 
 // unmatched is the shards' hook for datagrams that match no lane (or fail
@@ -35,9 +36,7 @@ func (r *Router) underLoad(now time.Time) bool {
 	return r.initCount.Add(1) > cookieThreshold
 }
 
-func (r *Router) conn(sh, conn int) interface {
-	SendTo([]byte, netip.AddrPort) error
-} {
+func (r *Router) conn(sh, conn int) *udp.Conn {
 	if conn == connLane {
 		return r.laneSk[sh]
 	}
@@ -79,7 +78,8 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 	// initiation and ignores the other's; the larger one answers and
 	// abandons its own.
 	if p.init != nil && now.Sub(p.initAt) < handshakeTimeout {
-		if bytes.Compare(r.local.PublicKey().Slice(), p.cfg.PublicKey.Slice()) < 0 {
+		ours := r.local.PublicKey()
+		if bytes.Compare(ours[:], p.cfg.PublicKey[:]) < 0 {
 			r.log.Debug("crossing initiations: keeping ours", zap.String("peer", p.cfg.PublicKey.String()))
 			return
 		}
@@ -172,19 +172,17 @@ func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, ini
 			Send: sess.Keys.SendLane(i), Recv: sess.Keys.RecvLane(i),
 			FEC: encCfg, Mode: mode, HoldTx: !initiator,
 		}
-		if err := r.shards[i].Do(func(s *shard.Shard) {
+		r.shards[i].Do(func(s *shard.Shard) {
 			if err := s.InstallLane(lc); err != nil {
 				r.log.Error("install lane", zap.Int("lane", i), zap.Error(err))
 			}
-		}); err != nil {
-			r.log.Error("install lane", zap.Int("lane", i), zap.Error(err))
-		}
+		})
 		for j, s := range r.shards {
 			if j == i {
 				continue
 			}
 			id, idx := p.id, i
-			_ = s.Do(func(sh *shard.Shard) { sh.SetLaneOwner(id, lanes, idx, idx, remote) })
+			s.Do(func(sh *shard.Shard) { sh.SetLaneOwner(id, lanes, idx, idx, remote) })
 		}
 	}
 	// Shards beyond the lane count still read TUN packets for the peer:
@@ -235,7 +233,7 @@ func (r *Router) initiate(p *peer, now time.Time) {
 	r.pending[index] = p
 	r.npending.Store(int32(len(r.pending)))
 	p.attempts++
-	// Backoff with jitter: 1, 2, 4, 8 s … capped at 15 s, ±20%.
+	// Backoff with jitter: 1, 2, 4, 8 s … capped at 15 s, ±10%.
 	back := time.Second << min(p.attempts-1, 4)
 	back = min(back, 15*time.Second)
 	back += time.Duration(randIntn(int(back/5)+1)) - back/10
@@ -271,7 +269,7 @@ func (r *Router) timers() {
 				}
 				r.mu.Unlock()
 				for _, s := range r.shards {
-					_ = s.Do(func(sh *shard.Shard) { sh.Periodic(ka) })
+					s.Do(func(sh *shard.Shard) { sh.Periodic(ka) })
 				}
 				r.checkLiveness(now)
 			}

@@ -21,7 +21,7 @@ func configureLink(name string, mtu int, addrs []netip.Prefix, routes []netip.Pr
 		return fmt.Errorf("interface %s: set MTU %d: %w", name, mtu, err)
 	}
 	for _, p := range addrs {
-		a := &netlink.Addr{IPNet: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+		a := &netlink.Addr{IPNet: ipNet(p)}
 		if p.Addr().Is6() {
 			a.Flags = unix.IFA_F_NODAD // a TUN link has no neighbours to clash with
 		}
@@ -32,8 +32,22 @@ func configureLink(name string, mtu int, addrs []netip.Prefix, routes []netip.Pr
 	if err := netlink.LinkSetUp(link); err != nil {
 		return fmt.Errorf("interface %s: set up: %w", name, err)
 	}
-	for _, p := range routes {
-		r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
+	return replaceRoutes(name, routes, nil)
+}
+
+// replaceRoutes adds routes for added prefixes (an existing one is fine)
+// and removes those for removed ones (SIGHUP).
+func replaceRoutes(name string, add, del []netip.Prefix) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	for _, p := range del {
+		r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(p)}
+		_ = netlink.RouteDel(r)
+	}
+	for _, p := range add {
+		r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(p)}
 		if err := netlink.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
 			return fmt.Errorf("interface %s: route %s: %w", name, p, err)
 		}
@@ -41,22 +55,6 @@ func configureLink(name string, mtu int, addrs []netip.Prefix, routes []netip.Pr
 	return nil
 }
 
-// replaceRoutes adds routes for added prefixes and removes those for
-// removed ones (SIGHUP).
-func replaceRoutes(name string, add, del []netip.Prefix) error {
-	link, err := netlink.LinkByName(name)
-	if err != nil {
-		return err
-	}
-	for _, p := range del {
-		r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
-		_ = netlink.RouteDel(r)
-	}
-	for _, p := range add {
-		r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}}
-		if err := netlink.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
-			return fmt.Errorf("interface %s: route %s: %w", name, p, err)
-		}
-	}
-	return nil
+func ipNet(p netip.Prefix) *net.IPNet {
+	return &net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}
 }

@@ -273,15 +273,12 @@ func (r *Router) setPeers(pcs []PeerConfig) error {
 	}
 	for k, p := range r.peers {
 		if !keep[k] {
+			// Lanes or not, shards may hold packets waiting for it.
 			r.clearInit(p)
-			r.dropSession(p)
+			r.forget(p.id)
 			r.local.RemovePeer(k)
 			delete(r.peers, k)
 			delete(r.byID, p.id)
-			for _, s := range r.shards {
-				id := p.id
-				_ = s.Do(func(sh *shard.Shard) { sh.RemovePeer(id) })
-			}
 		}
 	}
 	r.table.Store(shard.NewTable(routes))
@@ -294,9 +291,13 @@ func (r *Router) dropSession(p *peer) {
 		return
 	}
 	p.sess = nil
+	r.forget(p.id)
+}
+
+// forget tells every shard to drop peer id's lanes and waiting packets.
+func (r *Router) forget(id shard.PeerID) {
 	for _, s := range r.shards {
-		id := p.id
-		_ = s.Do(func(sh *shard.Shard) { sh.RemovePeer(id) })
+		s.Do(func(sh *shard.Shard) { sh.RemovePeer(id) })
 	}
 }
 

@@ -179,13 +179,12 @@ func (s *Shard) Snapshot() Snapshot {
 // Do runs f on the shard's goroutine at its next loop iteration: how the
 // router installs lanes and peers. Safe from any goroutine; never blocks
 // and never drops a command.
-func (s *Shard) Do(f func(*Shard)) error {
+func (s *Shard) Do(f func(*Shard)) {
 	s.ctlMu.Lock()
 	s.ctl = append(s.ctl, f)
 	s.ctlPending.Add(1)
 	s.ctlMu.Unlock()
 	s.waker.Wake()
-	return nil
 }
 
 func (s *Shard) runControl() {
