@@ -25,9 +25,10 @@ func AffinityCPUs() ([]int, error) {
 	return cpus, nil
 }
 
-// physicalCore names the core a CPU belongs to (package, core id), so SMT
-// siblings share a name. Unknown topology gives each CPU its own core.
-func physicalCore(sys string, cpu int) string {
+// PhysicalCore names the core a CPU belongs to (package/core id) under the
+// sysfs root sys, so SMT siblings share a name. Unknown topology gives each
+// CPU its own core.
+func PhysicalCore(sys string, cpu int) string {
 	base := fmt.Sprintf("%s/devices/system/cpu/cpu%d/topology/", sys, cpu)
 	pkg, err1 := os.ReadFile(base + "physical_package_id")
 	core, err2 := os.ReadFile(base + "core_id")
@@ -59,7 +60,7 @@ func ChooseCPUs(mask []int, auto bool, n int, sys string) ([]int, error) {
 	seen := map[string]bool{}
 	var out []int
 	for _, c := range mask {
-		pc := physicalCore(sys, c)
+		pc := PhysicalCore(sys, c)
 		if !seen[pc] {
 			seen[pc] = true
 			out = append(out, c)

@@ -259,17 +259,8 @@ func (e Env) tunCheck(shards int) []Finding {
 	return []Finding{{Level: OK, Topic: topic, Msg: fmt.Sprintf("opened and closed a %d-queue TUN device", queues)}}
 }
 
-// core names a CPU's physical core (package/core), as router.ChooseCPUs
-// groups them.
-func (e Env) core(cpu int) string {
-	base := fmt.Sprintf("%s/devices/system/cpu/cpu%d/topology/", e.Sys, cpu)
-	pkg, err1 := os.ReadFile(base + "physical_package_id")
-	core, err2 := os.ReadFile(base + "core_id")
-	if err1 != nil || err2 != nil {
-		return "cpu" + strconv.Itoa(cpu)
-	}
-	return strings.TrimSpace(string(pkg)) + "/" + strings.TrimSpace(string(core))
-}
+// core names a CPU's physical core, as router.ChooseCPUs groups them.
+func (e Env) core(cpu int) string { return router.PhysicalCore(e.Sys, cpu) }
 
 func (e Env) cpus(cfg *router.Config, opts Options) []Finding {
 	const topic = "CPUs"
