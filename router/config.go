@@ -6,7 +6,6 @@ package router
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -446,7 +445,7 @@ func (p *cfgParser) interfaceKey(n int, key, v string) {
 			}
 			text, what = string(b), strconv.Quote(path)+": "
 		}
-		k, err := cfgParseKey(text, "private key", crypto.ParsePrivateKey)
+		k, err := crypto.ParsePrivateKey(text)
 		if err != nil {
 			bad("%s%v", what, err)
 			return
@@ -523,14 +522,14 @@ func (p *cfgParser) peerKey(n int, ps *cfgPeerState, key, v string) {
 	bad := func(format string, args ...any) { p.errorf(n, sec, key, format, args...) }
 	switch key {
 	case "PublicKey":
-		k, err := cfgParseKey(v, "public key", crypto.ParsePublicKey)
+		k, err := crypto.ParsePublicKey(v)
 		if err != nil {
 			bad("%v", err)
 			return
 		}
 		ps.PublicKey = k
 	case "PresharedKey":
-		k, err := cfgParseKey(v, "preshared key", crypto.ParsePresharedKey)
+		k, err := crypto.ParsePresharedKey(v)
 		if err != nil {
 			bad("%v", err)
 			return
@@ -761,22 +760,6 @@ func (p *cfgParser) overlaps() {
 		}
 		stack = append(stack, e)
 	}
-}
-
-// cfgParseKey calls a crypto key parser after refusing the one input it
-// cannot take: 44 base64 characters without padding decode to 33 bytes,
-// which overflow its 32-byte buffer (a panic in encoding/base64). The
-// messages copy crypto's.
-func cfgParseKey[K any](s, what string, parse func(string) (K, error)) (K, error) {
-	if t := strings.TrimSpace(s); len(t) == base64.StdEncoding.EncodedLen(crypto.KeyLen) && t[len(t)-1] != '=' {
-		var zero K
-		b, err := base64.StdEncoding.Strict().DecodeString(t)
-		if err != nil {
-			return zero, fmt.Errorf("%s is not valid base64: %v", what, err)
-		}
-		return zero, fmt.Errorf("%s decodes to %d bytes, want %d", what, len(b), crypto.KeyLen)
-	}
-	return parse(s)
 }
 
 // cfgStripComment removes a comment: '#' or ';' at the start of the line or
