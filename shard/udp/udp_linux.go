@@ -330,10 +330,7 @@ func toRaw(rs *unix.RawSockaddrInet6, ap netip.AddrPort, v6 bool) uint32 {
 // SendTo sends one datagram; for the control plane (handshakes), which may
 // call it from any goroutine: the kernel serialises sends on a socket.
 func (c *Conn) SendTo(b []byte, to netip.AddrPort) error {
-	sa, _ := sockaddr(to)
-	if c.v6 && to.Addr().Is4() {
-		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: netip.AddrFrom16(to.Addr().As16()).As16()}
-	}
+	sa, _ := sockaddr(to) // the router keeps one family per socket
 	if err := unix.Sendto(c.fd, b, unix.MSG_DONTWAIT, sa); err != nil {
 		return os.NewSyscallError("sendto", err)
 	}
