@@ -68,8 +68,8 @@ func Counters() []Counter {
 }
 
 // stats are plain counters written by the shard's own goroutine on the hot
-// path (no atomics per packet) and published to atomic mirrors once per
-// loop iteration, which is what other goroutines read.
+// path (no atomics per packet) and published to atomic mirrors with the
+// loop's timers (at most every 50 ms), which is what other goroutines read.
 type stats struct {
 	c   [numCounters]uint64
 	pub [numCounters]atomic.Uint64
