@@ -53,6 +53,10 @@ type InterfaceConfig struct {
 	Shards        int               // Shards = N, 1..64 (0 when ShardsAuto)
 	FEC           fec.Mode          // default auto
 	MetricsListen string            // optional host:port (a valid netip.AddrPort)
+	// DisableOffload turns offloads off by hand (key DisableOffload, a
+	// comma-separated list); all are on by default where the kernel
+	// has them.
+	DisableOffload OffloadSet
 }
 
 // PeerConfig is one [Peer] section.
@@ -136,7 +140,7 @@ const (
 // Canonical key names by lower-case spelling.
 var (
 	cfgInterfaceKeys = cfgKeyTable("Name", "PrivateKey", "PrivateKeyFile", "ListenPort",
-		"ListenAddress", "Address", "MTU", "Shards", "FEC", "MetricsListen")
+		"ListenAddress", "Address", "MTU", "Shards", "FEC", "MetricsListen", "DisableOffload")
 	cfgPeerKeys = cfgKeyTable("PublicKey", "PresharedKey", "Endpoint", "AllowedIPs",
 		"PersistentKeepalive")
 	// Keys of wg / wg-quick that yip-router does not have.
@@ -514,6 +518,13 @@ func (p *cfgParser) interfaceKey(n int, key, v string) {
 			return
 		}
 		ic.MetricsListen = v
+	case "DisableOffload":
+		set, err := ParseOffloadSet(v)
+		if err != nil {
+			bad("%v", err)
+			return
+		}
+		ic.DisableOffload = set
 	}
 }
 

@@ -171,7 +171,10 @@ func New(cfg *Config, opts Options) (*Router, error) {
 	nsh := len(r.cpus)
 
 	r.local = crypto.NewLocal(cfg.Interface.PrivateKey, true)
-	if r.dev, err = tun.Open(cfg.Interface.Name, nsh); err != nil {
+	off := cfg.Interface.DisableOffload
+	want := tun.Offloads{TSO: !off.TSO, USO: !off.USO}
+	want.VnetHdr = want.TSO || want.USO || !off.GRO
+	if r.dev, err = tun.Open(cfg.Interface.Name, nsh, want); err != nil {
 		return nil, err
 	}
 	bind := cfg.Interface.ListenAddress
@@ -205,6 +208,10 @@ func New(cfg *Config, opts Options) (*Router, error) {
 			Mesh:  r.mesh, Table: &r.table,
 			Unmatched: r.unmatched,
 			NoSession: r.noSession,
+			// Writing TCP superpackets needs only the header; UDP ones
+			// need a kernel with USO, which the device's grant proves.
+			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,
+			CoalesceUDP: r.dev.Offloads.USO && !off.GRO,
 		})
 		if err != nil {
 			return nil, err

@@ -133,6 +133,9 @@ func (s *Shard) readConn(c int) int {
 
 // readTun reads up to one batch of packets from the TUN queue.
 func (s *Shard) readTun() int {
+	if s.vnet != nil {
+		return s.readTunVnet()
+	}
 	got := 0
 	for got < s.cfg.Batch {
 		p := s.pool.Get()
@@ -140,7 +143,7 @@ func (s *Shard) readTun() int {
 			s.count(DropPoolEmpty)
 			return got
 		}
-		n, err := s.cfg.TUN.Read(p.Buf[headroom:])
+		n, err := s.tunIn(p.Buf[headroom:])
 		if err != nil || n == 0 {
 			s.pool.Put(p)
 			return got

@@ -44,7 +44,7 @@ func setupGateway(t *testing.T, ns, underlay string, n int, initiator bool, inne
 	g := &gw{ns: ns, errs: make(chan error, n)}
 	err := netns.Do(ns, func() error {
 		var err error
-		g.dev, err = tun.Open("yip%d", n)
+		g.dev, err = tun.Open("yip%d", n, tun.Offloads{})
 		if err != nil {
 			return err
 		}

@@ -46,6 +46,11 @@ type Config struct {
 	// Table is the shared route table, swapped atomically by the router.
 	Table *atomic.Pointer[Table]
 	Batch int // packets per syscall; 0: DefaultBatch
+	// CoalesceTCP and CoalesceUDP let the shard write TCP (TSO) and UDP
+	// (USO) superpackets to a TUN queue that carries the virtio-net
+	// header; the router sets them from what the device granted and the
+	// config.
+	CoalesceTCP, CoalesceUDP bool
 	Pool  int // packet buffers; 0: a default sized for the batch and mesh
 	// Unmatched receives datagrams that match no lane or fail its tag,
 	// on the shard's goroutine (the router's handshake path). It reports
@@ -91,6 +96,8 @@ type Shard struct {
 	retOut  [][]*ring.Packet // per owner shard: buffers to give back
 
 	tunOut   func([]byte) error                  // TUN write (the queue, or a test sink)
+	tunIn    func([]byte) (int, error)           // TUN read (the queue, or a test source)
+	vnet     *vnetIO                             // TUN offloads; nil: plain packets
 	sendHook func(conn int, b *udp.Batch, n int) // tests: replaces sendmmsg
 	deliver  func([]byte)                        // bound once: FEC hands symbols to it
 	cur      *lane                               // lane of the symbol being delivered
@@ -161,6 +168,12 @@ func New(cfg Config) (*Shard, error) {
 	}
 	s.deliver = s.deliverSymbol
 	s.tunOut = s.writeTun
+	if cfg.TUN != nil {
+		s.tunIn = cfg.TUN.Read
+		if cfg.TUN.VnetHdr() {
+			s.enableVnet(cfg.CoalesceTCP, cfg.CoalesceUDP)
+		}
+	}
 	return s, nil
 }
 
@@ -752,6 +765,13 @@ func (s *Shard) deliverSymbol(sym []byte) {
 		s.count(DropNotAllowed)
 		return
 	}
+	if s.vnet != nil {
+		// Copied into the coalescer; written (and counted) by flushTun.
+		s.coalesce(pt)
+		ln.rxPackets++
+		ln.rxBytes += uint64(len(pt))
+		return
+	}
 	if err := s.tunOut(pt); err != nil {
 		s.count(DropTunWrite)
 		return
@@ -818,8 +838,10 @@ func (s *Shard) takeMesh() int {
 	return work
 }
 
-// flushAll sends every staged datagram and hand-off.
+// flushAll writes what waits for the TUN queue and sends every staged
+// datagram and hand-off.
 func (s *Shard) flushAll() {
+	s.flushTun()
 	for c := range s.txN {
 		s.flushConn(c)
 	}

@@ -34,7 +34,7 @@ func Real() Env {
 func openTUN(queues int) error {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
-	d, err := tun.Open("yipchk"+hex.EncodeToString(b[:]), queues)
+	d, err := tun.Open("yipchk"+hex.EncodeToString(b[:]), queues, tun.Offloads{})
 	if err != nil {
 		return err
 	}

@@ -18,19 +18,43 @@ const cloneDevice = "/dev/net/tun"
 type Device struct {
 	Name   string
 	Queues []*Queue
+	// Offloads is what the kernel granted of what Open asked for.
+	Offloads Offloads
+}
+
+// Offloads are the TUN device's offloads. With VnetHdr every read and
+// write starts with a virtio_net_hdr; TSO lets the kernel hand us TCP
+// superpackets of up to 64 KB and take them back, USO the same for UDP
+// (kernels from 6.2). Both need VnetHdr.
+type Offloads struct {
+	VnetHdr bool
+	TSO     bool
+	USO     bool
 }
 
 // Queue is one queue fd of a device.
 type Queue struct {
-	fd int
+	fd   int
+	vnet bool
 }
+
+// TUNSETOFFLOAD flags (linux/if_tun.h); x/sys/unix does not carry them.
+const (
+	tunFCsum = 0x01
+	tunFTSO4 = 0x02
+	tunFTSO6 = 0x04
+	tunFUSO4 = 0x20
+	tunFUSO6 = 0x40
+)
 
 // Open creates the TUN device name (the kernel picks one for a pattern like
 // "yip%d") with the given number of queues. One queue opens a plain
 // single-queue device, so --shards 1 works where multiqueue is missing;
 // more use IFF_MULTI_QUEUE, which the kernel balances by flow hash (an inner
 // flow always lands on the same queue, so sharding never reorders it).
-func Open(name string, queues int) (*Device, error) {
+// want says which offloads to ask for; Device.Offloads says which the
+// kernel accepted (an older kernel refuses USO: Open carries on without).
+func Open(name string, queues int, want Offloads) (*Device, error) {
 	if queues < 1 || queues > 256 {
 		return nil, fmt.Errorf("tun: %d queues out of range 1..256", queues)
 	}
@@ -40,6 +64,11 @@ func Open(name string, queues int) (*Device, error) {
 	flags := uint16(unix.IFF_TUN | unix.IFF_NO_PI)
 	if queues > 1 {
 		flags |= unix.IFF_MULTI_QUEUE
+	}
+	if want.VnetHdr {
+		flags |= unix.IFF_VNET_HDR
+	} else {
+		want = Offloads{}
 	}
 	d := &Device{Name: name}
 	for i := range queues {
@@ -70,9 +99,34 @@ func Open(name string, queues int) (*Device, error) {
 			return nil, fmt.Errorf("tun: TUNSETIFF %s queue %d: %w", name, i, err)
 		}
 		d.Name = ifr.Name() // resolves a pattern on the first queue
-		d.Queues = append(d.Queues, &Queue{fd: fd})
+		d.Queues = append(d.Queues, &Queue{fd: fd, vnet: want.VnetHdr})
+		if i == 0 && want.VnetHdr {
+			// Offloads are the device's: set once, on the first queue.
+			d.Offloads = setOffload(fd, want)
+		}
 	}
 	return d, nil
+}
+
+// setOffload asks for checksum offload plus want's TSO and USO, dropping
+// USO, then TSO, when the kernel refuses; it returns what it got.
+func setOffload(fd int, want Offloads) Offloads {
+	for _, o := range []Offloads{want, {VnetHdr: true, TSO: want.TSO}, {VnetHdr: true}} {
+		flags := tunFCsum
+		if o.TSO {
+			flags |= tunFTSO4 | tunFTSO6
+		}
+		if o.USO {
+			flags |= tunFUSO4 | tunFUSO6
+		}
+		if unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, flags) == nil {
+			return o
+		}
+	}
+	// Not even checksum offload: reads and writes still carry the
+	// header, every packet complete.
+	_ = unix.IoctlSetInt(fd, unix.TUNSETOFFLOAD, 0)
+	return Offloads{VnetHdr: true}
 }
 
 // Close closes every queue; the kernel removes a non-persistent device with
@@ -90,6 +144,10 @@ func (d *Device) Close() error {
 
 // Fd is the queue's descriptor, for poll(2).
 func (q *Queue) Fd() int { return q.fd }
+
+// VnetHdr reports whether every read and write on q starts with a
+// virtio_net_hdr.
+func (q *Queue) VnetHdr() bool { return q.vnet }
 
 // Read reads one packet. It returns (0, nil) when the queue is empty.
 func (q *Queue) Read(b []byte) (int, error) {

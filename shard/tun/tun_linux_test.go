@@ -9,10 +9,10 @@ import (
 )
 
 func TestOpenErrors(t *testing.T) {
-	if _, err := Open("yip0", 0); err == nil {
+	if _, err := Open("yip0", 0, Offloads{}); err == nil {
 		t.Fatal("0 queues accepted")
 	}
-	if _, err := Open(strings.Repeat("x", 16), 1); err == nil || !strings.Contains(err.Error(), "longer") {
+	if _, err := Open(strings.Repeat("x", 16), 1, Offloads{}); err == nil || !strings.Contains(err.Error(), "longer") {
 		t.Fatalf("long name: %v", err)
 	}
 }
@@ -29,7 +29,7 @@ func TestOpenMultiqueue(t *testing.T) {
 	}
 	defer netns.Del(ns)
 	err := netns.Do(ns, func() error {
-		d, err := Open("yiptest%d", 3)
+		d, err := Open("yiptest%d", 3, Offloads{})
 		if err != nil {
 			return err
 		}
@@ -51,6 +51,46 @@ func TestOpenMultiqueue(t *testing.T) {
 		}
 		if e := netns.IP("-n", ns, "link", "show", d.Name); e == nil {
 			t.Errorf("device %s still exists after Close", d.Name)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Offloads asked for are granted here (kernel 6.2+ has USO) and every
+// queue then carries the virtio-net header.
+func TestOpenOffloads(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		t.Skip("TUN test skipped: ", err)
+	}
+	ns := "yiptunoff"
+	if err := netns.Add(ns); err != nil {
+		t.Fatal(err)
+	}
+	defer netns.Del(ns)
+	err := netns.Do(ns, func() error {
+		d, err := Open("yipoff%d", 2, Offloads{VnetHdr: true, TSO: true, USO: true})
+		if err != nil {
+			return err
+		}
+		defer d.Close()
+		if !d.Offloads.VnetHdr || !d.Offloads.TSO {
+			t.Errorf("offloads granted: %+v", d.Offloads)
+		}
+		for i, q := range d.Queues {
+			if !q.VnetHdr() {
+				t.Errorf("queue %d without the virtio-net header", i)
+			}
+		}
+		p, err := Open("yipplain%d", 1, Offloads{TSO: true})
+		if err != nil {
+			return err
+		}
+		defer p.Close()
+		if p.Offloads != (Offloads{}) || p.Queues[0].VnetHdr() {
+			t.Errorf("TSO without the header was granted: %+v", p.Offloads)
 		}
 		return nil
 	})
