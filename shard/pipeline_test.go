@@ -500,3 +500,72 @@ func TestPipelineDoubleHoldKeepsConfirmedKeys(t *testing.T) {
 		t.Fatalf("A could not open B's reply: B sent under keys A never got")
 	}
 }
+
+// A datagram the kernel refuses is counted as drop_send, even in the middle
+// of a batch, and udp_out and bytes_out count exactly what was sent: here
+// one peer's lane points at port 0 (EINVAL) and its datagrams are mixed
+// into the batch with another peer's, sent on a real loopback socket.
+func TestSendRefusalsCounted(t *testing.T) {
+	var conns []*udp.Conn
+	for range 2 {
+		g, err := udp.ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g[0].Close()
+		conns = append(conns, g[0])
+	}
+	tx, rx := conns[0], conns[1]
+	a := newSide(t, 1, []Route{{netip.MustParsePrefix("10.2.0.0/16"), 2}, {netip.MustParsePrefix("10.3.0.0/16"), 3}})
+	s := a.shards[0]
+	s.cfg.Conns = []*udp.Conn{tx}
+	s.sendHook = nil
+	var k1, k2 [32]byte
+	rand.Read(k1[:])
+	rand.Read(k2[:])
+	keys := crypto.NewSessionKeys(k1, k2, true)
+	for peer, remote := range map[PeerID]netip.AddrPort{2: rx.LocalAddr(), 3: netip.MustParseAddrPort("127.0.0.1:0")} {
+		if err := s.InstallLane(LaneConfig{Peer: peer, Index: 0, Lanes: 1, Remote: remote, Conn: 0,
+			Send: keys.SendLane(0), Recv: keys.RecvLane(0), FEC: fec.EncoderConfig{K: 8, R: 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantSent, wantBytes := 0, 0
+	for i := range 10 {
+		if i%3 == 1 {
+			inject(t, s, ipPacket("10.1.0.5", "10.3.0.9", 300, i)) // refused
+			continue
+		}
+		inject(t, s, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
+		wantSent++
+		wantBytes += 100 + crypto.DataOverhead
+	}
+	s.flushAll()
+	s.publish()
+	sn := s.Snapshot()
+	rb := udp.NewBatch(16)
+	for i := range rb.Bufs {
+		rb.Bufs[i] = make([]byte, BufSize)
+	}
+	got, gotBytes := 0, 0
+	for deadline := time.Now().Add(2 * time.Second); got < wantSent && time.Now().Before(deadline); {
+		n, err := rx.Recv(rb, rb.Len())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			got++
+			gotBytes += rb.Sizes[i]
+		}
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if got != wantSent || gotBytes != wantBytes {
+		t.Fatalf("received %d datagrams (%d bytes), want %d (%d bytes)", got, gotBytes, wantSent, wantBytes)
+	}
+	if sn.Get(UDPOut) != uint64(got) || sn.Get(BytesOut) != uint64(gotBytes) || sn.Get(DropSend) != uint64(10-got) {
+		t.Fatalf("udp_out %d bytes_out %d drop_send %d; the kernel took %d datagrams (%d bytes) of 10",
+			sn.Get(UDPOut), sn.Get(BytesOut), sn.Get(DropSend), got, gotBytes)
+	}
+}

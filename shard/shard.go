@@ -500,16 +500,20 @@ func (s *Shard) flushConn(c int) {
 		return
 	}
 	b := s.tx[c]
-	sent := n
 	if s.sendHook != nil {
+		for i := range n {
+			b.Sent[i] = true // the sink takes everything unless it says otherwise
+		}
 		s.sendHook(c, b, n)
 	} else {
-		var err error
-		sent, err = s.cfg.Conns[c].Send(b, n)
-		_ = err // a per-destination error is counted as drops below
+		// What the kernel refused (anywhere in the batch) is left
+		// unmarked in b.Sent and counted as drop_send below.
+		_, _ = s.cfg.Conns[c].Send(b, n)
 	}
+	sent := 0
 	for i := range n {
-		if i < sent {
+		if b.Sent[i] {
+			sent++
 			s.stats.c[BytesOut] += uint64(b.Sizes[i])
 		}
 		s.release(s.txPkts[c][i])
