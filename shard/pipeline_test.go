@@ -569,3 +569,82 @@ func TestSendRefusalsCounted(t *testing.T) {
 			sn.Get(UDPOut), sn.Get(BytesOut), sn.Get(DropSend), got, gotBytes)
 	}
 }
+
+// The FEC counters a shard publishes (fec_recovered, drop_duplicate,
+// drop_fec_window) come from its lanes' decoders, which a rekey replaces
+// and a removal drops. Published counters must never decrease (Prometheus
+// counters), nor count anything twice: across two rekeys, the end of the
+// previous keys, a change of lane count and the removal of the peer they
+// stay exactly what the decoders counted.
+func TestDecoderCountersSurviveLaneReplacement(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sa, sb := a.shards[0], b.shards[0]
+	fc := fec.EncoderConfig{K: 4, R: 1}
+	var last Snapshot
+	check := func(what string, rec, dup, win uint64) {
+		t.Helper()
+		sb.publish()
+		sn := sb.Snapshot()
+		for _, c := range Counters() {
+			if !c.IsGauge() && sn.Get(c) < last.Get(c) {
+				t.Errorf("%s: %s went down from %d to %d", what, c, last.Get(c), sn.Get(c))
+			}
+		}
+		if sn.Get(FECRecovered) != rec || sn.Get(DropDuplicate) != dup || sn.Get(DropFECWindow) != win {
+			t.Errorf("%s: fec_recovered %d drop_duplicate %d drop_fec_window %d, want %d %d %d", what,
+				sn.Get(FECRecovered), sn.Get(DropDuplicate), sn.Get(DropFECWindow), rec, dup, win)
+		}
+		last = sn
+	}
+	feed := func(d wireDgram) {
+		p := sb.pool.Get()
+		p.N, p.Addr = copy(p.Buf, d.data), addrA
+		if !sb.ingress(0, p) {
+			sb.pool.Put(p)
+		}
+	}
+	// traffic sends 40 packets A → B losing one datagram of each group of
+	// 5: the decoder recovers 10. The first datagram is fed once more at
+	// once (a duplicate) and, with dupLate, again after 60 more groups (late:
+	// behind the 32-group window).
+	traffic := func(dupLate bool) {
+		t.Helper()
+		for i := range 40 {
+			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
+		}
+		sa.flushAll()
+		first := a.sent[0][0]
+		deliverAll(t, a, b, func(k int) bool { return k%5 == 2 })
+		feed(first)
+		if dupLate {
+			for i := range 240 {
+				inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
+			}
+			deliverAll(t, a, b, nil)
+			feed(first)
+		}
+	}
+	connect(t, a, b, fc)
+	traffic(true)
+	check("first keys", 10, 1, 1)
+	connectHold(t, a, b, fc, true) // rekey: the first keys become prev
+	check("after a rekey", 10, 1, 1)
+	traffic(false) // under the second keys, which B now confirms
+	check("traffic on the second keys", 20, 2, 1)
+	connectHold(t, a, b, fc, true) // the first keys go, the second become prev
+	check("after a second rekey", 20, 2, 1)
+	traffic(false)
+	sb.now = sb.now.Add(prevKeep + time.Second)
+	sb.tick() // the second keys go
+	check("after the previous keys expired", 30, 3, 1)
+	// The peer comes back with two lanes: its one-lane entry goes.
+	ln := sb.lanes[addrA]
+	cfg := ln.cfg
+	cfg.Lanes = 2
+	if err := sb.InstallLane(cfg); err != nil {
+		t.Fatal(err)
+	}
+	check("after the lane count changed", 30, 3, 1)
+	sb.RemovePeer(1)
+	check("after the peer was removed", 30, 3, 1)
+}
