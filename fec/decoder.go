@@ -30,8 +30,9 @@ type DecoderConfig struct {
 	GroupTTL time.Duration
 	// MaxAhead is how many groups beyond the newest a symbol may jump; one
 	// further ahead is dropped (unless the lane has been idle for GroupTTL,
-	// which is how the window resynchronises after a long outage). Zero
-	// means MaxGroups.
+	// which is how the window resynchronises after a long outage). The
+	// window never resynchronises backwards: a group behind it is late or
+	// replayed, however long the lane has been idle. Zero means MaxGroups.
 	MaxAhead int
 }
 
@@ -191,19 +192,26 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 	if !d.started {
 		d.started, d.head = true, g
 	}
+	// Serial-number arithmetic: ids wrap, so g is ahead of head when the
+	// signed 32-bit difference is positive and behind when negative.
 	ahead := int64(int32(g - d.head))
 	switch {
-	case ahead > int64(d.cfg.MaxAhead) || -ahead >= int64(len(d.slots)):
+	case -ahead >= int64(len(d.slots)):
+		// Behind the window, however long the lane has been idle: a
+		// sender only moves forwards (a restarted one has new keys and
+		// meets a new decoder), so this is a late or replayed datagram.
+		// Letting it move the window back would make every genuine
+		// group after it "too far ahead".
+		d.stats.Late++
+		return nil
+	case ahead > int64(d.cfg.MaxAhead):
 		if now.Sub(d.lastSeen) < d.cfg.GroupTTL {
-			if ahead > 0 {
-				d.stats.FarAhead++
-			} else {
-				d.stats.Late++
-			}
+			d.stats.FarAhead++
 			return nil
 		}
 		// Idle long enough that nothing in the window is still useful:
-		// the sender restarted or we lost a long outage's worth of groups.
+		// we lost a long outage's worth of groups. Resynchronise
+		// forwards only.
 		d.stats.Resyncs++
 		for i := range d.slots {
 			d.retire(&d.slots[i])

@@ -4,6 +4,7 @@ import (
 	"math/bits"
 	"math/rand/v2"
 	"runtime"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -251,6 +252,55 @@ func TestWindowBounds(t *testing.T) {
 	d.Push(data(5000, 0), []byte("g"), t0.Add(time.Second), count)
 	if st := d.Stats(); st.Resyncs != 1 || n != 5 {
 		t.Fatalf("resync: %+v delivered %d", st, n)
+	}
+}
+
+// TestResyncOnlyForwards: after an idle GroupTTL a symbol from a group
+// behind the window (a replayed old datagram) must not move the window back,
+// or every genuine group after it would be dropped as far ahead — and
+// re-sending it every 200 ms would keep the lane dead. Group ids wrap, so
+// "behind" is serial-number arithmetic: the lane below runs across 2^32.
+func TestResyncOnlyForwards(t *testing.T) {
+	d := NewDecoder(DecoderConfig{}) // 32 groups, 250 ms TTL
+	var got []string
+	deliver := func(b []byte) { got = append(got, string(b)) }
+	data := func(g uint32) Meta { return Meta{KindData, g, 0, 1, 0} }
+	const first = ^uint32(0) - 40 // the lane's groups cross the wrap
+	now := t0
+	g := first
+	for range 80 {
+		d.Push(data(g), []byte("genuine"), now, deliver)
+		g++
+		now = now.Add(time.Millisecond)
+	}
+	if len(got) != 80 {
+		t.Fatalf("delivered %d of 80 genuine symbols", len(got))
+	}
+	// Silence, then an attacker re-sends a datagram from 70 groups ago
+	// (before the wrap) every 200 ms, between genuine traffic.
+	now = now.Add(300 * time.Millisecond)
+	for round := range 4 {
+		got = got[:0]
+		d.Push(data(first+10), []byte("replayed"), now, deliver)
+		for range 10 {
+			now = now.Add(time.Millisecond)
+			d.Push(data(g), []byte("genuine"), now, deliver)
+			g++
+		}
+		if len(got) != 10 || slices.Contains(got, "replayed") {
+			t.Fatalf("round %d: delivered %q, want 10 genuine symbols", round, got)
+		}
+		now = now.Add(200 * time.Millisecond)
+	}
+	if st := d.Stats(); st.Resyncs != 0 || st.Late != 4 {
+		t.Fatalf("old groups moved the window: %+v", st)
+	}
+	// A restarted sender far ahead still resynchronises the window.
+	got = got[:0]
+	now = now.Add(300 * time.Millisecond)
+	d.Push(data(g+1000), []byte("genuine"), now, deliver)
+	if st := d.Stats(); st.Resyncs != 1 || len(got) != 1 {
+		t.Fatalf("forward resync: %+v delivered %d", st, len(got))
 	}
 }
 

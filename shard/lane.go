@@ -49,6 +49,11 @@ type lane struct {
 
 	txPackets, txBytes, rxPackets, rxBytes uint64
 	lastTx                                 time.Time
+
+	// folded is the decoder's counters as last added to the shard's:
+	// the shard keeps the totals because a rekey or removal drops the
+	// decoder with its counts (Shard.foldDecoder).
+	folded fec.Stats
 }
 
 func newLane(cfg LaneConfig) (*lane, error) {

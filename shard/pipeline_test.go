@@ -500,3 +500,151 @@ func TestPipelineDoubleHoldKeepsConfirmedKeys(t *testing.T) {
 		t.Fatalf("A could not open B's reply: B sent under keys A never got")
 	}
 }
+
+// A datagram the kernel refuses is counted as drop_send, even in the middle
+// of a batch, and udp_out and bytes_out count exactly what was sent: here
+// one peer's lane points at port 0 (EINVAL) and its datagrams are mixed
+// into the batch with another peer's, sent on a real loopback socket.
+func TestSendRefusalsCounted(t *testing.T) {
+	var conns []*udp.Conn
+	for range 2 {
+		g, err := udp.ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g[0].Close()
+		conns = append(conns, g[0])
+	}
+	tx, rx := conns[0], conns[1]
+	a := newSide(t, 1, []Route{{netip.MustParsePrefix("10.2.0.0/16"), 2}, {netip.MustParsePrefix("10.3.0.0/16"), 3}})
+	s := a.shards[0]
+	s.cfg.Conns = []*udp.Conn{tx}
+	s.sendHook = nil
+	var k1, k2 [32]byte
+	rand.Read(k1[:])
+	rand.Read(k2[:])
+	keys := crypto.NewSessionKeys(k1, k2, true)
+	for peer, remote := range map[PeerID]netip.AddrPort{2: rx.LocalAddr(), 3: netip.MustParseAddrPort("127.0.0.1:0")} {
+		if err := s.InstallLane(LaneConfig{Peer: peer, Index: 0, Lanes: 1, Remote: remote, Conn: 0,
+			Send: keys.SendLane(0), Recv: keys.RecvLane(0), FEC: fec.EncoderConfig{K: 8, R: 0}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wantSent, wantBytes := 0, 0
+	for i := range 10 {
+		if i%3 == 1 {
+			inject(t, s, ipPacket("10.1.0.5", "10.3.0.9", 300, i)) // refused
+			continue
+		}
+		inject(t, s, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
+		wantSent++
+		wantBytes += 100 + crypto.DataOverhead
+	}
+	s.flushAll()
+	s.publish()
+	sn := s.Snapshot()
+	rb := udp.NewBatch(16)
+	for i := range rb.Bufs {
+		rb.Bufs[i] = make([]byte, BufSize)
+	}
+	got, gotBytes := 0, 0
+	for deadline := time.Now().Add(2 * time.Second); got < wantSent && time.Now().Before(deadline); {
+		n, err := rx.Recv(rb, rb.Len())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			got++
+			gotBytes += rb.Sizes[i]
+		}
+		if n == 0 {
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if got != wantSent || gotBytes != wantBytes {
+		t.Fatalf("received %d datagrams (%d bytes), want %d (%d bytes)", got, gotBytes, wantSent, wantBytes)
+	}
+	if sn.Get(UDPOut) != uint64(got) || sn.Get(BytesOut) != uint64(gotBytes) || sn.Get(DropSend) != uint64(10-got) {
+		t.Fatalf("udp_out %d bytes_out %d drop_send %d; the kernel took %d datagrams (%d bytes) of 10",
+			sn.Get(UDPOut), sn.Get(BytesOut), sn.Get(DropSend), got, gotBytes)
+	}
+}
+
+// The FEC counters a shard publishes (fec_recovered, drop_duplicate,
+// drop_fec_window) come from its lanes' decoders, which a rekey replaces
+// and a removal drops. Published counters must never decrease (Prometheus
+// counters), nor count anything twice: across two rekeys, the end of the
+// previous keys, a change of lane count and the removal of the peer they
+// stay exactly what the decoders counted.
+func TestDecoderCountersSurviveLaneReplacement(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sa, sb := a.shards[0], b.shards[0]
+	fc := fec.EncoderConfig{K: 4, R: 1}
+	var last Snapshot
+	check := func(what string, rec, dup, win uint64) {
+		t.Helper()
+		sb.publish()
+		sn := sb.Snapshot()
+		for _, c := range Counters() {
+			if !c.IsGauge() && sn.Get(c) < last.Get(c) {
+				t.Errorf("%s: %s went down from %d to %d", what, c, last.Get(c), sn.Get(c))
+			}
+		}
+		if sn.Get(FECRecovered) != rec || sn.Get(DropDuplicate) != dup || sn.Get(DropFECWindow) != win {
+			t.Errorf("%s: fec_recovered %d drop_duplicate %d drop_fec_window %d, want %d %d %d", what,
+				sn.Get(FECRecovered), sn.Get(DropDuplicate), sn.Get(DropFECWindow), rec, dup, win)
+		}
+		last = sn
+	}
+	feed := func(d wireDgram) {
+		p := sb.pool.Get()
+		p.N, p.Addr = copy(p.Buf, d.data), addrA
+		if !sb.ingress(0, p) {
+			sb.pool.Put(p)
+		}
+	}
+	// traffic sends 40 packets A → B losing one datagram of each group of
+	// 5: the decoder recovers 10. The first datagram is fed once more at
+	// once (a duplicate) and, with dupLate, again after 60 more groups (late:
+	// behind the 32-group window).
+	traffic := func(dupLate bool) {
+		t.Helper()
+		for i := range 40 {
+			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
+		}
+		sa.flushAll()
+		first := a.sent[0][0]
+		deliverAll(t, a, b, func(k int) bool { return k%5 == 2 })
+		feed(first)
+		if dupLate {
+			for i := range 240 {
+				inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
+			}
+			deliverAll(t, a, b, nil)
+			feed(first)
+		}
+	}
+	connect(t, a, b, fc)
+	traffic(true)
+	check("first keys", 10, 1, 1)
+	connectHold(t, a, b, fc, true) // rekey: the first keys become prev
+	check("after a rekey", 10, 1, 1)
+	traffic(false) // under the second keys, which B now confirms
+	check("traffic on the second keys", 20, 2, 1)
+	connectHold(t, a, b, fc, true) // the first keys go, the second become prev
+	check("after a second rekey", 20, 2, 1)
+	traffic(false)
+	sb.now = sb.now.Add(prevKeep + time.Second)
+	sb.tick() // the second keys go
+	check("after the previous keys expired", 30, 3, 1)
+	// The peer comes back with two lanes: its one-lane entry goes.
+	ln := sb.lanes[addrA]
+	cfg := ln.cfg
+	cfg.Lanes = 2
+	if err := sb.InstallLane(cfg); err != nil {
+		t.Fatal(err)
+	}
+	check("after the lane count changed", 30, 3, 1)
+	sb.RemovePeer(1)
+	check("after the peer was removed", 30, 3, 1)
+}

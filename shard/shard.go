@@ -235,7 +235,11 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 			// The peer never used old's keys (e.g. our response to its
 			// rekey was lost and it retried): the keys it still has are
 			// old.prev's, so keep those as prev.
+			s.foldDecoder(old)
 			old = old.prev
+		}
+		if old.prev != nil {
+			s.foldDecoder(old.prev)
 		}
 		old.prev = nil
 		ln.prev = old
@@ -265,6 +269,7 @@ func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.
 		return
 	}
 	if ln := pl.local[index]; ln != nil {
+		s.foldLane(ln)
 		pl.local[index] = nil // the lane moved away
 		if s.lanes[ln.cfg.Remote] == ln {
 			delete(s.lanes, ln.cfg.Remote)
@@ -279,6 +284,11 @@ func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.
 // RemovePeer forgets every lane of peer, the hand-over entries that point
 // at its lanes on other shards, and the packets waiting for it.
 func (s *Shard) RemovePeer(peer PeerID) {
+	if pl := s.peers[peer]; pl != nil {
+		for _, ln := range pl.local {
+			s.foldLane(ln)
+		}
+	}
 	for addr, ln := range s.lanes {
 		if ln.cfg.Peer == peer {
 			delete(s.lanes, addr)
@@ -313,6 +323,7 @@ func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
 			// The lane count changed (the peer restarted with other
 			// shards): the old lanes go.
 			for _, ln := range pl.local {
+				s.foldLane(ln)
 				if ln != nil && s.lanes[ln.cfg.Remote] == ln {
 					delete(s.lanes, ln.cfg.Remote)
 				}
@@ -513,16 +524,20 @@ func (s *Shard) flushConn(c int) {
 		return
 	}
 	b := s.tx[c]
-	sent := n
 	if s.sendHook != nil {
+		for i := range n {
+			b.Sent[i] = true // the sink takes everything unless it says otherwise
+		}
 		s.sendHook(c, b, n)
 	} else {
-		var err error
-		sent, err = s.cfg.Conns[c].Send(b, n)
-		_ = err // a per-destination error is counted as drops below
+		// What the kernel refused (anywhere in the batch) is left
+		// unmarked in b.Sent and counted as drop_send below.
+		_, _ = s.cfg.Conns[c].Send(b, n)
 	}
+	sent := 0
 	for i := range n {
-		if i < sent {
+		if b.Sent[i] {
+			sent++
 			s.stats.c[BytesOut] += uint64(b.Sizes[i])
 		}
 		s.release(s.txPkts[c][i])
@@ -873,6 +888,7 @@ func (s *Shard) tick() time.Time {
 			l.dec.Tick(s.now)
 		}
 		if ln.prev != nil && ln.confirmed && s.now.Sub(ln.installed) > prevKeep {
+			s.foldDecoder(ln.prev)
 			ln.prev = nil
 		}
 	}
@@ -881,18 +897,43 @@ func (s *Shard) tick() time.Time {
 }
 
 func (s *Shard) publish() {
-	var rec, dup, win uint64
-	for _, ln := range s.lanes {
-		st := ln.dec.Stats()
-		rec += st.Recovered
-		dup += st.Duplicates
-		win += st.Late + st.FarAhead + st.Invalid + st.Inconsistent
+	for _, pl := range s.peers {
+		for _, ln := range pl.local {
+			s.foldLane(ln)
+		}
 	}
-	// Decoder counters are per lane and cumulative; removed lanes' counts
-	// leave these sums (the router keeps per-peer totals).
-	s.stats.c[FECRecovered] = rec
 	s.stats.c[PoolHighWater] = uint64(s.pool.Cap() - s.pool.LowWater())
-	s.stats.c[DropDuplicate] = dup
-	s.stats.c[DropFECWindow] = win
 	s.stats.publish()
+}
+
+// foldDecoder adds what l's decoder counted since its last fold to the
+// shard's fec_recovered, drop_duplicate and drop_fec_window. A decoder's
+// counts are per lane and go with it when a rekey or a removal drops the
+// lane, and published counters must never decrease (Prometheus counters),
+// so the shard keeps the totals: publish folds every live decoder, and
+// whatever drops a lane or its previous keys folds them first. Folding
+// twice adds nothing.
+func (s *Shard) foldDecoder(l *lane) {
+	st := l.dec.Stats()
+	s.stats.c[FECRecovered] += st.Recovered - l.folded.Recovered
+	s.stats.c[DropDuplicate] += st.Duplicates - l.folded.Duplicates
+	s.stats.c[DropFECWindow] += windowDrops(st) - windowDrops(l.folded)
+	l.folded = st
+}
+
+// foldLane folds ln's decoder and its previous keys' (ln may be nil).
+func (s *Shard) foldLane(ln *lane) {
+	if ln == nil {
+		return
+	}
+	s.foldDecoder(ln)
+	if ln.prev != nil {
+		s.foldDecoder(ln.prev)
+	}
+}
+
+// windowDrops is what drop_fec_window counts: symbols outside the window,
+// invalid or inconsistent.
+func windowDrops(st fec.Stats) uint64 {
+	return st.Late + st.FarAhead + st.Invalid + st.Inconsistent
 }

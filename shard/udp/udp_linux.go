@@ -214,10 +214,12 @@ type Batch struct {
 	iovs  []unix.Iovec
 	names []unix.RawSockaddrInet6
 	// Bufs are the caller's buffers; Sizes the lengths received (or to
-	// send); Addrs the peers.
+	// send); Addrs the peers; Sent, after Send, which datagrams the
+	// kernel took.
 	Bufs  [][]byte
 	Sizes []int
 	Addrs []netip.AddrPort
+	Sent  []bool
 }
 
 // NewBatch makes a batch of n messages.
@@ -229,6 +231,7 @@ func NewBatch(n int) *Batch {
 		Bufs:  make([][]byte, n),
 		Sizes: make([]int, n),
 		Addrs: make([]netip.AddrPort, n),
+		Sent:  make([]bool, n),
 	}
 }
 
@@ -266,9 +269,13 @@ func (c *Conn) Recv(b *Batch, n int) (int, error) {
 	}
 }
 
-// Send sends b.Bufs[i][:b.Sizes[i]] to b.Addrs[i] for i < n. It returns how
-// many the kernel took; the rest (socket buffer full) the caller drops and
-// counts.
+// Send sends b.Bufs[i][:b.Sizes[i]] to b.Addrs[i] for i < n, sets b.Sent[i]
+// for each datagram the kernel took and returns how many it took; the
+// caller drops and counts the rest. A datagram refused for itself (its
+// destination unreachable or invalid, too large) is skipped and the rest of
+// the batch still goes; a full socket buffer (EAGAIN, ENOBUFS) leaves the
+// rest unsent. The error is the last refusal's, if any: a bare unix.Errno,
+// so a refused datagram costs no allocation.
 func (c *Conn) Send(b *Batch, n int) (int, error) {
 	n = min(n, len(b.msgs))
 	for i := range n {
@@ -276,27 +283,35 @@ func (c *Conn) Send(b *Batch, n int) (int, error) {
 		b.iovs[i].SetLen(b.Sizes[i])
 		nl := toRaw(&b.names[i], b.Addrs[i], c.v6)
 		b.msgs[i].Hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&b.names[i])), Namelen: nl, Iov: &b.iovs[i], Iovlen: 1}
+		b.Sent[i] = false
 	}
 	sent := 0
-	for sent < n {
-		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&b.msgs[sent])), uintptr(n-sent), unix.MSG_DONTWAIT, 0, 0)
+	var refused error
+	for next := 0; next < n; {
+		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&b.msgs[next])), uintptr(n-next), unix.MSG_DONTWAIT, 0, 0)
 		switch errno {
 		case 0:
+			if r == 0 {
+				return sent, refused // cannot happen for n > next; never spin
+			}
+			for i := next; i < next+int(r); i++ {
+				b.Sent[i] = true
+			}
+			next += int(r)
 			sent += int(r)
 			continue
 		case unix.EINTR:
 			continue
 		case unix.EAGAIN, unix.ENOBUFS:
-			return sent, nil
+			return sent, refused
 		}
-		// A per-destination error (e.g. ECONNREFUSED from an ICMP, or
-		// EHOSTUNREACH) fails the first message; skip it and go on.
-		sent++
-		if sent == n {
-			return sent - 1, os.NewSyscallError("sendmmsg", errno)
-		}
+		// sendmmsg reports an error only when it sent nothing: the first
+		// message failed on its own (e.g. EHOSTUNREACH, ECONNREFUSED from
+		// an ICMP, EINVAL for port 0). Skip it and go on.
+		refused = errno
+		next++
 	}
-	return sent, nil
+	return sent, refused
 }
 
 func fromRaw(rs *unix.RawSockaddrInet6) netip.AddrPort {

@@ -156,3 +156,61 @@ func TestBatchZeroAlloc(t *testing.T) {
 		t.Fatalf("send+recv batch allocates %.1f", allocs)
 	}
 }
+
+// A datagram the kernel refuses in the middle of a batch (here: to port 0,
+// EINVAL) is skipped, the rest still go, and Send reports exactly which
+// were sent: the shard counts the others as drop_send.
+func TestSendRefusedMidBatch(t *testing.T) {
+	g, err := ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := g[0]
+	defer c.Close()
+	refused := netip.MustParseAddrPort("127.0.0.1:0")
+	for _, bad := range [][]int{{2}, {0}, {4}, {1, 2}, {0, 1, 2, 3, 4}} {
+		t.Run(fmt.Sprint(bad), func(t *testing.T) {
+			b := NewBatch(5)
+			isBad := map[int]bool{}
+			for _, i := range bad {
+				isBad[i] = true
+			}
+			for i := range 5 {
+				b.Bufs[i] = []byte(fmt.Sprint(c.LocalAddr().Port()))
+				b.Sizes[i] = len(b.Bufs[i])
+				b.Addrs[i] = c.LocalAddr()
+				if isBad[i] {
+					b.Addrs[i] = refused
+				}
+			}
+			sent, err := c.Send(b, 5)
+			if err == nil {
+				t.Error("no error for a refused datagram")
+			}
+			if want := 5 - len(bad); sent != want {
+				t.Errorf("Send reported %d sent, want %d", sent, want)
+			}
+			for i := range 5 {
+				if b.Sent[i] == isBad[i] {
+					t.Errorf("datagram %d: Sent = %v", i, b.Sent[i])
+				}
+			}
+			rb := NewBatch(8)
+			for i := range rb.Bufs {
+				rb.Bufs[i] = make([]byte, 64)
+			}
+			got := len(recvAll(t, c, rb, 5-len(bad)))
+			if more, _ := c.Recv(rb, rb.Len()); more > 0 || got != 5-len(bad) {
+				t.Errorf("%d datagrams arrived, want %d", got+more, 5-len(bad))
+			}
+			allocs := testing.AllocsPerRun(20, func() {
+				_, _ = c.Send(b, 5)
+				for n, _ := c.Recv(rb, rb.Len()); n > 0; n, _ = c.Recv(rb, rb.Len()) {
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("a batch with refused datagrams allocates %.1f", allocs)
+			}
+		})
+	}
+}
