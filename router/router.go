@@ -198,6 +198,9 @@ func New(cfg *Config, opts Options) (*Router, error) {
 		}
 		r.laneSk = append(r.laneSk, c)
 	}
+	for _, c := range append(append([]*udp.Conn{}, r.group...), r.laneSk...) {
+		c.EnableOffloads(!off.UDPGSO, !off.UDPGRO)
+	}
 	if r.mesh, err = shard.NewMesh(nsh); err != nil {
 		return nil, err
 	}

@@ -93,7 +93,7 @@ func (set *ingressSet) run(i int) {
 	d := set.dgrams[i]
 	p := s.pool.Get()
 	p.N, p.Addr = copy(p.Buf, d), addrA
-	s.ingress(0, p)
+	s.ingress(0, p.Buf[:p.N], p.Addr)
 	s.pool.Put(p)
 }
 

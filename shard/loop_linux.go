@@ -109,26 +109,32 @@ func (s *Shard) meshPending() bool {
 	return s.ctlPending.Load() > 0
 }
 
-// readConn receives one batch from socket c and runs ingress on it.
+// readConn receives one batch from socket c and runs ingress on each
+// datagram in place; a UDP GRO message is cut into its datagrams here.
 func (s *Shard) readConn(c int) int {
-	n, err := s.cfg.Conns[c].Recv(s.rx, len(s.rxPkts))
+	n, err := s.cfg.Conns[c].Recv(s.rx, len(s.rx.Bufs))
 	if err != nil || n == 0 {
 		return 0
 	}
-	s.stats.c[UDPIn] += uint64(n)
+	got := 0
 	for i := range n {
-		p := s.rxPkts[i]
-		p.N, p.Addr = s.rx.Sizes[i], s.rx.Addrs[i]
-		s.stats.c[BytesIn] += uint64(p.N)
-		if s.ingress(c, p) {
-			// Handed to another shard: a fresh buffer for the slot
-			// (ingress hands off only when the pool has one).
-			q := s.pool.Get()
-			s.rxPkts[i] = q
-			s.rx.Bufs[i] = q.Buf
+		data, from := s.rx.Bufs[i][:s.rx.Sizes[i]], s.rx.Addrs[i]
+		seg := s.rx.Seg[i]
+		if seg <= 0 || seg >= len(data) {
+			seg = len(data)
+		} else {
+			s.count(UDPSuperIn)
+		}
+		for first := true; first || len(data) > 0; first = false {
+			d := data[:min(seg, len(data))]
+			data = data[len(d):]
+			got++
+			s.stats.c[BytesIn] += uint64(len(d))
+			s.ingress(c, d, from)
 		}
 	}
-	return n
+	s.stats.c[UDPIn] += uint64(got)
+	return got
 }
 
 // readTun reads up to one batch of packets from the TUN queue.

@@ -168,9 +168,8 @@ func deliverAll(t testing.TB, a, b *side, drop func(i int) bool) int {
 			if d.to.Addr() == addrA.Addr() {
 				p.Addr = addrB
 			}
-			if !s.ingress(0, p) {
-				s.pool.Put(p)
-			}
+			s.ingress(0, p.Buf[:p.N], p.Addr)
+			s.pool.Put(p)
 			fed++
 		}
 		a.sent[i] = nil
@@ -251,15 +250,15 @@ func TestPipelineDropsAndRecovery(t *testing.T) {
 		}
 		p := sb.pool.Get()
 		p.N, p.Addr = copy(p.Buf, d.data), addrA
-		sb.ingress(0, p)
+		sb.ingress(0, p.Buf[:p.N], p.Addr)
 		sb.pool.Put(p)
 	}
 	p := sb.pool.Get()
 	p.N, p.Addr = copy(p.Buf, d.data), addrA
 	p.Buf[p.N-1] ^= 1
-	sb.ingress(0, p)
+	sb.ingress(0, p.Buf[:p.N], p.Addr)
 	p.Addr = netip.MustParseAddrPort("198.51.100.7:1")
-	sb.ingress(0, p)
+	sb.ingress(0, p.Buf[:p.N], p.Addr)
 	sb.pool.Put(p)
 	a.sent[0] = nil
 	inject(t, sa, ipPacket("10.9.0.5", "10.2.0.9", 60, 0)) // source not A's
@@ -351,7 +350,7 @@ func TestPipelineZeroAlloc(t *testing.T) {
 		for _, d := range store[:nw] {
 			p := sb.pool.Get()
 			p.N, p.Addr = copy(p.Buf, d), addrA
-			sb.ingress(0, p)
+			sb.ingress(0, p.Buf[:p.N], p.Addr)
 			sb.pool.Put(p)
 		}
 	}
@@ -599,9 +598,8 @@ func TestDecoderCountersSurviveLaneReplacement(t *testing.T) {
 	feed := func(d wireDgram) {
 		p := sb.pool.Get()
 		p.N, p.Addr = copy(p.Buf, d.data), addrA
-		if !sb.ingress(0, p) {
-			sb.pool.Put(p)
-		}
+		sb.ingress(0, p.Buf[:p.N], p.Addr)
+		sb.pool.Put(p)
 	}
 	// traffic sends 40 packets A → B losing one datagram of each group of
 	// 5: the decoder recovers 10. The first datagram is fed once more at

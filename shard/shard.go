@@ -12,6 +12,7 @@ import (
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
 	"github.com/yip-router/yip-router/ring"
+	"github.com/yip-router/yip-router/shard/offload"
 	"github.com/yip-router/yip-router/shard/tun"
 	"github.com/yip-router/yip-router/shard/udp"
 )
@@ -87,7 +88,6 @@ type Shard struct {
 
 	// I/O staging, allocated once.
 	rx      *udp.Batch
-	rxPkts  []*ring.Packet
 	tx      []*udp.Batch     // per conn
 	txPkts  [][]*ring.Packet // per conn: buffers to return after sending
 	txN     []int            // per conn: queued datagrams
@@ -148,7 +148,6 @@ func New(cfg Config) (*Shard, error) {
 		lanes: map[netip.AddrPort]*lane{}, foreign: map[netip.AddrPort]foreignLane{}, peers: map[PeerID]*peerLanes{},
 		waiting: map[PeerID]*waitQueue{},
 		rx:      udp.NewBatch(cfg.Batch),
-		rxPkts:  make([]*ring.Packet, cfg.Batch),
 		handoff: make([][]*ring.Packet, n),
 		retOut:  make([][]*ring.Packet, n),
 		popBuf:  make([]*ring.Packet, cfg.Batch),
@@ -162,9 +161,17 @@ func New(cfg Config) (*Shard, error) {
 		s.txPkts = append(s.txPkts, make([]*ring.Packet, cfg.Batch))
 		s.txN = append(s.txN, 0)
 	}
-	for i := range s.rxPkts {
-		s.rxPkts[i] = pool.Get()
-		s.rx.Bufs[i] = s.rxPkts[i].Buf
+	// Receive buffers are the shard's own, not the pool's: ingress works
+	// on them in place and copies only what it hands to another shard.
+	// With UDP GRO a message carries up to 64 KB of datagrams.
+	rxSize := BufSize
+	for _, c := range cfg.Conns {
+		if c.GRO() {
+			rxSize = offload.MaxPacket
+		}
+	}
+	for i := range s.rx.Bufs {
+		s.rx.Bufs[i] = make([]byte, rxSize)
 	}
 	s.deliver = s.deliverSymbol
 	s.tunOut = s.writeTun
@@ -600,32 +607,20 @@ func (s *Shard) flushReturns(o int) {
 
 // --- ingress ----------------------------------------------------------------
 
-// ingress handles one received datagram in p (data at p.Buf[:p.N], from
-// p.Addr) on conn. It reports whether p was kept (handed to another shard).
-func (s *Shard) ingress(conn int, p *ring.Packet) bool {
-	data := p.Buf[:p.N]
-	ln := s.lanes[p.Addr]
+// ingress handles one received datagram, data from from, on conn (-1:
+// handed over by another shard). data is the caller's: a datagram for a
+// lane another shard owns is copied into a pool buffer to hand it over.
+func (s *Shard) ingress(conn int, data []byte, from netip.AddrPort) {
+	ln := s.lanes[from]
 	if ln == nil {
-		if f, ok := s.foreign[p.Addr]; ok && f.owner != s.id {
-			o := f.owner
-			if conn >= 0 && s.pool.Free() == 0 {
-				// The receive slot needs a fresh buffer if this one
-				// leaves: without one, drop instead of handing off.
-				s.count(DropPoolEmpty)
-				return false
-			}
-			s.count(ForeignLane)
-			p.Meta = meshIngress
-			s.handoff[o] = append(s.handoff[o], p)
-			if len(s.handoff[o]) == cap(s.handoff[o]) {
-				s.flushHandoff(o)
-			}
-			return true
+		if f, ok := s.foreign[from]; ok && f.owner != s.id {
+			s.handIngress(f.owner, data, from)
+			return
 		}
-		if s.cfg.Unmatched == nil || !s.cfg.Unmatched(s.id, conn, data, p.Addr) {
+		if s.cfg.Unmatched == nil || !s.cfg.Unmatched(s.id, conn, data, from) {
 			s.count(DropUnknownLane)
 		}
-		return false
+		return
 	}
 	h, sym, err := ln.rxf.Deframe(data)
 	if err == crypto.ErrTag && ln.prev != nil {
@@ -639,13 +634,13 @@ func (s *Shard) ingress(conn int, p *ring.Packet) bool {
 	case nil:
 	case crypto.ErrTag, crypto.ErrShort:
 		// A re-handshake from the same address looks like this too.
-		if s.cfg.Unmatched == nil || !s.cfg.Unmatched(s.id, conn, data, p.Addr) {
+		if s.cfg.Unmatched == nil || !s.cfg.Unmatched(s.id, conn, data, from) {
 			s.count(DropBadTag)
 		}
-		return false
+		return
 	default:
 		s.count(DropBadHeader)
-		return false
+		return
 	}
 	switch h.Kind {
 	case crypto.KindData, crypto.KindParity:
@@ -666,7 +661,22 @@ func (s *Shard) ingress(conn int, p *ring.Packet) bool {
 		s.count(ControlIn)
 		s.control(ln, body)
 	}
-	return false
+}
+
+// handIngress copies a datagram for a lane shard owner owns into a pool
+// buffer and hands it over (a NAT rewrote the peer's lane port).
+func (s *Shard) handIngress(owner int, data []byte, from netip.AddrPort) {
+	p := s.pool.Get()
+	if p == nil {
+		s.count(DropPoolEmpty)
+		return
+	}
+	s.count(ForeignLane)
+	p.N, p.Addr, p.Meta = copy(p.Buf, data), from, meshIngress
+	s.handoff[owner] = append(s.handoff[owner], p)
+	if len(s.handoff[owner]) == cap(s.handoff[owner]) {
+		s.flushHandoff(owner)
+	}
 }
 
 // Control frame bodies: a type byte, then its payload.
@@ -840,9 +850,8 @@ func (s *Shard) takeMesh() int {
 					}
 					s.sendData(pl.local[p.Lane], p)
 				case meshIngress:
-					if !s.ingress(-1, p) {
-						s.release(p)
-					}
+					s.ingress(-1, p.Buf[:p.N], p.Addr)
+					s.release(p)
 				default:
 					s.release(p)
 				}

@@ -42,6 +42,7 @@ const (
 	TunSuperIn                     // TUN superpackets read and split (TSO/USO)
 	TunSuperOut                    // coalesced superpackets written to the TUN queue (GRO)
 	DropTunBad                     // TUN read with an unusable virtio-net header
+	UDPSuperIn                     // UDP GRO messages received (several datagrams each)
 	numCounters
 )
 
@@ -53,7 +54,7 @@ var counterNames = [numCounters]string{
 	"drop_ring_full", "drop_pool_empty", "drop_send", "drop_tun_write",
 	"drop_oversize", "drop_seal", "drop_duplicate", "drop_fec_window",
 	"control_in", "control_out", "pool_high_water", "ring_high_water",
-	"tun_super_in", "tun_super_out", "drop_tun_bad",
+	"tun_super_in", "tun_super_out", "drop_tun_bad", "udp_super_in",
 }
 
 // IsGauge reports whether c is a level (a high-water mark) rather than a

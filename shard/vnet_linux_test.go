@@ -200,7 +200,7 @@ func TestVnetZeroAlloc(t *testing.T) {
 		for _, d := range store[:nw] {
 			p := sb.pool.Get()
 			p.N, p.Addr = copy(p.Buf, d), addrA
-			sb.ingress(0, p)
+			sb.ingress(0, p.Buf[:p.N], p.Addr)
 			sb.pool.Put(p)
 		}
 		sb.flushAll()

@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"unsafe"
 
 	"golang.org/x/net/bpf"
@@ -36,6 +37,11 @@ type Conn struct {
 	fd    int
 	v6    bool
 	local netip.AddrPort
+	// gso is read and cleared by the owning shard's Send, read by
+	// status from other goroutines; gro is set before the shard runs.
+	gso    atomic.Bool
+	gro    bool
+	gsoErr atomic.Pointer[error] // why GSO went off at run time
 }
 
 // Fd is the socket for poll(2).
@@ -213,13 +219,17 @@ type Batch struct {
 	msgs  []unix.Mmsghdr
 	iovs  []unix.Iovec
 	names []unix.RawSockaddrInet6
+	ctrl  []byte // one control buffer (ctrlLen) per message
+	first []int  // Send: the first datagram of each message
 	// Bufs are the caller's buffers; Sizes the lengths received (or to
 	// send); Addrs the peers; Sent, after Send, which datagrams the
-	// kernel took.
+	// kernel took; Seg, after Recv, the size of the datagrams a UDP GRO
+	// message carries back to back (0: the message is one datagram).
 	Bufs  [][]byte
 	Sizes []int
 	Addrs []netip.AddrPort
 	Sent  []bool
+	Seg   []int
 }
 
 // NewBatch makes a batch of n messages.
@@ -228,18 +238,23 @@ func NewBatch(n int) *Batch {
 		msgs:  make([]unix.Mmsghdr, n),
 		iovs:  make([]unix.Iovec, n),
 		names: make([]unix.RawSockaddrInet6, n),
+		ctrl:  make([]byte, n*ctrlLen),
+		first: make([]int, n),
 		Bufs:  make([][]byte, n),
 		Sizes: make([]int, n),
 		Addrs: make([]netip.AddrPort, n),
 		Sent:  make([]bool, n),
+		Seg:   make([]int, n),
 	}
 }
 
 // Len is the batch capacity.
 func (b *Batch) Len() int { return len(b.msgs) }
 
-// Recv receives up to n datagrams into b.Bufs[:n] without blocking and fills
-// Sizes and Addrs. It returns 0 when nothing is queued.
+// Recv receives up to n messages into b.Bufs[:n] without blocking and fills
+// Sizes, Addrs and Seg. It returns 0 when nothing is queued. With UDP GRO
+// on, a message may carry several datagrams of one sender (Seg bytes each,
+// the last possibly shorter): the buffers must then hold 64 KB.
 func (c *Conn) Recv(b *Batch, n int) (int, error) {
 	n = min(n, len(b.msgs))
 	for i := range n {
@@ -248,6 +263,10 @@ func (c *Conn) Recv(b *Batch, n int) (int, error) {
 		b.iovs[i].SetLen(len(buf))
 		h := &b.msgs[i].Hdr
 		*h = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&b.names[i])), Namelen: unix.SizeofSockaddrInet6, Iov: &b.iovs[i], Iovlen: 1}
+		if c.gro {
+			h.Control = &b.ctrl[i*ctrlLen]
+			h.SetControllen(ctrlLen)
+		}
 	}
 	for {
 		r, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&b.msgs[0])), uintptr(n), unix.MSG_DONTWAIT, 0, 0)
@@ -264,6 +283,10 @@ func (c *Conn) Recv(b *Batch, n int) (int, error) {
 		for i := range got {
 			b.Sizes[i] = int(b.msgs[i].Len)
 			b.Addrs[i] = fromRaw(&b.names[i])
+			b.Seg[i] = 0
+			if c.gro {
+				b.Seg[i] = groSize(b.ctrl[i*ctrlLen:(i+1)*ctrlLen], int(b.msgs[i].Hdr.Controllen))
+			}
 		}
 		return got, nil
 	}
@@ -276,42 +299,92 @@ func (c *Conn) Recv(b *Batch, n int) (int, error) {
 // the batch still goes; a full socket buffer (EAGAIN, ENOBUFS) leaves the
 // rest unsent. The error is the last refusal's, if any: a bare unix.Errno,
 // so a refused datagram costs no allocation.
+//
+// With UDP GSO on, each run of datagrams of one size to one destination (a
+// shorter one ends a run) goes as one message with a UDP_SEGMENT control
+// message: one pass through the stack for up to 64 datagrams. If the
+// kernel refuses a GSO message (EIO, EINVAL), GSO is turned off for this
+// socket and the datagrams from that message on are sent one per message.
 func (c *Conn) Send(b *Batch, n int) (int, error) {
 	n = min(n, len(b.msgs))
 	for i := range n {
 		b.iovs[i].Base = unsafe.SliceData(b.Bufs[i])
 		b.iovs[i].SetLen(b.Sizes[i])
-		nl := toRaw(&b.names[i], b.Addrs[i], c.v6)
-		b.msgs[i].Hdr = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&b.names[i])), Namelen: nl, Iov: &b.iovs[i], Iovlen: 1}
 		b.Sent[i] = false
 	}
 	sent := 0
 	var refused error
-	for next := 0; next < n; {
-		r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&b.msgs[next])), uintptr(n-next), unix.MSG_DONTWAIT, 0, 0)
-		switch errno {
-		case 0:
-			if r == 0 {
-				return sent, refused // cannot happen for n > next; never spin
+	for start := 0; start < n; {
+		m := c.buildSend(b, start, n)
+		start = n
+		for next := 0; next < m; {
+			r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&b.msgs[next])), uintptr(m-next), unix.MSG_DONTWAIT, 0, 0)
+			switch errno {
+			case 0:
+				if r == 0 {
+					return sent, refused // cannot happen for m > next; never spin
+				}
+				for k := next; k < next+int(r); k++ {
+					for i := b.first[k]; i < b.first[k]+int(b.msgs[k].Hdr.Iovlen); i++ {
+						b.Sent[i] = true
+						sent++
+					}
+				}
+				next += int(r)
+				continue
+			case unix.EINTR:
+				continue
+			case unix.EAGAIN, unix.ENOBUFS:
+				return sent, refused
+			case unix.EIO, unix.EINVAL:
+				if b.msgs[next].Hdr.Iovlen > 1 {
+					c.gsoOff(errno)
+					start = b.first[next] // again, one datagram a message
+					next = m
+					continue
+				}
 			}
-			for i := next; i < next+int(r); i++ {
-				b.Sent[i] = true
-			}
-			next += int(r)
-			sent += int(r)
-			continue
-		case unix.EINTR:
-			continue
-		case unix.EAGAIN, unix.ENOBUFS:
-			return sent, refused
+			// sendmmsg reports an error only when it sent nothing: the
+			// first message failed on its own (e.g. EHOSTUNREACH,
+			// ECONNREFUSED from an ICMP, EINVAL for port 0). Skip it.
+			refused = errno
+			next++
 		}
-		// sendmmsg reports an error only when it sent nothing: the first
-		// message failed on its own (e.g. EHOSTUNREACH, ECONNREFUSED from
-		// an ICMP, EINVAL for port 0). Skip it and go on.
-		refused = errno
-		next++
 	}
 	return sent, refused
+}
+
+// buildSend fills the message headers for datagrams [start, n) and returns
+// how many messages it made.
+func (c *Conn) buildSend(b *Batch, start, n int) int {
+	gso := c.gso.Load()
+	m := 0
+	for i := start; i < n; m++ {
+		j := i + 1
+		if gso {
+			size, total := b.Sizes[i], b.Sizes[i]
+			for j < n && j-i < maxGSOSegments && b.Addrs[j] == b.Addrs[i] &&
+				b.Sizes[j] <= size && total+b.Sizes[j] <= maxGSOBytes {
+				total += b.Sizes[j]
+				j++
+				if b.Sizes[j-1] < size {
+					break // a shorter datagram ends the run
+				}
+			}
+		}
+		nl := toRaw(&b.names[m], b.Addrs[i], c.v6)
+		h := &b.msgs[m].Hdr
+		*h = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&b.names[m])), Namelen: nl, Iov: &b.iovs[i]}
+		h.SetIovlen(j - i)
+		if j-i > 1 {
+			setSegment(b.ctrl[m*ctrlLen:(m+1)*ctrlLen], b.Sizes[i])
+			h.Control = &b.ctrl[m*ctrlLen]
+			h.SetControllen(unix.CmsgSpace(2))
+		}
+		b.first[m] = i
+		i = j
+	}
+	return m
 }
 
 func fromRaw(rs *unix.RawSockaddrInet6) netip.AddrPort {

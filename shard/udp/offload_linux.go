@@ -1,0 +1,153 @@
+package udp
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// UDP GSO and GRO. A shard sends runs of equal-sized datagrams to one peer
+// (a TCP flow's segments through the tunnel are all MTU-sized) and the
+// kernel carries each run through its stack, and over a veth or a NIC with
+// UDP segmentation offload, as one packet; with GRO the receiving stack
+// hands a run back as one message.
+
+const (
+	// maxGSOSegments is the kernel's UDP_MAX_SEGMENTS on every kernel
+	// that has GSO (later kernels allow more).
+	maxGSOSegments = 64
+	// maxGSOBytes is the most UDP payload one IPv4 datagram can carry.
+	maxGSOBytes = 65507
+)
+
+// ctrlLen holds one control message with an int: UDP_GRO's segment size
+// on receive, UDP_SEGMENT's uint16 on send.
+var ctrlLen = unix.CmsgSpace(4)
+
+// EnableOffloads turns on UDP GSO (send) and GRO (receive) as asked, where
+// the kernel has them and none of their known defects, and reports what it
+// turned on. Call it before the shard runs. A receiving socket with GRO on
+// needs 64 KB receive buffers (see Recv).
+func (c *Conn) EnableOffloads(gso, gro bool) (gotGSO, gotGRO bool) {
+	rel := kernelRelease()
+	if gso && gsoUsable(rel) {
+		// The option is readable exactly where the kernel has UDP GSO.
+		if _, err := unix.GetsockoptInt(c.fd, unix.IPPROTO_UDP, unix.UDP_SEGMENT); err == nil {
+			c.gso.Store(true)
+		}
+	}
+	if gro && groUsable(rel) {
+		c.gro = unix.SetsockoptInt(c.fd, unix.IPPROTO_UDP, unix.UDP_GRO, 1) == nil
+	}
+	return c.gso.Load(), c.gro
+}
+
+// GSO reports whether sends use UDP GSO now (it goes off if the kernel
+// refuses a GSO message). Safe from any goroutine.
+func (c *Conn) GSO() bool { return c != nil && c.gso.Load() }
+
+// GRO reports whether the socket receives UDP GRO messages.
+func (c *Conn) GRO() bool { return c != nil && c.gro }
+
+// GSOError is why GSO was turned off at run time, or nil.
+func (c *Conn) GSOError() error {
+	if c == nil {
+		return nil
+	}
+	if p := c.gsoErr.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (c *Conn) gsoOff(errno unix.Errno) {
+	if c.gso.Swap(false) {
+		err := fmt.Errorf("udp %s: kernel refused a GSO send (%w): UDP GSO off", c.local, errno)
+		c.gsoErr.Store(&err)
+	}
+}
+
+// setSegment writes a UDP_SEGMENT control message for size-byte segments.
+func setSegment(ctrl []byte, size int) {
+	h := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[0]))
+	h.Level, h.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+	h.SetLen(unix.CmsgLen(2))
+	binary.NativeEndian.PutUint16(ctrl[unix.CmsgLen(0):], uint16(size))
+}
+
+// groSize reads the UDP_GRO control message among the n bytes of ctrl: the
+// size of the datagrams a coalesced message carries, or 0.
+func groSize(ctrl []byte, n int) int {
+	hl := unix.CmsgLen(0)
+	for n >= hl {
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[0]))
+		l := int(h.Len)
+		if l < hl || l > n {
+			return 0
+		}
+		if h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO {
+			switch l - hl {
+			case 2:
+				return int(binary.NativeEndian.Uint16(ctrl[hl:]))
+			case 4:
+				return int(binary.NativeEndian.Uint32(ctrl[hl:]))
+			}
+			return 0
+		}
+		sp := unix.CmsgSpace(l - hl)
+		if sp > n {
+			return 0
+		}
+		ctrl, n = ctrl[sp:], n-sp
+	}
+	return 0
+}
+
+// kernelRelease is uname -r's version triple (0s when unreadable).
+func kernelRelease() [3]int {
+	var u unix.Utsname
+	if unix.Uname(&u) != nil {
+		return [3]int{}
+	}
+	return parseRelease(string(u.Release[:bytes.IndexByte(u.Release[:], 0)]))
+}
+
+func parseRelease(s string) [3]int {
+	var v [3]int
+	k := 0
+	for i := 0; i < len(s) && k < 3; i++ {
+		switch c := s[i]; {
+		case c >= '0' && c <= '9':
+			v[k] = v[k]*10 + int(c-'0')
+		case c == '.':
+			k++
+		default:
+			return v
+		}
+	}
+	return v
+}
+
+func older(a, b [3]int) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return a[i] < b[i]
+		}
+	}
+	return false
+}
+
+// gsoUsable: kernels 7.0 to 7.1.4 mangle runs of equal-length GSO
+// segments; UDP GSO arrived in 4.18.
+func gsoUsable(rel [3]int) bool {
+	if older(rel, [3]int{4, 18, 0}) {
+		return false
+	}
+	return older(rel, [3]int{7, 0, 0}) || older([3]int{7, 1, 4}, rel)
+}
+
+// groUsable: UDP GRO on sockets is unreliable before 5.12.
+func groUsable(rel [3]int) bool { return !older(rel, [3]int{5, 12, 0}) }
