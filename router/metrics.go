@@ -44,6 +44,7 @@ type collector struct {
 	info, uptime, shards, handshakes                   *prometheus.Desc
 	peerRxBytes, peerTxBytes, peerRxPkts, peerTxPkts   *prometheus.Desc
 	peerRecovered, peerLost, peerLastHS, peerHS, lanes *prometheus.Desc
+	offload, kernelDrops                               *prometheus.Desc
 }
 
 // shardFamily maps a shard counter to a metric family: counters that are
@@ -64,6 +65,11 @@ func shardFamily(name string) (family, label, value, help string) {
 	case "control_in", "control_out":
 		return "yip_shard_control_frames_total", "direction", strings.TrimPrefix(name, "control_"),
 			"Control frames (keepalives, loss reports) received (in) and sent (out)."
+	case "tun_super_in", "tun_super_out":
+		return "yip_shard_tun_superpackets_total", "direction", strings.TrimPrefix(name, "tun_super_"),
+			"TUN superpackets read and split (in, TSO/USO) and coalesced and written (out, GRO); their packets are in yip_shard_tun_packets_total."
+	case "udp_super_in":
+		return "yip_shard_udp_gro_messages_total", "", "", "Underlay UDP GRO messages received, each several datagrams (counted in yip_shard_udp_datagrams_total)."
 	case "parity_out":
 		return "yip_shard_fec_parity_sent_total", "", "", "FEC parity symbols sent."
 	case "fec_recovered":
@@ -121,6 +127,8 @@ func newCollector(src statusSource) *collector {
 	c.peerLastHS = d("yip_peer_last_handshake_seconds", "Unix time of the peer's latest completed handshake; 0 = never.", "peer")
 	c.peerHS = d("yip_peer_handshakes_total", "Handshakes completed with the peer.", "peer")
 	c.lanes = d("yip_peer_lanes", "Lanes of the peer's current session (0 = no session).", "peer")
+	c.offload = d("yip_offload_enabled", "1 if the offload is on: tso, uso (TUN superpackets read), gro (superpackets written to the TUN), udp-gso, udp-gro (underlay batching).", "offload")
+	c.kernelDrops = d("yip_kernel_drops_total", "Drops the kernel counts outside the shards: tun_tx (the TUN queue overflowed before a shard read it), tun_rx (the TUN device refused a write), socket (a shard socket's receive buffer was full).", "where")
 	return c
 }
 
@@ -150,6 +158,16 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}{{"initiated", h.Initiated}, {"completed", h.Completed}, {"answered", h.Answered}, {"cookie_demanded", h.CookieDemanded}, {"refused", h.Refused}, {"rate_limited", h.RateLimited}} {
 		counter(c.handshakes, e.v, e.name)
 	}
+	for name, v := range st.Offloads {
+		on := 0.0
+		if v == "on" {
+			on = 1
+		}
+		gauge(c.offload, on, name)
+	}
+	counter(c.kernelDrops, st.Kernel.TUNTxDropped, "tun_tx")
+	counter(c.kernelDrops, st.Kernel.TUNRxDropped, "tun_rx")
+	counter(c.kernelDrops, st.Kernel.SocketDrops, "socket")
 	for _, s := range st.Shards {
 		id, cpu := strconv.Itoa(s.ID), strconv.Itoa(s.CPU)
 		// Every known counter, zeros included (Status leaves zeros out):

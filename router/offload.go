@@ -1,8 +1,15 @@
 package router
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"go.uber.org/zap"
+
+	"github.com/yip-router/yip-router/shard/udp"
 )
 
 // OffloadSet names offloads: the config's DisableOffload, and what `show`
@@ -68,4 +75,93 @@ func (o OffloadSet) String() string {
 		return "none"
 	}
 	return strings.Join(on, ",")
+}
+
+// offloadState says, per offload name, "on" or "off: why".
+func (r *Router) offloadState() map[string]string {
+	dis := r.cfg.Interface.DisableOffload
+	st := map[string]string{}
+	set := func(name string, disabled, granted bool, refused error) {
+		switch {
+		case disabled:
+			st[name] = "off: DisableOffload"
+		case refused != nil:
+			st[name] = "off: " + refused.Error()
+		case !granted:
+			st[name] = "off: not offered by this kernel"
+		default:
+			st[name] = "on"
+		}
+	}
+	set("tso", dis.TSO, r.dev.Offloads.TSO, nil)
+	set("uso", dis.USO, r.dev.Offloads.USO, nil)
+	var groErr error
+	for _, s := range r.shards {
+		if s.CoalesceRefused() {
+			groErr = errGRORefused
+		}
+	}
+	set("gro", dis.GRO, r.dev.Offloads.VnetHdr, groErr)
+	gso, gro := true, true
+	var gsoErr error
+	for _, c := range r.conns() {
+		gso = gso && c.GSO()
+		gro = gro && c.GRO()
+		if err := c.GSOError(); err != nil {
+			gsoErr = err
+		}
+	}
+	set("udp-gso", dis.UDPGSO, gso, gsoErr)
+	set("udp-gro", dis.UDPGRO, gro, nil)
+	return st
+}
+
+var errGRORefused = errors.New("the kernel refused a TUN superpacket write")
+
+// conns are every shard's sockets.
+func (r *Router) conns() []*udp.Conn {
+	return append(append([]*udp.Conn{}, r.group...), r.laneSk...)
+}
+
+// KernelDrops are the drops the kernel counts outside the shards: packets
+// the TUN device dropped because a shard did not read its queue in time
+// (tx) or refused (rx), and datagrams the shards' sockets dropped with a
+// full receive buffer. With the shards' own drop counters, no drop point
+// is invisible.
+type KernelDrops struct {
+	TUNTxDropped uint64 `json:"tun_tx_dropped"`
+	TUNRxDropped uint64 `json:"tun_rx_dropped"`
+	SocketDrops  uint64 `json:"socket_drops"`
+}
+
+func (r *Router) kernelDrops() KernelDrops {
+	var d KernelDrops
+	if l, err := netlink.LinkByName(r.dev.Name); err == nil && l.Attrs().Statistics != nil {
+		d.TUNTxDropped, d.TUNRxDropped = l.Attrs().Statistics.TxDropped, l.Attrs().Statistics.RxDropped
+	}
+	for _, c := range r.conns() {
+		d.SocketDrops += c.Drops()
+	}
+	return d
+}
+
+// watchOffloads logs, once each, an offload the kernel refused at run time
+// (the data path has already turned it off and carries on without it).
+func (r *Router) watchOffloads() {
+	logged := map[string]bool{}
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		for name, s := range r.offloadState() {
+			if off, ok := strings.CutPrefix(s, "off: "); ok && !logged[name] && off != "DisableOffload" && off != "not offered by this kernel" {
+				logged[name] = true
+				r.log.Warn("offload turned off", zap.String("offload", name), zap.String("why", off))
+			}
+		}
+	}
 }

@@ -198,7 +198,7 @@ func New(cfg *Config, opts Options) (*Router, error) {
 		}
 		r.laneSk = append(r.laneSk, c)
 	}
-	for _, c := range append(append([]*udp.Conn{}, r.group...), r.laneSk...) {
+	for _, c := range r.conns() {
 		c.EnableOffloads(!off.UDPGSO, !off.UDPGRO)
 	}
 	if r.mesh, err = shard.NewMesh(nsh); err != nil {
@@ -324,15 +324,19 @@ func (r *Router) Start() {
 			}
 		}()
 	}
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
 		r.timers()
 	}()
+	go func() {
+		defer r.wg.Done()
+		r.watchOffloads()
+	}()
 	r.log.Info("router started",
 		zap.String("interface", r.dev.Name), zap.Ints("cpus", r.cpus), zap.Int("shards", len(r.shards)),
 		zap.Uint16("listen_port", r.group[0].LocalAddr().Port()), zap.Int("peers", len(r.cfg.Peers)),
-		zap.String("public_key", r.local.PublicKey().String()))
+		zap.String("public_key", r.local.PublicKey().String()), zap.Any("offloads", r.offloadState()))
 }
 
 // Errors reports shard failures (a closed channel after Close).

@@ -17,6 +17,10 @@ type Status struct {
 	Shards     []ShardStatus   `json:"shards"`
 	Peers      []PeerStatus    `json:"peers"`
 	Handshakes HandshakeCounts `json:"handshakes"`
+	// Offloads maps each offload (tso, uso, gro, udp-gso, udp-gro) to
+	// "on" or "off: why".
+	Offloads map[string]string `json:"offloads"`
+	Kernel   KernelDrops       `json:"kernel_drops"`
 }
 
 // ShardStatus is one shard's CPU and counters.
@@ -80,6 +84,7 @@ func (r *Router) Status() Status {
 			CookieDemanded: r.hs.cookies.Load(), Refused: r.hs.refused.Load(),
 			RateLimited: r.hs.rateLimited.Load(),
 		},
+		Offloads: r.offloadState(), Kernel: r.kernelDrops(),
 	}
 	var lanes []shard.LaneStatus
 	for i, s := range r.shards {

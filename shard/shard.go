@@ -98,6 +98,7 @@ type Shard struct {
 	tunOut   func([]byte) error                  // TUN write (the queue, or a test sink)
 	tunIn    func([]byte) (int, error)           // TUN read (the queue, or a test source)
 	vnet     *vnetIO                             // TUN offloads; nil: plain packets
+	groOff   atomic.Bool                         // the kernel refused a superpacket write
 	sendHook func(conn int, b *udp.Batch, n int) // tests: replaces sendmmsg
 	deliver  func([]byte)                        // bound once: FEC hands symbols to it
 	cur      *lane                               // lane of the symbol being delivered

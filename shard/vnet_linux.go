@@ -118,6 +118,7 @@ func (s *Shard) writeFrame(frame []byte, segs int) {
 	}
 	v := s.vnet
 	v.groRefused = true
+	s.groOff.Store(true)
 	v.gro.SetOffloads(false, false)
 	h, _ := offload.DecodeHdr(frame)
 	if v.split.Reset(h, frame[offload.HdrLen:]) != nil {
@@ -137,3 +138,7 @@ func (s *Shard) writeFrame(frame []byte, segs int) {
 		s.count(TunOut)
 	}
 }
+
+// CoalesceRefused reports whether the kernel refused a superpacket write,
+// so the shard writes packets one by one. Safe from any goroutine.
+func (s *Shard) CoalesceRefused() bool { return s.groOff.Load() }

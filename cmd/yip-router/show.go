@@ -94,11 +94,24 @@ func printStatus(w io.Writer, st *router.Status) {
 	h := st.Handshakes
 	fmt.Fprintf(w, "  handshakes: %d initiated, %d completed, %d answered, %d cookie replies, %d refused, %d rate-limited\n",
 		h.Initiated, h.Completed, h.Answered, h.CookieDemanded, h.Refused, h.RateLimited)
+	if len(st.Offloads) > 0 {
+		var offs []string
+		for _, name := range []string{"tso", "uso", "gro", "udp-gso", "udp-gro"} {
+			if v, ok := st.Offloads[name]; ok {
+				offs = append(offs, name+" "+v)
+			}
+		}
+		fmt.Fprintf(w, "  offloads: %s\n", strings.Join(offs, ", "))
+	}
+	k := st.Kernel
+	fmt.Fprintf(w, "  kernel drops: tun tx %d, tun rx %d, socket %d\n", k.TUNTxDropped, k.TUNRxDropped, k.SocketDrops)
 	fmt.Fprintf(w, "  shards: %d\n", len(st.Shards))
 	for _, s := range st.Shards {
 		c := s.Counters
 		fmt.Fprintf(w, "    shard %d (cpu %d): tun in/out %d/%d  udp in/out %d/%d  %s in, %s out  handed off %d  fec recovered %d\n",
 			s.ID, s.CPU, c["tun_in"], c["tun_out"], c["udp_in"], c["udp_out"], human(c["bytes_in"]), human(c["bytes_out"]), c["handed_off"], c["fec_recovered"])
+		fmt.Fprintf(w, "      superpackets: tun read %d, tun written %d, udp gro received %d\n",
+			c["tun_super_in"], c["tun_super_out"], c["udp_super_in"])
 		var drops []string
 		for k, v := range c {
 			if strings.HasPrefix(k, "drop_") {

@@ -13,10 +13,12 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unsafe"
 
 	"golang.org/x/net/icmp"
 	"golang.org/x/net/ipv4"
 	"golang.org/x/net/ipv6"
+	"golang.org/x/sys/unix"
 
 	"github.com/yip-router/yip-router/internal/netns"
 )
@@ -227,6 +229,13 @@ func (r StreamResult) LossPct() float64 {
 // UDPStream sends count sequence-numbered datagrams of size bytes from side
 // s to dst at pps packets per second and counts what arrives.
 func (l *Lab) UDPStream(s Side, dst netip.Addr, pps, count, size int) (StreamResult, error) {
+	return l.UDPStreamGSO(s, dst, pps, count, size, 1)
+}
+
+// UDPStreamGSO is UDPStream with the sender handing the kernel segs
+// datagrams per send (UDP_SEGMENT), as a QUIC stack does: the router's TUN
+// then reads them as one USO superpacket.
+func (l *Lab) UDPStreamGSO(s Side, dst netip.Addr, pps, count, size, segs int) (StreamResult, error) {
 	var rx *net.UDPConn
 	err := netns.Do(l.NS[1-s], func() error {
 		var err error
@@ -287,15 +296,33 @@ func (l *Lab) UDPStream(s Side, dst netip.Addr, pps, count, size int) (StreamRes
 			last = max(last, seq)
 		}
 	}()
-	payload := make([]byte, max(size, 8))
+	size, segs = max(size, 8), max(segs, 1)
+	payload := make([]byte, size*segs)
+	var oob []byte
+	if segs > 1 {
+		oob = make([]byte, unix.CmsgSpace(2))
+		h := (*unix.Cmsghdr)(unsafe.Pointer(&oob[0]))
+		h.Level, h.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
+		h.SetLen(unix.CmsgLen(2))
+		binary.NativeEndian.PutUint16(oob[unix.CmsgLen(0):], uint16(size))
+	}
 	interval := time.Second / time.Duration(pps)
 	start := time.Now()
-	for i := range count {
-		binary.BigEndian.PutUint64(payload, uint64(i))
-		if _, err := tx.Write(payload); err != nil {
+	for i := 0; i < count; i += segs {
+		k := min(segs, count-i)
+		for j := range k {
+			binary.BigEndian.PutUint64(payload[j*size:], uint64(i+j))
+		}
+		var err error
+		if k > 1 {
+			_, _, err = tx.WriteMsgUDP(payload[:k*size], oob, nil)
+		} else {
+			_, err = tx.Write(payload[:size])
+		}
+		if err != nil {
 			return res, err
 		}
-		if wait := time.Until(start.Add(time.Duration(i+1) * interval)); wait > 0 {
+		if wait := time.Until(start.Add(time.Duration(i+k) * interval)); wait > 0 {
 			time.Sleep(wait)
 		}
 	}

@@ -151,3 +151,17 @@ func gsoUsable(rel [3]int) bool {
 
 // groUsable: UDP GRO on sockets is unreliable before 5.12.
 func groUsable(rel [3]int) bool { return !older(rel, [3]int{5, 12, 0}) }
+
+// Drops is how many datagrams the kernel dropped for this socket (a full
+// receive buffer, mostly): SO_MEMINFO's drop count, 0 if unreadable.
+func (c *Conn) Drops() uint64 {
+	const skMeminfoDrops, skMeminfoVars = 8, 9
+	var mi [skMeminfoVars]uint32
+	l := uint32(unsafe.Sizeof(mi))
+	_, _, errno := unix.Syscall6(unix.SYS_GETSOCKOPT, uintptr(c.fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
+		uintptr(unsafe.Pointer(&mi[0])), uintptr(unsafe.Pointer(&l)), 0)
+	if errno != 0 {
+		return 0
+	}
+	return uint64(mi[skMeminfoDrops])
+}
