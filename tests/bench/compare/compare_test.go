@@ -35,7 +35,7 @@ func TestParseIperfUDP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !r.UDP || !near(r.RecvGbps, 0.0098454162) || !near(r.LostPct, 1.5233949945593035) || r.Retransmits != 0 {
+	if !r.UDP || !near(r.RecvGbps, 0.0098454162) || !near(r.LostPct, 100*28.0/1838) || !near(r.IperfLost, 1.5233949945593035) || r.Retransmits != 0 {
 		t.Fatalf("got %+v", r)
 	}
 }

@@ -8,7 +8,8 @@ import (
 
 // iperfJSON is the part of iperf3's --json client report that the
 // comparison reads. end.sum_received is what the receiving side (the
-// server) counted, for TCP and, since iperf3 3.10, for UDP too.
+// server) counted, for TCP and, since iperf3 3.10, for UDP too. Both sums
+// leave out the -O warm-up.
 type iperfJSON struct {
 	Error string `json:"error"`
 	Start struct {
@@ -19,11 +20,13 @@ type iperfJSON struct {
 	End struct {
 		SumSent struct {
 			Seconds       float64 `json:"seconds"`
+			Bytes         float64 `json:"bytes"`
 			BitsPerSecond float64 `json:"bits_per_second"`
 			Retransmits   int64   `json:"retransmits"`
 		} `json:"sum_sent"`
 		SumReceived struct {
 			Seconds       float64 `json:"seconds"`
+			Bytes         float64 `json:"bytes"`
 			BitsPerSecond float64 `json:"bits_per_second"`
 			LostPercent   float64 `json:"lost_percent"`
 			LostPackets   int64   `json:"lost_packets"`
@@ -39,7 +42,8 @@ type iperfResult struct {
 	RecvGbps    float64 // receiver goodput (UDP: delivered)
 	SentGbps    float64 // what the sender pushed (UDP: offered)
 	Retransmits int64   // TCP, sender's count
-	LostPct     float64 // UDP, receiver's count
+	LostPct     float64 // UDP: 1 - received/sent bytes, in percent
+	IperfLost   float64 // UDP: iperf3's own lost_percent (see parseIperf)
 	CC          string  // TCP congestion control the sender used
 }
 
@@ -62,7 +66,13 @@ func parseIperf(b []byte) (iperfResult, error) {
 		CC:       j.End.SenderCC,
 	}
 	if r.UDP {
-		r.LostPct = j.End.SumReceived.LostPercent
+		// iperf3's lost_percent counts sequence-number gaps and goes
+		// wrong (past 100%) when -O drops the warm-up; the bytes each
+		// side counted after the warm-up do not.
+		r.IperfLost = j.End.SumReceived.LostPercent
+		if sent := j.End.SumSent.Bytes; sent > 0 {
+			r.LostPct = max(0, 100*(1-j.End.SumReceived.Bytes/sent))
+		}
 	} else {
 		r.Retransmits = j.End.SumSent.Retransmits
 	}

@@ -206,7 +206,7 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 	if w.err != nil {
 		return fmt.Errorf("CPU sampling: %w", w.err)
 	}
-	r.RecvGbps, r.SentGbps, r.Retransmits, r.LostPct, r.CC = res.RecvGbps, res.SentGbps, res.Retransmits, res.LostPct, res.CC
+	r.RecvGbps, r.SentGbps, r.Retransmits, r.LostPct, r.IperfLost, r.CC = res.RecvGbps, res.SentGbps, res.Retransmits, res.LostPct, res.IperfLost, res.CC
 	r.WindowSec = w.to.cpuWhen.Sub(w.from.cpuWhen).Seconds()
 	r.RxCPUSec = w.to.cpuRx - w.from.cpuRx
 	r.TxCPUSec = w.to.cpuTx - w.from.cpuTx

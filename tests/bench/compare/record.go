@@ -13,8 +13,9 @@ type Record struct {
 	RecvGbps    float64 `json:"recv_gbps,omitempty"`
 	SentGbps    float64 `json:"sent_gbps,omitempty"`   // sender side
 	Retransmits int64   `json:"retransmits,omitempty"` // sender's TCP count
-	LostPct     float64 `json:"lost_pct,omitempty"`    // UDP
-	CC          string  `json:"cc,omitempty"`          // TCP congestion control used
+	LostPct     float64 `json:"lost_pct,omitempty"`    // UDP, from bytes sent and received
+	IperfLost   float64 `json:"iperf3_lost_pct,omitempty"`
+	CC          string  `json:"cc,omitempty"` // TCP congestion control used
 
 	// Daemons' CPU time (utime+stime from /proc/PID/stat) over a steady
 	// window inside the measured part of the run.
