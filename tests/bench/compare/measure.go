@@ -1,10 +1,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os/exec"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/yip-router/yip-router/internal/lab"
@@ -161,13 +163,15 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 	srvCtx, stopSrv := context.WithCancel(ctx)
 	defer stopSrv()
 	srv := inNS(srvCtx, p, t.NS(lab.B), "iperf3", "-s", "-1", "-B", t.Inner(lab.B).String())
-	var srvOut strings.Builder
+	var srvOut lockedBuf // written by exec's copying goroutine
 	srv.Stdout, srv.Stderr = &srvOut, &srvOut
 	if err := srv.Start(); err != nil {
 		return err
 	}
 	defer func() { stopSrv(); _ = srv.Wait() }()
-	time.Sleep(400 * time.Millisecond)
+	if err := waitListen(ctx, t.NS(lab.B), 5201, 5*time.Second); err != nil {
+		return fmt.Errorf("%w (iperf3 server: %.300s)", err, srvOut.String())
+	}
 
 	secs := int(c.Duration / time.Second)
 	omit := int(c.Omit / time.Second)
@@ -226,4 +230,36 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// lockedBuf is a bytes.Buffer safe to read while a process writes to it.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitListen waits until a TCP socket listens on port in namespace ns.
+func waitListen(ctx context.Context, ns string, port int, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
+		out, _ := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "ss", "-Hltn", fmt.Sprintf("sport = :%d", port)).Output()
+		if len(strings.TrimSpace(string(out))) > 0 {
+			return nil
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("nothing listens on port %d in %s after %s", port, ns, timeout)
 }
