@@ -130,6 +130,11 @@ func TestTable(t *testing.T) {
 	if strings.Contains(tab, "UDP blast") || strings.Contains(tab, placePinned) {
 		t.Errorf("rows without records:\n%s", tab)
 	}
+	recs = append(recs, Record{Round: 1, Impl: implWG, Placement: placePinned, Test: "ping", RTTMedianMs: 0.7})
+	tab = Table(recs, []string{"ping"}, []string{placePinned})
+	if want := "| ping RTT | rx daemon alone on core 0 | RTT median | 0.700 ms | not run | — |"; !strings.Contains(tab, want) {
+		t.Errorf("table lacks %q:\n%s", want, tab)
+	}
 }
 
 func TestTestTitle(t *testing.T) {

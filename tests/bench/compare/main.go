@@ -146,6 +146,9 @@ func runImpl(ctx context.Context, c *config, round int, impl string, p placement
 			break
 		}
 		r := runTest(ctx, c, t, p, s)
+		if ctx.Err() != nil {
+			break // interrupted: the run is not a result
+		}
 		r.Round, r.Impl, r.Placement, r.Test = round, impl, p.name, s.name
 		fmt.Fprintf(os.Stderr, "round %d  %-26s %-13s %-11s %s\n", round, p.name, impl, s.name, summary(r))
 		recs = append(recs, r)

@@ -128,6 +128,9 @@ func med(rs []Record, m metric) (float64, bool) {
 
 func cell(v float64, ok bool, n, fails int, m metric) string {
 	if !ok {
+		if fails == 0 {
+			return "not run"
+		}
 		return fmt.Sprintf("failed ×%d", fails)
 	}
 	s := fmt.Sprintf("%.*f", m.prec, v)
