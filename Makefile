@@ -5,13 +5,22 @@ GO          ?= go
 BIN         := bin
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
+# wireguard-go for bench-compare, pinned: the module's newest commit on the
+# Go proxy (`wireguard-go --version` prints v0.0.20250522).
+WG_GO_VERSION := v0.0.0-20260522210424-ecfc5a8d5446
+WG_GO       := $(BIN)/wireguard-go-$(WG_GO_VERSION)
+ROUNDS      ?= 3
+DURATION    ?= 8
+QUICK       ?=
+UDP_RATE    ?= 1G
+TCP_CC      ?= cubic,bbr
 FUZZTIME    ?= 10s
 BENCHTIME   ?= 1s
 BENCHCOUNT  ?= 5
 VERSION     := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test test-deps bench-e2e unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
+.PHONY: all build test test-deps bench-e2e bench-compare unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
 
 all: build
 
@@ -79,6 +88,25 @@ bench: deps
 bench-e2e: build test-deps
 	@command -v iperf3 >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y iperf3; }
 	YIP_BENCH_E2E=1 $(GO) test -count=1 -v -run TestE2EThroughput ./tests/bench/
+
+# bench-compare: yip-router against wireguard-go on the same namespaces,
+# interleaved, medians over ROUNDS (root; docs/BENCHMARKS.md). QUICK=1 is
+# a smoke test (1 round, 3 s runs). Results go to docs/bench/compare-*.
+bench-compare: build test-deps $(WG_GO)
+	@if [ "$$(id -u)" -ne 0 ]; then echo "make bench-compare creates network namespaces and TUN devices: run it as root"; exit 1; fi
+	@missing=""; \
+	  command -v iperf3 >/dev/null 2>&1 || missing="$$missing iperf3"; \
+	  command -v wg >/dev/null 2>&1 || missing="$$missing wireguard-tools"; \
+	  command -v taskset >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	  if [ -n "$$missing" ]; then apt-get update >/dev/null && apt-get install -y $$missing; fi
+	$(GO) build -o $(BIN)/bench-compare ./tests/bench/compare
+	$(BIN)/bench-compare -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) \
+	  -rounds $(ROUNDS) -duration $(DURATION) -rate $(UDP_RATE) -cc '$(TCP_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick)
+
+$(WG_GO):
+	@mkdir -p $(BIN)
+	GOBIN=$(abspath $(BIN)) $(GO) install golang.zx2c4.com/wireguard@$(WG_GO_VERSION)
+	mv $(BIN)/wireguard $@
 
 # fuzz runs each fuzz target for FUZZTIME (go test can fuzz one target at a time).
 fuzz: deps

@@ -42,6 +42,9 @@ type Options struct {
 	// PersistentKeepalive, so both initiate at start (crossing handshakes).
 	Symmetric bool
 	Keep      bool // keep logs on Close (tests print them on failure)
+	// CPUs per side: a taskset CPU list the router starts under (its
+	// shards are chosen from that affinity mask); "" inherits ours.
+	CPUs [2]string
 }
 
 // Lab is a running two-gateway setup.
@@ -161,7 +164,11 @@ func (l *Lab) Start(s Side) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command("ip", "netns", "exec", l.NS[s], l.opts.Bin, "up", "-c", l.ConfigPath(s), "--shards", shards, "--log-level", "debug")
+	argv := []string{"ip", "netns", "exec", l.NS[s], l.opts.Bin, "up", "-c", l.ConfigPath(s), "--shards", shards, "--log-level", "debug"}
+	if c := l.opts.CPUs[s]; c != "" {
+		argv = append([]string{"taskset", "-c", c}, argv...)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.Env = append(os.Environ(), l.opts.Env...)
 	if err := cmd.Start(); err != nil {
@@ -181,6 +188,15 @@ func (l *Lab) Start(s Side) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("router %c did not come up; log:\n%s", 'A'+rune(s), l.Log(s))
+}
+
+// Pid is side's router process id (taskset and ip netns exec exec it in
+// place), or 0 when it is not running.
+func (l *Lab) Pid(s Side) int {
+	if l.procs[s] == nil {
+		return 0
+	}
+	return l.procs[s].Process.Pid
 }
 
 // LogPath is side's router log.

@@ -1,0 +1,146 @@
+package main
+
+import (
+	"math"
+	"os"
+	"strings"
+	"testing"
+)
+
+func read(t *testing.T, name string) []byte {
+	t.Helper()
+	b, err := os.ReadFile("testdata/" + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func near(a, b float64) bool { return math.Abs(a-b) < 1e-6 }
+
+func TestParseIperfTCP(t *testing.T) {
+	r, err := parseIperf(read(t, "iperf3-tcp-bbr.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.UDP || !near(r.RecvGbps, 1.9966605706801684) || !near(r.SentGbps, 2.0001987239744794) || r.Retransmits != 2 || r.CC != "bbr" {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+// testdata/iperf3-udp.json is a loopback run with its receiver sums
+// edited to 28 of 1838 datagrams lost.
+func TestParseIperfUDP(t *testing.T) {
+	r, err := parseIperf(read(t, "iperf3-udp.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.UDP || !near(r.RecvGbps, 0.0098454162) || !near(r.LostPct, 100*28.0/1838) || !near(r.IperfLost, 1.5233949945593035) || r.Retransmits != 0 {
+		t.Fatalf("got %+v", r)
+	}
+}
+
+func TestParseIperfError(t *testing.T) {
+	_, err := parseIperf(read(t, "iperf3-error.json"))
+	if err == nil || !strings.Contains(err.Error(), "Connection refused") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := parseIperf([]byte("not json")); err == nil {
+		t.Fatal("no error for garbage")
+	}
+}
+
+func TestParseStat(t *testing.T) {
+	// A command name with a space and a parenthesis; utime 250, stime 50.
+	line := "4242 (wireguard-go (x) y) S 1 4242 4242 0 -1 4194560 100 0 0 0 250 50 0 0 20 0 9 0 100 1000 10"
+	got, err := parseStat(line)
+	if err != nil || got != 3.0 {
+		t.Fatalf("parseStat = %v, %v; want 3 s", got, err)
+	}
+	if _, err := parseStat("12 (x) S 1"); err == nil {
+		t.Fatal("no error for a short line")
+	}
+	if _, err := cpuSeconds(os.Getpid()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestParseSnmp(t *testing.T) {
+	m := parseSnmp(string(read(t, "snmp.txt")))
+	if m["Tcp.OutSegs"] != 26001 || m["Tcp.RetransSegs"] != 2 || m["Udp.InDatagrams"] != 9405 || m["Udp.RcvbufErrors"] != 0 {
+		t.Fatalf("got OutSegs %d RetransSegs %d Udp.InDatagrams %d", m["Tcp.OutSegs"], m["Tcp.RetransSegs"], m["Udp.InDatagrams"])
+	}
+	if _, ok := m["Tcp.MaxConn"]; ok {
+		t.Fatal("negative MaxConn parsed")
+	}
+}
+
+func TestParseLinkStats(t *testing.T) {
+	ls, err := parseLinkStats(read(t, "ip-link.json"))
+	if err != nil || ls.TxQLen != 1000 {
+		t.Fatalf("got %+v, %v", ls, err)
+	}
+	if _, err := parseLinkStats([]byte("[]")); err == nil {
+		t.Fatal("no error for no device")
+	}
+}
+
+func TestParsePing(t *testing.T) {
+	p := parsePing(string(read(t, "ping.txt")))
+	if p.Sent != 3 || p.Received != 3 || len(p.RTTms) != 3 || p.RTTms[1] != 0.050 {
+		t.Fatalf("got %+v", p)
+	}
+	if m := median(p.RTTms); m != 0.052 {
+		t.Fatalf("median %v", m)
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := median(c.in); got != c.want {
+			t.Errorf("median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+func TestTable(t *testing.T) {
+	var recs []Record
+	for i, g := range []float64{2.0, 3.0, 2.5} {
+		recs = append(recs,
+			Record{Round: i + 1, Impl: implWG, Placement: placeUnpinned, Test: "tcp1-cubic", RecvGbps: g, WindowSec: 2, RxCPUSec: 2, Retransmits: 10},
+			Record{Round: i + 1, Impl: implYip, Placement: placeUnpinned, Test: "tcp1-cubic", RecvGbps: 2 * g, WindowSec: 2, RxCPUSec: 1, Retransmits: 0},
+			Record{Round: i + 1, Impl: implWG, Placement: placeUnpinned, Test: "ping", RTTMedianMs: 0.5},
+		)
+	}
+	recs = append(recs, Record{Round: 1, Impl: implYip, Placement: placeUnpinned, Test: "ping", Err: "setup: boom"})
+	tab := Table(recs, []string{"tcp1-cubic", "udp-blast", "ping"}, []string{placeUnpinned, placePinned})
+	for _, want := range []string{
+		"| TCP ×1 cubic | unpinned | goodput | 2.50 Gbit/s | 5.00 Gbit/s | 2.00× |",
+		"|  |  | Gbit/s per receiving core | 2.50 Gbit/s | 10.00 Gbit/s | 4.00× |",
+		"|  |  | retransmits (iperf3) | 10 | 0 | 0.00× |",
+		"| ping RTT | unpinned | RTT median | 0.500 ms | failed ×1 | — |",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+	if strings.Contains(tab, "UDP blast") || strings.Contains(tab, placePinned) {
+		t.Errorf("rows without records:\n%s", tab)
+	}
+	recs = append(recs, Record{Round: 1, Impl: implWG, Placement: placePinned, Test: "ping", RTTMedianMs: 0.7})
+	tab = Table(recs, []string{"ping"}, []string{placePinned})
+	if want := "| ping RTT | rx daemon alone on core 0 | RTT median | 0.700 ms | not run | — |"; !strings.Contains(tab, want) {
+		t.Errorf("table lacks %q:\n%s", want, tab)
+	}
+}
+
+func TestTestTitle(t *testing.T) {
+	for in, want := range map[string]string{"tcp4-bbr": "TCP ×4 bbr", "udp-1G": "UDP 1Gbit/s offered", "udp-blast": "UDP blast", "ping": "ping RTT"} {
+		if got := testTitle(in); got != want {
+			t.Errorf("testTitle(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,173 @@
+// Command compare is `make bench-compare`: yip-router and wireguard-go side
+// by side on the same two-namespace veth setup, interleaved in one run,
+// in two placements, with iperf3 and ping through each tunnel. It prints
+// one table of medians over rounds (ratios yip/wg) and writes the raw
+// results and the table under docs/bench/. Root only; see
+// docs/BENCHMARKS.md ("yip-router against wireguard-go").
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/yip-router/yip-router/internal/netns"
+	"github.com/yip-router/yip-router/router"
+)
+
+// config is the run's settings (flags).
+type config struct {
+	Rounds   int           `json:"rounds"`
+	Duration time.Duration `json:"duration_ns"` // measured part of each iperf3 run
+	Omit     time.Duration `json:"omit_ns"`     // iperf3 -O warm-up, not in the figures
+	Rate     string        `json:"udp_rate"`
+	UDPLen   int           `json:"udp_len"`
+	CCs      []string      `json:"tcp_cc"`
+	Pings    int           `json:"pings"`
+	MTU      int           `json:"mtu"`
+	YipFEC   string        `json:"yip_fec"`
+	Quick    bool          `json:"quick"`
+	yipBin   string
+	wgBin    string
+	out      string
+	commit   string
+}
+
+func main() {
+	c := &config{MTU: router.DefaultMTU}
+	var secs, omit int
+	var ccs string
+	flag.StringVar(&c.yipBin, "yip", "bin/yip-router", "yip-router binary")
+	flag.StringVar(&c.wgBin, "wg", "bin/wireguard-go", "wireguard-go binary")
+	flag.IntVar(&c.Rounds, "rounds", 3, "interleaved rounds (medians over them)")
+	flag.IntVar(&secs, "duration", 8, "seconds measured per iperf3 run")
+	flag.IntVar(&omit, "omit", 1, "seconds of iperf3 warm-up left out (-O)")
+	flag.StringVar(&c.Rate, "rate", "1G", "offered rate of the fixed-rate UDP test (iperf3 -b)")
+	flag.IntVar(&c.UDPLen, "udp-len", 1360, "UDP datagram payload bytes (+28 must fit the inner MTU)")
+	flag.StringVar(&ccs, "cc", "cubic,bbr", "inner TCP congestion controls, comma-separated (iperf3 -C)")
+	flag.IntVar(&c.Pings, "pings", 200, "pings at 10 ms intervals")
+	flag.StringVar(&c.YipFEC, "fec", "auto", "yip-router FEC mode")
+	flag.BoolVar(&c.Quick, "quick", false, "smoke test: 1 round, 3 s runs, 50 pings")
+	flag.StringVar(&c.out, "out", "docs/bench", "directory for the results")
+	flag.StringVar(&c.commit, "commit", "", "yip-router version to record (default: git describe)")
+	flag.Parse()
+	c.CCs = strings.FieldsFunc(ccs, func(r rune) bool { return r == ',' || r == ' ' })
+	if c.Quick {
+		c.Rounds, secs, c.Pings = 1, 3, 50
+	}
+	c.Duration, c.Omit = time.Duration(secs)*time.Second, time.Duration(omit)*time.Second
+	if err := check(c, secs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-compare:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	meta := newMeta(c)
+	recs := run(ctx, c)
+	if err := report(c, meta, recs, ctx.Err() != nil); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-compare:", err)
+		os.Exit(1)
+	}
+}
+
+func check(c *config, secs int) error {
+	if err := netns.Available(); err != nil {
+		return err
+	}
+	for _, tool := range []string{"iperf3", "wg", "ping", "taskset"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("%s not installed (make bench-compare installs iperf3, wireguard-tools, iputils-ping)", tool)
+		}
+	}
+	for _, b := range []string{c.yipBin, c.wgBin} {
+		if _, err := os.Stat(b); err != nil {
+			return fmt.Errorf("%v (make bench-compare builds and installs both)", err)
+		}
+	}
+	switch {
+	case c.Rounds < 1:
+		return fmt.Errorf("rounds %d: want at least 1", c.Rounds)
+	case secs < 2:
+		return fmt.Errorf("duration %d s: want at least 2 (the CPU window sits inside it)", secs)
+	case c.UDPLen+28 > c.MTU:
+		return fmt.Errorf("udp-len %d: %d bytes with headers exceed the inner MTU %d", c.UDPLen, c.UDPLen+28, c.MTU)
+	case len(c.CCs) == 0:
+		return fmt.Errorf("no congestion control given")
+	}
+	return nil
+}
+
+// run does all rounds; within a round each placement runs both
+// implementations back to back, the order alternating between rounds.
+func run(ctx context.Context, c *config) []Record {
+	var recs []Record
+	specs := testSpecs(c)
+	impls := []string{implWG, implYip}
+	for round := 1; round <= c.Rounds; round++ {
+		for _, p := range placements(runtime.NumCPU()) {
+			for k := range impls {
+				impl := impls[(k+round+1)%2]
+				if ctx.Err() != nil {
+					return recs
+				}
+				recs = append(recs, runImpl(ctx, c, round, impl, p, specs)...)
+			}
+		}
+	}
+	return recs
+}
+
+func runImpl(ctx context.Context, c *config, round int, impl string, p placement, specs []testSpec) []Record {
+	var t topology
+	var err error
+	if impl == implWG {
+		t, err = newWG(c.wgBin, c.MTU, p.daemons)
+	} else {
+		t, err = newYip(c.yipBin, c.YipFEC, p.daemons)
+	}
+	var recs []Record
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "round %d  %-26s %-13s setup failed: %v\n", round, p.name, impl, err)
+		for _, s := range specs {
+			recs = append(recs, Record{Round: round, Impl: impl, Placement: p.name, Test: s.name, Err: "setup: " + err.Error()})
+		}
+		return recs
+	}
+	defer t.Close()
+	for _, s := range specs {
+		if ctx.Err() != nil {
+			break
+		}
+		r := runTest(ctx, c, t, p, s)
+		if ctx.Err() != nil {
+			break // interrupted: the run is not a result
+		}
+		r.Round, r.Impl, r.Placement, r.Test = round, impl, p.name, s.name
+		fmt.Fprintf(os.Stderr, "round %d  %-26s %-13s %-11s %s\n", round, p.name, impl, s.name, summary(r))
+		recs = append(recs, r)
+	}
+	return recs
+}
+
+// summary is a progress line for one record.
+func summary(r Record) string {
+	switch {
+	case r.Err != "":
+		return "FAILED: " + r.Err
+	case r.RTTMedianMs > 0:
+		return fmt.Sprintf("RTT median %.3f ms, mean %.3f ms, loss %.1f%%", r.RTTMedianMs, r.RTTAvgMs, r.PingLossPct)
+	case kindOf(r.Test) == kindUDP:
+		return fmt.Sprintf("%.2f Gbit/s delivered (%.2f sent), %.2f%% lost, rx CPU %.2f, tx CPU %.2f, %.2f Gbit/s per rx core, TUN TX drops %d",
+			r.RecvGbps, r.SentGbps, r.LostPct, r.RxCores(), r.TxCores(), r.GbpsPerRxCore(), r.TunTxDropped)
+	default:
+		return fmt.Sprintf("%.2f Gbit/s, %d retransmits (%.3f%% of segments), rx CPU %.2f, tx CPU %.2f, %.2f Gbit/s per rx core, TUN TX drops %d",
+			r.RecvGbps, r.Retransmits, r.RetransPct(), r.RxCores(), r.TxCores(), r.GbpsPerRxCore(), r.TunTxDropped)
+	}
+}

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/yip-router/yip-router/internal/lab"
+)
+
+// testSpec is one measurement: an iperf3 run (client in A, server in B)
+// or, with ping set, a ping from A to B.
+type testSpec struct {
+	name string
+	args []string // iperf3 client arguments besides -c, -J, -t, -O
+	ping bool
+}
+
+// placement is where the processes run.
+type placement struct {
+	name    string
+	daemons [2]string // taskset CPU list per side's daemon; "" = anywhere
+	others  []string  // command prefix for iperf3 and ping
+}
+
+func placements(cpus int) []placement {
+	ps := []placement{{name: placeUnpinned}}
+	if cpus >= 2 {
+		// The receiving daemon alone on core 0; the sender and the
+		// traffic tools on core 1.
+		ps = append(ps, placement{name: placePinned,
+			daemons: [2]string{lab.A: "1", lab.B: "0"},
+			others:  []string{"taskset", "-c", "1"}})
+	}
+	return ps
+}
+
+func testSpecs(c *config) []testSpec {
+	var ts []testSpec
+	for _, p := range []int{1, 4} {
+		for _, cc := range c.CCs {
+			ts = append(ts, testSpec{name: fmt.Sprintf("tcp%d-%s", p, cc), args: []string{"-P", fmt.Sprint(p), "-C", cc}})
+		}
+	}
+	dgram := fmt.Sprint(c.UDPLen)
+	ts = append(ts,
+		testSpec{name: "udp-blast", args: []string{"-u", "-b", "0", "-l", dgram}},
+		testSpec{name: "udp-" + c.Rate, args: []string{"-u", "-b", c.Rate, "-l", dgram}},
+		testSpec{name: "ping", ping: true})
+	return ts
+}
+
+// inNS is argv run in namespace ns, behind the placement's prefix.
+func inNS(ctx context.Context, p placement, ns string, argv ...string) *exec.Cmd {
+	full := append(append(append([]string{}, p.others...), "ip", "netns", "exec", ns), argv...)
+	return exec.CommandContext(ctx, full[0], full[1:]...)
+}
+
+// counters is a snapshot of the kernel counters a run is judged by.
+type counters struct {
+	tun     linkStats
+	snmpA   map[string]uint64
+	snmpB   map[string]uint64
+	cpuRx   float64
+	cpuTx   float64
+	cpuWhen time.Time
+}
+
+func snapshot(t topology, withCPU bool) (counters, error) {
+	var c counters
+	var err error
+	if c.tun, err = tunStats(t.NS(lab.A), t.Tun(lab.A)); err != nil {
+		return c, err
+	}
+	if c.snmpA, err = snmp(t.NS(lab.A)); err != nil {
+		return c, err
+	}
+	if c.snmpB, err = snmp(t.NS(lab.B)); err != nil {
+		return c, err
+	}
+	if withCPU {
+		if err := c.sampleCPU(t); err != nil {
+			return c, err
+		}
+	}
+	return c, nil
+}
+
+func (c *counters) sampleCPU(t topology) error {
+	var err error
+	c.cpuWhen = time.Now()
+	if c.cpuRx, err = cpuSeconds(t.Pid(lab.B)); err != nil {
+		return fmt.Errorf("receiving daemon: %w", err)
+	}
+	if c.cpuTx, err = cpuSeconds(t.Pid(lab.A)); err != nil {
+		return fmt.Errorf("sending daemon: %w", err)
+	}
+	return nil
+}
+
+// runTest measures spec once; failures are recorded in Record.Err.
+func runTest(ctx context.Context, c *config, t topology, p placement, spec testSpec) Record {
+	r, err := runTest1(ctx, c, t, p, spec)
+	if err != nil {
+		r.Err = err.Error()
+	}
+	return r
+}
+
+func runTest1(ctx context.Context, c *config, t topology, p placement, spec testSpec) (Record, error) {
+	var r Record
+	before, err := snapshot(t, false)
+	if err != nil {
+		return r, err
+	}
+	if spec.ping {
+		err = runPing(ctx, c, t, p, &r)
+	} else {
+		err = runIperf(ctx, c, t, p, spec, &r)
+	}
+	if err != nil {
+		return r, err
+	}
+	after, err := snapshot(t, false)
+	if err != nil {
+		return r, err
+	}
+	r.TunTxDropped = after.tun.Stats64.TX.Dropped - before.tun.Stats64.TX.Dropped
+	r.TCPOutSegs = after.snmpA["Tcp.OutSegs"] - before.snmpA["Tcp.OutSegs"]
+	r.TCPRetransSeg = after.snmpA["Tcp.RetransSegs"] - before.snmpA["Tcp.RetransSegs"]
+	r.UDPRcvbufErrs = after.snmpB["Udp.RcvbufErrors"] - before.snmpB["Udp.RcvbufErrors"]
+	r.TunTxQLen = after.tun.TxQLen
+	return r, nil
+}
+
+func runPing(ctx context.Context, c *config, t topology, p placement, r *Record) error {
+	out, err := inNS(ctx, p, t.NS(lab.A), "ping", "-n", "-c", fmt.Sprint(c.Pings), "-i", "0.01", "-W", "1",
+		t.Inner(lab.B).String()).Output()
+	pr := parsePing(string(out))
+	if len(pr.RTTms) == 0 {
+		return fmt.Errorf("ping: no replies (%v)", err)
+	}
+	r.RTTMedianMs = median(pr.RTTms)
+	var sum float64
+	for _, v := range pr.RTTms {
+		sum += v
+	}
+	r.RTTAvgMs = sum / float64(len(pr.RTTms))
+	if pr.Sent > 0 {
+		r.PingLossPct = 100 * float64(pr.Sent-pr.Received) / float64(pr.Sent)
+	}
+	return nil
+}
+
+// runIperf runs one iperf3 test and samples both daemons' CPU time over
+// a steady window inside its measured part (after the -O warm-up, a
+// margin in from either end).
+func runIperf(ctx context.Context, c *config, t topology, p placement, spec testSpec, r *Record) error {
+	srvCtx, stopSrv := context.WithCancel(ctx)
+	defer stopSrv()
+	srv := inNS(srvCtx, p, t.NS(lab.B), "iperf3", "-s", "-1", "-B", t.Inner(lab.B).String())
+	var srvOut lockedBuf // written by exec's copying goroutine
+	srv.Stdout, srv.Stderr = &srvOut, &srvOut
+	if err := srv.Start(); err != nil {
+		return err
+	}
+	defer func() { stopSrv(); _ = srv.Wait() }()
+	if err := waitListen(ctx, t.NS(lab.B), 5201, 5*time.Second); err != nil {
+		return fmt.Errorf("%w (iperf3 server: %.300s)", err, srvOut.String())
+	}
+
+	secs := int(c.Duration / time.Second)
+	omit := int(c.Omit / time.Second)
+	args := append([]string{"iperf3", "-c", t.Inner(lab.B).String(), "-J", "-t", fmt.Sprint(secs), "-O", fmt.Sprint(omit)}, spec.args...)
+	cctx, cancel := context.WithTimeout(ctx, c.Duration+c.Omit+30*time.Second)
+	defer cancel()
+	cli := inNS(cctx, p, t.NS(lab.A), args...)
+	var stderr strings.Builder
+	cli.Stderr = &stderr
+
+	const margin = 300 * time.Millisecond
+	start := time.Now()
+	type window struct {
+		from, to counters
+		err      error
+	}
+	win := make(chan window, 1)
+	sctx, stopSampling := context.WithCancel(cctx)
+	go func() {
+		var w window
+		if !sleepCtx(sctx, time.Until(start.Add(c.Omit+margin))) {
+			w.err = fmt.Errorf("iperf3 ended before the steady window: %w", sctx.Err())
+		} else if w.err = w.from.sampleCPU(t); w.err == nil {
+			sleepCtx(sctx, time.Until(start.Add(c.Omit+c.Duration-margin)))
+			w.err = w.to.sampleCPU(t)
+		}
+		win <- w
+	}()
+	out, err := cli.Output()
+	stopSampling() // a client that ended early ends the window
+	w := <-win
+	res, perr := parseIperf(out)
+	if perr != nil {
+		return fmt.Errorf("%v (exit: %v; stderr: %.300s; server: %.300s)", perr, err, stderr.String(), srvOut.String())
+	}
+	if w.err != nil {
+		return fmt.Errorf("CPU sampling: %w", w.err)
+	}
+	r.RecvGbps, r.SentGbps, r.Retransmits, r.LostPct, r.IperfLost, r.CC = res.RecvGbps, res.SentGbps, res.Retransmits, res.LostPct, res.IperfLost, res.CC
+	r.WindowSec = w.to.cpuWhen.Sub(w.from.cpuWhen).Seconds()
+	r.RxCPUSec = w.to.cpuRx - w.from.cpuRx
+	r.TxCPUSec = w.to.cpuTx - w.from.cpuTx
+	return nil
+}
+
+// sleepCtx sleeps d or until ctx ends; it reports whether d passed.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(d)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// lockedBuf is a bytes.Buffer safe to read while a process writes to it.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// waitListen waits until a TCP socket listens on port in namespace ns.
+func waitListen(ctx context.Context, ns string, port int, timeout time.Duration) error {
+	for deadline := time.Now().Add(timeout); time.Now().Before(deadline); {
+		out, _ := exec.CommandContext(ctx, "ip", "netns", "exec", ns, "ss", "-Hltn", fmt.Sprintf("sport = :%d", port)).Output()
+		if len(strings.TrimSpace(string(out))) > 0 {
+			return nil
+		}
+		if !sleepCtx(ctx, 50*time.Millisecond) {
+			return ctx.Err()
+		}
+	}
+	return fmt.Errorf("nothing listens on port %d in %s after %s", port, ns, timeout)
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+)
+
+// meta describes the run in the results file.
+type meta struct {
+	Started     time.Time `json:"started"`
+	Finished    time.Time `json:"finished"`
+	Interrupted bool      `json:"interrupted,omitempty"`
+	Commit      string    `json:"yip_router_commit"`
+	WGVersion   string    `json:"wireguard_go_version"`
+	Iperf3      string    `json:"iperf3_version"`
+	Kernel      string    `json:"kernel"`
+	CPUs        int       `json:"cpus"`
+	CPUModel    string    `json:"cpu_model"`
+	Config      *config   `json:"config"`
+}
+
+func newMeta(c *config) *meta {
+	m := &meta{Started: time.Now(), Config: c, CPUs: runtime.NumCPU(), Commit: c.commit}
+	if m.Commit == "" {
+		m.Commit = firstLine(exec.Command("git", "describe", "--always", "--dirty").Output())
+	}
+	m.WGVersion = firstLine(exec.Command(c.wgBin, "--version").Output())
+	m.Iperf3 = firstLine(exec.Command("iperf3", "--version").Output())
+	m.Kernel = firstLine(exec.Command("uname", "-r").Output())
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, ln := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(ln, ":"); ok && strings.TrimSpace(k) == "model name" {
+				m.CPUModel = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return m
+}
+
+func firstLine(b []byte, err error) string {
+	if err != nil {
+		return "unknown"
+	}
+	ln, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
+	return ln
+}
+
+// report prints the table and writes compare-STAMP.json (meta and every
+// record) and compare-STAMP.md (header and table) under c.out.
+func report(c *config, m *meta, recs []Record, interrupted bool) error {
+	m.Finished, m.Interrupted = time.Now(), interrupted
+	var tests []string
+	for _, s := range testSpecs(c) {
+		tests = append(tests, s.name)
+	}
+	var places []string
+	for _, p := range placements(runtime.NumCPU()) {
+		places = append(places, p.name)
+	}
+	var md bytes.Buffer
+	fmt.Fprintf(&md, "# bench-compare %s\n\n", m.Started.Format("2006-01-02 15:04"))
+	fmt.Fprintf(&md, "yip-router %s (FEC %s) vs %s; %s; kernel %s; %d CPUs (%s).\n",
+		m.Commit, c.YipFEC, m.WGVersion, m.Iperf3, m.Kernel, m.CPUs, m.CPUModel)
+	fmt.Fprintf(&md, "Medians of %d interleaved round(s); %s measured per iperf3 run after %s warm-up; inner MTU %d; UDP datagrams %d B; %d pings at 10 ms.",
+		c.Rounds, c.Duration, c.Omit, c.MTU, c.UDPLen, c.Pings)
+	if c.Quick {
+		md.WriteString(" QUICK (smoke test: not a measurement).")
+	}
+	if interrupted {
+		md.WriteString(" INTERRUPTED: partial results.")
+	}
+	md.WriteString("\n\n")
+	md.WriteString(Table(recs, tests, places))
+	fmt.Print("\n" + md.String())
+
+	stamp := m.Started.Format("20060102-1504")
+	if c.Quick {
+		stamp += "-quick"
+	}
+	if err := os.MkdirAll(c.out, 0o755); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(struct {
+		Meta    *meta    `json:"meta"`
+		Records []Record `json:"records"`
+	}{m, recs}, "", "  ")
+	if err != nil {
+		return err
+	}
+	base := filepath.Join(c.out, "compare-"+stamp)
+	if err := os.WriteFile(base+".json", append(raw, '\n'), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(base+".md", md.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("\nraw results: %s.json, table: %s.md\n", base, base)
+	return nil
+}

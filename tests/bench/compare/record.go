@@ -1,0 +1,60 @@
+package main
+
+// Record is one test of one implementation in one placement and round: the
+// unit of the raw results file. Zero fields do not apply to the test.
+type Record struct {
+	Round     int    `json:"round"`
+	Impl      string `json:"impl"`      // implWG or implYip
+	Placement string `json:"placement"` // placeUnpinned or placePinned
+	Test      string `json:"test"`      // e.g. "tcp1-cubic", "udp-1G", "ping"
+	Err       string `json:"error,omitempty"`
+
+	// iperf3 (receiver side unless noted).
+	RecvGbps    float64 `json:"recv_gbps,omitempty"`
+	SentGbps    float64 `json:"sent_gbps,omitempty"`   // sender side
+	Retransmits int64   `json:"retransmits,omitempty"` // sender's TCP count
+	LostPct     float64 `json:"lost_pct,omitempty"`    // UDP, from bytes sent and received
+	IperfLost   float64 `json:"iperf3_lost_pct,omitempty"`
+	CC          string  `json:"cc,omitempty"` // TCP congestion control used
+
+	// Daemons' CPU time (utime+stime from /proc/PID/stat) over a steady
+	// window inside the measured part of the run.
+	WindowSec float64 `json:"window_s,omitempty"`
+	RxCPUSec  float64 `json:"rx_cpu_s,omitempty"`
+	TxCPUSec  float64 `json:"tx_cpu_s,omitempty"`
+
+	// Kernel counters, after minus before the run: the sending TUN
+	// device's TX dropped; TCP segments sent and retransmitted in the
+	// sending namespace; UDP receive-buffer errors in the receiving one.
+	TunTxDropped  uint64 `json:"tun_tx_dropped"`
+	TCPOutSegs    uint64 `json:"tcp_out_segs,omitempty"`
+	TCPRetransSeg uint64 `json:"tcp_retrans_segs,omitempty"`
+	UDPRcvbufErrs uint64 `json:"udp_rcvbuf_errors"`
+	TunTxQLen     int    `json:"tun_txqueuelen"` // the sending TUN device's
+
+	// Ping.
+	RTTMedianMs float64 `json:"rtt_median_ms,omitempty"`
+	RTTAvgMs    float64 `json:"rtt_avg_ms,omitempty"`
+	PingLossPct float64 `json:"ping_loss_pct,omitempty"`
+}
+
+// RxCores is the receiving daemon's CPU use in cores (CPU s / wall s).
+func (r Record) RxCores() float64 { return div(r.RxCPUSec, r.WindowSec) }
+
+// TxCores is the sending daemon's CPU use in cores.
+func (r Record) TxCores() float64 { return div(r.TxCPUSec, r.WindowSec) }
+
+// GbpsPerRxCore is goodput per core the receiving daemon used.
+func (r Record) GbpsPerRxCore() float64 { return div(r.RecvGbps, r.RxCores()) }
+
+// RetransPct is retransmitted segments as a share of segments sent.
+func (r Record) RetransPct() float64 {
+	return 100 * div(float64(r.TCPRetransSeg), float64(r.TCPOutSegs))
+}
+
+func div(a, b float64) float64 {
+	if b == 0 {
+		return 0
+	}
+	return a / b
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The two implementations and two placements, in table order.
+const (
+	implWG        = "wireguard-go"
+	implYip       = "yip-router"
+	placeUnpinned = "unpinned"
+	placePinned   = "rx daemon alone on core 0"
+)
+
+// metric is one row of the table under a test.
+type metric struct {
+	name string
+	unit string
+	prec int
+	kind testKind // which tests it applies to
+	get  func(Record) float64
+}
+
+type testKind int
+
+const (
+	kindTCP testKind = 1 << iota
+	kindUDP
+	kindPing
+)
+
+var metrics = []metric{
+	{"goodput", "Gbit/s", 2, kindTCP | kindUDP, func(r Record) float64 { return r.RecvGbps }},
+	{"Gbit/s per receiving core", "Gbit/s", 2, kindTCP | kindUDP, Record.GbpsPerRxCore},
+	{"receiving daemon CPU", "cores", 2, kindTCP | kindUDP, Record.RxCores},
+	{"sending daemon CPU", "cores", 2, kindTCP | kindUDP, Record.TxCores},
+	{"retransmits (iperf3)", "", 0, kindTCP, func(r Record) float64 { return float64(r.Retransmits) }},
+	{"retransmitted segments", "%", 3, kindTCP, Record.RetransPct},
+	{"UDP loss", "%", 2, kindUDP, func(r Record) float64 { return r.LostPct }},
+	{"sending TUN TX dropped", "", 0, kindTCP | kindUDP, func(r Record) float64 { return float64(r.TunTxDropped) }},
+	{"RTT median", "ms", 3, kindPing, func(r Record) float64 { return r.RTTMedianMs }},
+	{"RTT mean", "ms", 3, kindPing, func(r Record) float64 { return r.RTTAvgMs }},
+	{"ping loss", "%", 1, kindPing, func(r Record) float64 { return r.PingLossPct }},
+}
+
+func kindOf(test string) testKind {
+	switch {
+	case strings.HasPrefix(test, "tcp"):
+		return kindTCP
+	case strings.HasPrefix(test, "udp"):
+		return kindUDP
+	default:
+		return kindPing
+	}
+}
+
+// median of xs (NaN-free); 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
+}
+
+// Table renders the medians over rounds as one Markdown table: rows are
+// test × placement × metric, columns wireguard-go, yip-router and their
+// ratio. Failed runs (Err set) are left out of the medians and counted.
+func Table(recs []Record, tests, placements []string) string {
+	var b strings.Builder
+	b.WriteString("| test | placement | metric | wireguard-go | yip-router | yip/wg |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
+	for _, t := range tests {
+		for _, p := range placements {
+			vals := map[string][]Record{}
+			fails := map[string]int{}
+			for _, r := range recs {
+				if r.Test != t || r.Placement != p {
+					continue
+				}
+				if r.Err != "" {
+					fails[r.Impl]++
+					continue
+				}
+				vals[r.Impl] = append(vals[r.Impl], r)
+			}
+			if len(vals[implWG])+len(vals[implYip])+fails[implWG]+fails[implYip] == 0 {
+				continue
+			}
+			first := true
+			for _, m := range metrics {
+				if m.kind&kindOf(t) == 0 {
+					continue
+				}
+				tcol, pcol := "", ""
+				if first {
+					tcol, pcol = testTitle(t), p
+					first = false
+				}
+				wg, wok := med(vals[implWG], m)
+				yip, yok := med(vals[implYip], m)
+				fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", tcol, pcol, m.name,
+					cell(wg, wok, len(vals[implWG]), fails[implWG], m), cell(yip, yok, len(vals[implYip]), fails[implYip], m),
+					ratio(wg, yip, wok && yok))
+			}
+		}
+	}
+	return b.String()
+}
+
+func med(rs []Record, m metric) (float64, bool) {
+	if len(rs) == 0 {
+		return 0, false
+	}
+	xs := make([]float64, len(rs))
+	for i, r := range rs {
+		xs[i] = m.get(r)
+	}
+	return median(xs), true
+}
+
+func cell(v float64, ok bool, n, fails int, m metric) string {
+	if !ok {
+		if fails == 0 {
+			return "not run"
+		}
+		return fmt.Sprintf("failed ×%d", fails)
+	}
+	s := fmt.Sprintf("%.*f", m.prec, v)
+	if m.unit != "" {
+		s += " " + m.unit
+	}
+	if fails > 0 {
+		s += fmt.Sprintf(" (%d of %d runs failed)", fails, n+fails)
+	}
+	return s
+}
+
+func ratio(wg, yip float64, ok bool) string {
+	if !ok || wg == 0 {
+		return "—"
+	}
+	return fmt.Sprintf("%.2f×", yip/wg)
+}
+
+// testTitle spells a test name for the table.
+func testTitle(t string) string {
+	parts := strings.Split(t, "-")
+	switch {
+	case parts[0] == "tcp1":
+		return "TCP ×1 " + strings.Join(parts[1:], " ")
+	case parts[0] == "tcp4":
+		return "TCP ×4 " + strings.Join(parts[1:], " ")
+	case t == "udp-blast":
+		return "UDP blast"
+	case parts[0] == "udp":
+		return "UDP " + strings.Join(parts[1:], " ") + "bit/s offered"
+	case t == "ping":
+		return "ping RTT"
+	}
+	return t
+}

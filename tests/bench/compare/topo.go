@@ -1,0 +1,65 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"time"
+
+	"github.com/yip-router/yip-router/internal/lab"
+)
+
+// topology is one implementation running in the two-namespace veth setup:
+// side lab.A sends (iperf3 client, ping), side lab.B receives (iperf3
+// server). Both implementations get the same addresses and inner MTU.
+type topology interface {
+	NS(s lab.Side) string
+	Tun(s lab.Side) string // the tunnel device
+	Pid(s lab.Side) int    // the daemon serving that side
+	Inner(s lab.Side) netip.Addr
+	Close()
+}
+
+// yipTopo is yip-router in internal/lab's setup (MTU router.DefaultMTU).
+type yipTopo struct{ l *lab.Lab }
+
+// newYip starts yip-router on both sides; cpus are taskset lists per side
+// ("" = unpinned).
+func newYip(bin, fec string, cpus [2]string) (topology, error) {
+	l, err := lab.New(lab.Options{Bin: bin, FEC: [2]string{fec, fec}, CPUs: cpus})
+	if err != nil {
+		return nil, err
+	}
+	for _, s := range []lab.Side{lab.B, lab.A} {
+		if err := l.Start(s); err != nil {
+			l.Close()
+			return nil, err
+		}
+	}
+	t := &yipTopo{l}
+	if err := waitTunnel(t, 15*time.Second); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return t, nil
+}
+
+func (t *yipTopo) NS(s lab.Side) string        { return t.l.NS[s] }
+func (t *yipTopo) Tun(s lab.Side) string       { return t.l.Ifname[s] }
+func (t *yipTopo) Pid(s lab.Side) int          { return t.l.Pid(s) }
+func (t *yipTopo) Inner(s lab.Side) netip.Addr { return t.l.Inner4[s] }
+func (t *yipTopo) Close()                      { t.l.Close() }
+
+// waitTunnel pings from A to B's inner address until a reply comes back
+// (the first packet starts the handshake).
+func waitTunnel(t topology, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		err := exec.Command("ip", "netns", "exec", t.NS(lab.A), "ping", "-n", "-c", "1", "-W", "1", t.Inner(lab.B).String()).Run()
+		if err == nil {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("no ping reply through the tunnel from %s to %s within %s", t.NS(lab.A), t.Inner(lab.B), timeout)
+}
