@@ -41,6 +41,15 @@ func (o *OffloadSet) field(name string) *bool {
 	return nil
 }
 
+// OffloadNames are the offloads' names, in display order.
+func OffloadNames() []string { return offloadNames }
+
+// Has reports whether the named offload is in the set.
+func (o OffloadSet) Has(name string) bool {
+	p := o.field(name)
+	return p != nil && *p
+}
+
 // ParseOffloadSet reads a comma-separated list of offload names, or "all"
 // or "none".
 func ParseOffloadSet(v string) (OffloadSet, error) {

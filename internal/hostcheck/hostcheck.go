@@ -82,6 +82,10 @@ type Env struct {
 	// Offloads reports an interface's GRO and LRO (ok=false: unknown, with
 	// why).
 	Offloads func(ifname string) (gro, lro bool, err error)
+	// ProbeOffloads opens a TUN device and a UDP socket with every offload
+	// asked for and reports what the kernel granted (tried only when
+	// Root).
+	ProbeOffloads func() (router.OffloadSet, error)
 	// ListenUDP and ListenTCP try to bind an address and release it.
 	ListenUDP func(netip.AddrPort) error
 	ListenTCP func(netip.AddrPort) error
@@ -134,6 +138,7 @@ func Check(path string, env Env, opts Options) []Finding {
 	out = append(out, env.privileges()...)
 	out = append(out, env.socketBuffers()...)
 	out = append(out, env.tunCheck(shardCount(cfg, opts, env))...)
+	out = append(out, env.offloadCheck(cfg)...)
 	out = append(out, env.cpus(cfg, opts)...)
 	out = append(out, env.forwarding(cfg)...)
 	if cfg != nil {
@@ -165,6 +170,9 @@ func (e Env) withDefaults() Env {
 	}
 	if e.Offloads == nil {
 		e.Offloads = r.Offloads
+	}
+	if e.ProbeOffloads == nil {
+		e.ProbeOffloads = r.ProbeOffloads
 	}
 	if e.ListenUDP == nil {
 		e.ListenUDP = r.ListenUDP
@@ -448,6 +456,48 @@ func (e Env) underlay(cfg *router.Config) []Finding {
 		out = append(out, Finding{Level: Info, Topic: topic, Msg: "no peer has an Endpoint (responder only): the underlay interface is not known until peers connect; MTU and offloads not checked"})
 	}
 	return out
+}
+
+// offloadCheck says which of yip-router's own offloads this kernel grants
+// (TUN TSO/USO and coalesced writes, UDP GSO/GRO) and which the config
+// turns off. A missing one is a warning: the router runs without it, at a
+// cost in throughput per core.
+func (e Env) offloadCheck(cfg *router.Config) []Finding {
+	const topic = "tunnel offloads"
+	if !e.Root {
+		return nil
+	}
+	got, err := e.ProbeOffloads()
+	if err != nil {
+		return []Finding{{Level: Info, Topic: topic, Msg: fmt.Sprintf("cannot probe: %v", err)}}
+	}
+	var dis router.OffloadSet
+	if cfg != nil {
+		dis = cfg.Interface.DisableOffload
+	}
+	var on, off, missing []string
+	for _, n := range router.OffloadNames() {
+		switch {
+		case dis.Has(n):
+			off = append(off, n)
+		case got.Has(n):
+			on = append(on, n)
+		default:
+			missing = append(missing, n)
+		}
+	}
+	msg := "on: " + strings.Join(on, ", ")
+	if len(on) == 0 {
+		msg = "on: none"
+	}
+	if len(off) > 0 {
+		msg += "; off by DisableOffload: " + strings.Join(off, ", ")
+	}
+	if len(missing) > 0 {
+		return []Finding{{Level: Warn, Topic: topic, Msg: msg + "; not offered by this kernel: " + strings.Join(missing, ", "),
+			Fix: "a kernel of 6.2 or later has every one (USO arrived in 6.2, UDP GRO is reliable from 5.12)"}}
+	}
+	return []Finding{{Level: OK, Topic: topic, Msg: msg}}
 }
 
 func (e Env) offloads(ifname string) []Finding {

@@ -1,6 +1,8 @@
 package hostcheck
 
 import (
+	"github.com/yip-router/yip-router/router"
+
 	"errors"
 	"fmt"
 	"net/netip"
@@ -22,6 +24,7 @@ type fakeHost struct {
 	lro    bool
 	offErr error
 	udpErr error
+	tunnel router.OffloadSet // what the offload probe grants
 }
 
 func newFake(t *testing.T) *fakeHost {
@@ -41,6 +44,7 @@ func newFake(t *testing.T) *fakeHost {
 		tunErr: map[int]error{},
 		route:  map[netip.Addr]string{netip.MustParseAddr("203.0.113.2"): "eth0"},
 		gro:    true,
+		tunnel: router.OffloadSet{TSO: true, USO: true, GRO: true, UDPGSO: true, UDPGRO: true},
 	}
 }
 
@@ -75,9 +79,10 @@ func (f *fakeHost) env(t *testing.T) Env {
 			}
 			return "", errors.New("network unreachable")
 		},
-		Offloads:  func(string) (bool, bool, error) { return f.gro, f.lro, f.offErr },
-		ListenUDP: func(netip.AddrPort) error { return f.udpErr },
-		ListenTCP: func(netip.AddrPort) error { return nil },
+		Offloads:      func(string) (bool, bool, error) { return f.gro, f.lro, f.offErr },
+		ProbeOffloads: func() (router.OffloadSet, error) { return f.tunnel, nil },
+		ListenUDP:     func(netip.AddrPort) error { return f.udpErr },
+		ListenTCP:     func(netip.AddrPort) error { return nil },
 	}
 }
 
@@ -154,6 +159,7 @@ func TestHealthyHost(t *testing.T) {
 		"OK    socket buffers: rmem_max 4194304 >= 4194304",
 		"OK    socket buffers: wmem_max 8388608 >= 4194304",
 		"OK    TUN: opened and closed a 4-queue TUN device",
+		"OK    tunnel offloads: on: tso, uso, gro, udp-gso, udp-gro",
 		"OK    CPUs: affinity mask 0-3: 4 CPUs on 4 physical cores; Shards = auto (default) gives 4 shard(s) on CPUs 0-3",
 		"INFO  CPUs: every CPU of the machine runs a shard",
 		"OK    forwarding: net.ipv4.ip_forward = 1",
@@ -271,4 +277,19 @@ func TestCPUList(t *testing.T) {
 			t.Errorf("cpuList(%v) = %q, want %q", c.in, got, c.want)
 		}
 	}
+}
+
+// An offload the kernel does not offer is a warning with the kernel that
+// has it; one the config turns off is said as such, not warned about.
+func TestTunnelOffloads(t *testing.T) {
+	f := newFake(t)
+	f.tunnel.USO = false
+	fs := Check(writeConf(t, "DisableOffload = gro, udp-gso"), f.env(t), Options{})
+	expect(t, fs,
+		"WARN  tunnel offloads: on: tso, udp-gro; off by DisableOffload: gro, udp-gso; not offered by this kernel: uso",
+		"      fix: a kernel of 6.2 or later",
+	)
+	f.tunnel.USO = true
+	fs = Check(writeConf(t, "DisableOffload = all"), f.env(t), Options{})
+	expect(t, fs, "OK    tunnel offloads: on: none; off by DisableOffload: tso, uso, gro, udp-gso, udp-gro")
 }

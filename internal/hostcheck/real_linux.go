@@ -13,20 +13,43 @@ import (
 
 	"github.com/yip-router/yip-router/router"
 	"github.com/yip-router/yip-router/shard/tun"
+	"github.com/yip-router/yip-router/shard/udp"
 )
 
 // Real is this machine.
 func Real() Env {
 	return Env{
 		Proc: "/proc", Sys: "/sys", Dev: "/dev",
-		Root:         os.Geteuid() == 0,
-		AffinityCPUs: router.AffinityCPUs,
-		OpenTUN:      openTUN,
-		RouteTo:      routeTo,
-		Offloads:     offloads,
-		ListenUDP:    func(ap netip.AddrPort) error { return listen("udp", ap) },
-		ListenTCP:    func(ap netip.AddrPort) error { return listen("tcp", ap) },
+		Root:          os.Geteuid() == 0,
+		AffinityCPUs:  router.AffinityCPUs,
+		OpenTUN:       openTUN,
+		RouteTo:       routeTo,
+		Offloads:      offloads,
+		ProbeOffloads: probeOffloads,
+		ListenUDP:     func(ap netip.AddrPort) error { return listen("udp", ap) },
+		ListenTCP:     func(ap netip.AddrPort) error { return listen("tcp", ap) },
 	}
+}
+
+// probeOffloads opens a TUN device and a loopback UDP socket asking for
+// every offload, as yip-router up does, and reports what was granted.
+// Coalesced TUN writes need only the virtio-net header.
+func probeOffloads() (router.OffloadSet, error) {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	d, err := tun.Open("yipchk"+hex.EncodeToString(b[:]), 1, tun.Offloads{VnetHdr: true, TSO: true, USO: true})
+	if err != nil {
+		return router.OffloadSet{}, err
+	}
+	defer d.Close()
+	got := router.OffloadSet{TSO: d.Offloads.TSO, USO: d.Offloads.USO, GRO: d.Offloads.VnetHdr}
+	g, err := udp.ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), 1)
+	if err != nil {
+		return got, err
+	}
+	defer g[0].Close()
+	got.UDPGSO, got.UDPGRO = g[0].EnableOffloads(true, true)
+	return got, nil
 }
 
 // openTUN creates a TUN device with a random name and the given queues, and
