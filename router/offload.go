@@ -88,7 +88,7 @@ func (o OffloadSet) String() string {
 
 // offloadState says, per offload name, "on" or "off: why".
 func (r *Router) offloadState() map[string]string {
-	dis := r.cfg.Interface.DisableOffload
+	dis := r.offDisabled
 	st := map[string]string{}
 	set := func(name string, disabled, granted bool, refused error) {
 		switch {

@@ -70,6 +70,9 @@ type Router struct {
 	shards  []*shard.Shard
 	table   atomic.Pointer[shard.Table]
 	started time.Time
+	// offDisabled is the config's DisableOffload at start (a reload
+	// cannot change offloads).
+	offDisabled OffloadSet
 
 	mu      sync.Mutex
 	peers   map[crypto.PublicKey]*peer
@@ -172,6 +175,7 @@ func New(cfg *Config, opts Options) (*Router, error) {
 
 	r.local = crypto.NewLocal(cfg.Interface.PrivateKey, true)
 	off := cfg.Interface.DisableOffload
+	r.offDisabled = off
 	want := tun.Offloads{TSO: !off.TSO, USO: !off.USO}
 	want.VnetHdr = want.TSO || want.USO || !off.GRO
 	if r.dev, err = tun.Open(cfg.Interface.Name, nsh, want); err != nil {
