@@ -43,19 +43,40 @@ func (r *Router) conn(sh, conn int) *udp.Conn {
 	return r.group[sh]
 }
 
+// sendHS sends a handshake datagram from shard sh's socket conn.
+func (r *Router) sendHS(sh, conn int, b []byte, to netip.AddrPort) error {
+	if r.testSend != nil {
+		return r.testSend(sh, conn, b, to)
+	}
+	return r.conn(sh, conn).SendTo(b, to)
+}
+
 func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) {
 	now := time.Now()
 	if conn < 0 {
 		conn = connGroup
 	}
-	if !r.limit.allow(from.Addr(), now) {
-		r.hs.rateLimited.Add(1)
-		return
-	}
-	if r.underLoad(now) && !r.cookies.CheckMac2(data, from, now) {
+	// Who may cost us a DH. Nothing unproven is charged to a bucket that a
+	// proven source depends on, so spoofers cannot lock a real peer out:
+	//   - not under load (global rate under the threshold) and the source
+	//     prefix's unproven bucket has a token: answer, charging it;
+	//   - otherwise demand a cookie: a valid mac2 proves the initiator
+	//     receives at its address, and it is charged to the prefix's proven
+	//     bucket, which spoofed initiations never touch;
+	//   - no valid mac2: a cookie reply (never longer than the initiation),
+	//     so a real peer whose prefix is being spoofed retries with mac2.
+	loaded := r.underLoad(now)
+	switch {
+	case !loaded && r.limit.allow(from.Addr(), now):
+	case r.cookies.CheckMac2(data, from, now):
+		if !r.proven.allow(from.Addr(), now) {
+			r.hs.rateLimited.Add(1)
+			return
+		}
+	default:
 		reply, err := r.local.CookieReply(data, r.cookies, from, now)
 		if err == nil {
-			_ = r.conn(sh, conn).SendTo(reply, from)
+			_ = r.sendHS(sh, conn, reply, from)
 			r.hs.cookies.Add(1)
 		}
 		return
@@ -103,7 +124,7 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 	// ports are as offered.
 	sess.Remote.Ports[0] = from.Port()
 	r.install(p, sess, from.Addr(), false, now)
-	if err := r.conn(sh, conn).SendTo(resp, from); err != nil {
+	if err := r.sendHS(sh, conn, resp, from); err != nil {
 		r.log.Warn("sending handshake response", zap.Stringer("to", from), zap.Error(err))
 	}
 	r.hs.answered.Add(1)
@@ -240,7 +261,7 @@ func (r *Router) initiate(p *peer, now time.Time) {
 	p.nextTry = now.Add(back)
 	// From lane 0's socket: its port's low bits steer it to the
 	// responder's shard 0, and the response comes back to our shard 0.
-	if err := r.laneSk[0].SendTo(dgram, p.endpoint); err != nil {
+	if err := r.sendHS(0, connLane, dgram, p.endpoint); err != nil {
 		r.log.Debug("sending initiation", zap.Stringer("to", p.endpoint), zap.Error(err))
 	}
 	r.hs.initiated.Add(1)

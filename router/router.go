@@ -77,11 +77,16 @@ type Router struct {
 	nextID  shard.PeerID
 	pending map[uint32]*peer // our initiation index → peer
 
-	npending  atomic.Int32 // len(pending), read without the lock
-	limit     *limiter
+	npending  atomic.Int32  // len(pending), read without the lock
+	limit     *limiter      // initiations answered without a cookie, per source prefix
+	proven    *limiter      // initiations with a valid mac2, per source prefix
 	initCount atomic.Uint64 // initiations received this second
 	initSlot  atomic.Int64
 	hs        handshakeStats
+
+	// testSend replaces the sockets for handshake datagrams in in-memory
+	// tests; nil in a real router.
+	testSend func(sh, conn int, b []byte, to netip.AddrPort) error
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -148,7 +153,7 @@ func New(cfg *Config, opts Options) (*Router, error) {
 		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
 		pending: map[uint32]*peer{}, nextID: 1,
 		stop:  make(chan struct{}),
-		limit: newLimiter(),
+		limit: newLimiter(), proven: newLimiter(),
 	}
 	ok := false
 	defer func() {

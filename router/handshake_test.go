@@ -1,0 +1,190 @@
+package router
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/shard"
+	"github.com/yip-router/yip-router/shard/udp"
+)
+
+// memDgram is a handshake datagram a memRouter sent.
+type memDgram struct {
+	b  []byte
+	to netip.AddrPort
+}
+
+// memRouter is a Router with one shard that never runs and no TUN: the
+// handshake code runs in memory, and what it sends lands in out. addr is
+// its underlay address as its peers see it.
+type memRouter struct {
+	*Router
+	priv crypto.PrivateKey
+	addr netip.AddrPort
+	out  []memDgram
+}
+
+func newMemRouter(t *testing.T, addr string) *memRouter {
+	t.Helper()
+	priv, err := crypto.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Router{
+		cfg: &Config{}, log: zap.NewNop(),
+		local:   crypto.NewLocal(priv, true),
+		cookies: crypto.NewCookieChecker(),
+		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
+		pending: map[uint32]*peer{}, nextID: 1,
+		stop:  make(chan struct{}),
+		limit: newLimiter(), proven: newLimiter(),
+	}
+	t.Cleanup(r.closeResources)
+	lo := netip.MustParseAddr("127.0.0.1")
+	if r.group, err = udp.ListenGroup(netip.AddrPortFrom(lo, 0), 1); err != nil {
+		t.Fatal(err)
+	}
+	lc, err := udp.ListenLane(lo, 0, randIntn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.laneSk = []*udp.Conn{lc}
+	if r.mesh, err = shard.NewMesh(1); err != nil {
+		t.Fatal(err)
+	}
+	s, err := shard.New(shard.Config{ID: 0, CPU: -1, Mesh: r.mesh, Table: &r.table, Conns: []*udp.Conn{r.group[0], lc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.shards = []*shard.Shard{s}
+	m := &memRouter{Router: r, priv: priv, addr: netip.MustParseAddrPort(addr)}
+	r.testSend = func(_, _ int, b []byte, to netip.AddrPort) error {
+		m.out = append(m.out, memDgram{append([]byte(nil), b...), to})
+		return nil
+	}
+	return m
+}
+
+// take returns what m sent since the last take.
+func (m *memRouter) take() []memDgram {
+	out := m.out
+	m.out = nil
+	return out
+}
+
+// memPair is an initiator (ini, with the responder's endpoint configured)
+// and a responder (resp).
+func memPair(t *testing.T, iniAddr string) (ini, resp *memRouter) {
+	t.Helper()
+	ini = newMemRouter(t, iniAddr)
+	resp = newMemRouter(t, "192.0.2.1:51820")
+	if err := ini.setPeers([]PeerConfig{{PublicKey: resp.local.PublicKey(), Endpoint: resp.addr,
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.2/32")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := resp.setPeers([]PeerConfig{{PublicKey: ini.local.PublicKey(),
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}}); err != nil {
+		t.Fatal(err)
+	}
+	return ini, resp
+}
+
+// peerOf is m's only peer.
+func (m *memRouter) peerOf(t *testing.T) *peer {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.peers {
+		return p
+	}
+	t.Fatal("no peer")
+	return nil
+}
+
+// kick runs m's timers at the time its next handshake attempt is due (now
+// if none is scheduled), with traffic waiting for the peer.
+func (m *memRouter) kick(t *testing.T) {
+	p := m.peerOf(t)
+	m.mu.Lock()
+	p.want, p.wantSince = true, time.Now()
+	now := time.Now()
+	if p.nextTry.After(now) {
+		now = p.nextTry
+	}
+	m.mu.Unlock()
+	m.tick(now)
+}
+
+// deliver hands every datagram from sends to m from the address from, on
+// m's socket conn.
+func (m *memRouter) deliver(sends []memDgram, from netip.AddrPort, conn int) {
+	for _, d := range sends {
+		if d.to == m.addr {
+			m.unmatched(0, conn, d.b, from)
+		}
+	}
+}
+
+// attackerInitiation is an initiation with a valid mac1 for resp from a key
+// resp does not know: what anyone holding resp's public key can send.
+func attackerInitiation(t *testing.T, resp *memRouter) []byte {
+	t.Helper()
+	ak, _ := crypto.GeneratePrivateKey()
+	a := crypto.NewLocal(ak, true)
+	pr, err := a.AddPeer(resp.local.PublicKey(), crypto.PresharedKey{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, d, err := a.Initiate(pr, 1, crypto.LaneOffer{Ports: []uint16{1000}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// Finding 2: initiations spoofed from the real peer's /24 (at a rate under
+// and over the global cookie threshold) must not keep the real peer out: it
+// is sent a cookie reply, retries with mac2 and completes.
+func TestSpoofedInitiationsDoNotLockOutPeer(t *testing.T) {
+	for _, flood := range []int{40, 2 * cookieThreshold} {
+		t.Run(fmt.Sprint(flood), func(t *testing.T) {
+			ini, resp := memPair(t, "198.51.100.7:40000")
+			spoof := attackerInitiation(t, resp)
+			for round := 0; round < 6 && ini.hs.completed.Load() == 0; round++ {
+				for i := range flood {
+					src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + i%250)}), uint16(1024+i))
+					resp.unmatched(0, connGroup, spoof, src)
+				}
+				for _, d := range resp.take() {
+					if d.to.Addr() != ini.addr.Addr() && len(d.b) > len(spoof) {
+						t.Fatalf("reply of %d bytes to a %d-byte initiation", len(d.b), len(spoof))
+					}
+				}
+				ini.kick(t)
+				inits := ini.take()
+				resp.deliver(inits, ini.addr, connGroup)
+				replies := resp.take()
+				for _, d := range replies {
+					for _, in := range inits {
+						if len(d.b) > len(in.b) {
+							t.Fatalf("reply of %d bytes to a %d-byte initiation", len(d.b), len(in.b))
+						}
+					}
+				}
+				ini.deliver(replies, resp.addr, connLane)
+			}
+			if ini.hs.completed.Load() != 1 {
+				t.Fatalf("real peer locked out: completed %d, responder answered %d, cookies %d, rate limited %d",
+					ini.hs.completed.Load(), resp.hs.answered.Load(), resp.hs.cookies.Load(), resp.hs.rateLimited.Load())
+			}
+			if resp.hs.cookies.Load() == 0 {
+				t.Fatal("no cookie was demanded")
+			}
+		})
+	}
+}
