@@ -131,23 +131,41 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 	r.log.Info("handshake answered", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", from), zap.Int("lanes", p.lanes))
 }
 
+// handleResponse reads a response to one of our pending initiations. Anyone
+// who saw the initiation and holds our public key can send one with a valid
+// mac1 and index, so the reads are rate-limited per initiation and done
+// outside the router lock (the Initiation serialises them and survives a
+// failed one).
 func (r *Router) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool {
+	now := time.Now()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	p := r.pending[idx]
 	if p == nil || p.init == nil || p.initIndex != idx {
+		r.mu.Unlock()
 		return false
 	}
-	sess, err := p.init.ConsumeResponse(data)
+	in := p.init
+	if !p.respReads.take(now, respRate, respBurst) {
+		r.mu.Unlock()
+		r.hs.rateLimited.Add(1)
+		return true
+	}
+	r.mu.Unlock()
+	sess, err := in.ConsumeResponse(data)
 	if err != nil {
 		r.hs.refused.Add(1)
 		r.log.Debug("response refused", zap.Stringer("from", from), zap.Error(err))
 		return true
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.init != in {
+		return true // replaced or abandoned while we read it
+	}
 	r.clearInit(p)
 	p.attempts = 0
 	p.endpoint = from
-	r.install(p, sess, from.Addr(), true, time.Now())
+	r.install(p, sess, from.Addr(), true, now)
 	r.hs.completed.Add(1)
 	r.log.Info("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))
 	return true
@@ -251,6 +269,7 @@ func (r *Router) initiate(p *peer, now time.Time) {
 		return
 	}
 	p.init, p.initIndex, p.initAt = in, index, now
+	p.respReads = bucket{tokens: respBurst, last: now}
 	r.pending[index] = p
 	r.npending.Store(int32(len(r.pending)))
 	p.attempts++

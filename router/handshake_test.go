@@ -188,3 +188,86 @@ func TestSpoofedInitiationsDoNotLockOutPeer(t *testing.T) {
 		})
 	}
 }
+
+// forgedResponse is a response to ini's pending initiation that anyone on
+// the path (who saw the index and holds ini's public key) can make: valid
+// mac1 and index, but not from the peer ini initiated to.
+func forgedResponse(t *testing.T, ini *memRouter) []byte {
+	t.Helper()
+	ak, _ := crypto.GeneratePrivateKey()
+	a := crypto.NewLocal(ak, true)
+	if _, err := a.AddPeer(ini.local.PublicKey(), crypto.PresharedKey{}); err != nil {
+		t.Fatal(err)
+	}
+	as := crypto.NewLocal(ini.priv, true) // to address the forged initiation's answer to ini
+	pa, err := as.AddPeer(a.PublicKey(), crypto.PresharedKey{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ini.mu.Lock()
+	idx := ini.peerOf0().initIndex
+	ini.mu.Unlock()
+	_, d, err := as.Initiate(pa, idx, crypto.LaneOffer{Ports: []uint16{1000}}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc, err := a.ConsumeInitiation(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, _, err := inc.Respond(77, crypto.LaneOffer{Ports: []uint16{2000}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// peerOf0 is m's only peer; caller holds m.mu.
+func (m *memRouter) peerOf0() *peer {
+	for _, p := range m.peers {
+		return p
+	}
+	return nil
+}
+
+// startHandshake has ini initiate and resp answer; it returns resp's
+// response, not yet delivered.
+func startHandshake(t *testing.T, ini, resp *memRouter) []memDgram {
+	t.Helper()
+	ini.kick(t)
+	inits := ini.take()
+	if len(inits) != 1 {
+		t.Fatalf("%d initiations sent", len(inits))
+	}
+	resp.deliver(inits, ini.addr, connGroup)
+	out := resp.take()
+	if len(out) != 1 || resp.hs.answered.Load() != 1 {
+		t.Fatalf("responder sent %d datagrams, answered %d", len(out), resp.hs.answered.Load())
+	}
+	return out
+}
+
+// Finding 3: forged responses to a pending initiation cost a bounded number
+// of reads (each is two X25519 under no rate limit otherwise), and the
+// genuine response still completes the handshake.
+func TestForgedResponsesBounded(t *testing.T) {
+	ini, resp := memPair(t, "198.51.100.7:40000")
+	genuine := startHandshake(t, ini, resp)
+	f := forgedResponse(t, ini)
+	for range 50 {
+		if !ini.unmatched(0, connLane, f, resp.addr) {
+			t.Fatal("forged response not taken as a handshake")
+		}
+	}
+	if n := ini.hs.refused.Load(); n > uint64(respBurst) {
+		t.Fatalf("%d forged responses read, limit %v", n, respBurst)
+	}
+	if ini.hs.completed.Load() != 0 {
+		t.Fatal("forgery completed the handshake")
+	}
+	time.Sleep(time.Second / respRate)
+	ini.deliver(genuine, resp.addr, connLane)
+	if ini.hs.completed.Load() != 1 {
+		t.Fatal("genuine response after forgeries did not complete the handshake")
+	}
+}

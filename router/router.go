@@ -110,6 +110,7 @@ type peer struct {
 	init      *crypto.Initiation
 	initIndex uint32
 	initAt    time.Time
+	respReads bucket // responses read for init (forgeries cost DH)
 	attempts  int
 	nextTry   time.Time
 
