@@ -181,10 +181,11 @@ func (r *Router) handleCookieReply(data []byte, from netip.AddrPort) bool {
 	defer r.mu.Unlock()
 	for _, p := range r.pending {
 		if p.init != nil && p.endpoint.Addr() == from.Addr() {
+			// The cookie is kept for the next attempt, which comes on the
+			// normal schedule (as in WireGuard): a reply anyone on the path
+			// could forge must not cancel the initiation or bring the
+			// retry forward.
 			if p.init.ConsumeCookieReply(data, time.Now()) == nil {
-				// Retry at once with the cookie.
-				p.nextTry = time.Time{}
-				r.clearInit(p)
 				return true
 			}
 		}

@@ -271,3 +271,39 @@ func TestForgedResponsesBounded(t *testing.T) {
 		t.Fatal("genuine response after forgeries did not complete the handshake")
 	}
 }
+
+// Finding 5: a cookie reply that opens (anyone holding the responder's
+// public key who saw our initiation can make one) stores a cookie but keeps
+// the pending initiation and its retry schedule.
+func TestForgedCookieReplyKeepsInitiation(t *testing.T) {
+	ini, resp := memPair(t, "198.51.100.7:40000")
+	ini.kick(t)
+	inits := ini.take()
+	forged, err := resp.local.CookieReply(inits[0].b, crypto.NewCookieChecker(), ini.addr, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ini.mu.Lock()
+	next := ini.peerOf0().nextTry
+	ini.mu.Unlock()
+	if !ini.unmatched(0, connLane, forged, resp.addr) {
+		t.Fatal("cookie reply not taken")
+	}
+	ini.mu.Lock()
+	p := ini.peerOf0()
+	kept, same := p.init != nil, p.nextTry.Equal(next)
+	ini.mu.Unlock()
+	if !kept || !same {
+		t.Fatalf("cookie reply: initiation kept %v, retry schedule kept %v", kept, same)
+	}
+	// No immediate retry on the next timer tick either.
+	ini.tick(time.Now())
+	if n := len(ini.take()); n != 0 {
+		t.Fatalf("%d initiations sent right after the cookie reply", n)
+	}
+	resp.deliver(inits, ini.addr, connGroup)
+	ini.deliver(resp.take(), resp.addr, connLane)
+	if ini.hs.completed.Load() != 1 {
+		t.Fatal("genuine response after a forged cookie reply did not complete the handshake")
+	}
+}
