@@ -171,23 +171,27 @@ func (r *Router) handleResponse(idx uint32, data []byte, from netip.AddrPort) bo
 	return true
 }
 
+// handleCookieReply tries data as a cookie reply to our pending
+// initiations sent to from. Garbage floods come through here, so it costs
+// O(1) and never takes the router lock: a length test, then only the
+// initiations sent to that exact endpoint are tried.
 func (r *Router) handleCookieReply(data []byte, from netip.AddrPort) bool {
-	// Garbage floods come through here: reject on length, and skip the
-	// lock entirely unless an initiation of ours is waiting.
 	if !crypto.CookieReplyLen(len(data)) || r.npending.Load() == 0 {
 		return false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.pending {
-		if p.init != nil && p.endpoint.Addr() == from.Addr() {
-			// The cookie is kept for the next attempt, which comes on the
-			// normal schedule (as in WireGuard): a reply anyone on the path
-			// could forge must not cancel the initiation or bring the
-			// retry forward.
-			if p.init.ConsumeCookieReply(data, time.Now()) == nil {
-				return true
-			}
+	var buf [4]*crypto.Initiation
+	r.pendMu.Lock()
+	cands := append(buf[:0], r.byEndpoint[from]...)
+	r.pendMu.Unlock()
+	now := time.Now()
+	for _, in := range cands {
+		r.cookieScans.Add(1)
+		// The cookie is kept for the next attempt, which comes on the
+		// normal schedule (as in WireGuard): a reply anyone on the path
+		// could forge must not cancel the initiation or bring the retry
+		// forward.
+		if in.ConsumeCookieReply(data, now) == nil {
+			return true
 		}
 	}
 	return false
@@ -237,6 +241,19 @@ func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, ini
 func (r *Router) clearInit(p *peer) {
 	if p.init != nil {
 		delete(r.pending, p.initIndex)
+		r.pendMu.Lock()
+		var rest []*crypto.Initiation
+		for _, in := range r.byEndpoint[p.initTo] {
+			if in != p.init {
+				rest = append(rest, in)
+			}
+		}
+		if len(rest) == 0 {
+			delete(r.byEndpoint, p.initTo)
+		} else {
+			r.byEndpoint[p.initTo] = rest
+		}
+		r.pendMu.Unlock()
 		p.init = nil
 	}
 	r.npending.Store(int32(len(r.pending)))
@@ -269,9 +286,12 @@ func (r *Router) initiate(p *peer, now time.Time) {
 		r.log.Error("initiate", zap.Error(err))
 		return
 	}
-	p.init, p.initIndex, p.initAt = in, index, now
+	p.init, p.initIndex, p.initAt, p.initTo = in, index, now, p.endpoint
 	p.respReads = bucket{tokens: respBurst, last: now}
 	r.pending[index] = p
+	r.pendMu.Lock()
+	r.byEndpoint[p.endpoint] = append(r.byEndpoint[p.endpoint], in)
+	r.pendMu.Unlock()
 	r.npending.Store(int32(len(r.pending)))
 	p.attempts++
 	// Backoff with jitter: 1, 2, 4, 8 s … capped at 15 s, ±10%.

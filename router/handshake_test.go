@@ -41,8 +41,9 @@ func newMemRouter(t *testing.T, addr string) *memRouter {
 		cookies: crypto.NewCookieChecker(),
 		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
 		pending: map[uint32]*peer{}, nextID: 1,
-		stop:  make(chan struct{}),
-		limit: newLimiter(), proven: newLimiter(),
+		byEndpoint: map[netip.AddrPort][]*crypto.Initiation{},
+		stop:       make(chan struct{}),
+		limit:      newLimiter(), proven: newLimiter(),
 	}
 	t.Cleanup(r.closeResources)
 	lo := netip.MustParseAddr("127.0.0.1")
@@ -171,7 +172,9 @@ func TestSpoofedInitiationsDoNotLockOutPeer(t *testing.T) {
 				replies := resp.take()
 				for _, d := range replies {
 					for _, in := range inits {
-						if len(d.b) > len(in.b) {
+						// Cookie replies must not amplify (a response
+						// goes only to a proven or unloaded source).
+						if crypto.CookieReplyLen(len(d.b)) && len(d.b) > len(in.b) {
 							t.Fatalf("reply of %d bytes to a %d-byte initiation", len(d.b), len(in.b))
 						}
 					}
@@ -305,5 +308,40 @@ func TestForgedCookieReplyKeepsInitiation(t *testing.T) {
 	ini.deliver(resp.take(), resp.addr, connLane)
 	if ini.hs.completed.Load() != 1 {
 		t.Fatal("genuine response after a forged cookie reply did not complete the handshake")
+	}
+}
+
+// Finding 6: a datagram of cookie-reply length that matches nothing costs
+// the same with 500 pending initiations as with one: pending initiations
+// are found by endpoint, not by a scan.
+func TestJunkCostIndependentOfPending(t *testing.T) {
+	for _, n := range []int{1, 500} {
+		m := newMemRouter(t, "198.51.100.7:40000")
+		var pcs []PeerConfig
+		for i := range n {
+			k, _ := crypto.GeneratePrivateKey()
+			pcs = append(pcs, PeerConfig{PublicKey: k.Public(),
+				Endpoint:   netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 51820),
+				AllowedIPs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 200, byte(i >> 8), byte(i)}), 32)}})
+		}
+		if err := m.setPeers(pcs); err != nil {
+			t.Fatal(err)
+		}
+		m.mu.Lock()
+		for _, p := range m.peers {
+			m.initiate(p, time.Now())
+		}
+		m.mu.Unlock()
+		junk := make([]byte, 60)
+		before := m.cookieScans.Load()
+		const sent = 100
+		for i := range sent {
+			// from nowhere, and from a pending initiation's endpoint
+			m.unmatched(0, connLane, junk, netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}), 9))
+			m.unmatched(0, connLane, junk, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, 0, 0}), 51820))
+		}
+		if work := m.cookieScans.Load() - before; work > sent {
+			t.Fatalf("%d pending: %d initiations examined for %d junk datagrams", n, work, 2*sent)
+		}
 	}
 }

@@ -77,12 +77,20 @@ type Router struct {
 	nextID  shard.PeerID
 	pending map[uint32]*peer // our initiation index → peer
 
-	npending  atomic.Int32  // len(pending), read without the lock
-	limit     *limiter      // initiations answered without a cookie, per source prefix
-	proven    *limiter      // initiations with a valid mac2, per source prefix
-	initCount atomic.Uint64 // initiations received this second
-	initSlot  atomic.Int64
-	hs        handshakeStats
+	npending atomic.Int32 // len(pending), read without the lock
+	// pendMu guards byEndpoint: our pending initiations by the endpoint
+	// they were sent to, so a cookie reply (or junk of its length) finds
+	// its candidates in O(1) without the router lock. Lock order: mu, then
+	// pendMu.
+	pendMu     sync.Mutex
+	byEndpoint map[netip.AddrPort][]*crypto.Initiation
+	// cookieScans counts pending initiations tried against cookie replies.
+	cookieScans atomic.Uint64
+	limit       *limiter      // initiations answered without a cookie, per source prefix
+	proven      *limiter      // initiations with a valid mac2, per source prefix
+	initCount   atomic.Uint64 // initiations received this second
+	initSlot    atomic.Int64
+	hs          handshakeStats
 
 	// testSend replaces the sockets for handshake datagrams in in-memory
 	// tests; nil in a real router.
@@ -109,6 +117,7 @@ type peer struct {
 	wantSince time.Time
 	init      *crypto.Initiation
 	initIndex uint32
+	initTo    netip.AddrPort // where init was sent (its byEndpoint key)
 	initAt    time.Time
 	respReads bucket // responses read for init (forgeries cost DH)
 	attempts  int
@@ -153,8 +162,9 @@ func New(cfg *Config, opts Options) (*Router, error) {
 		cookies: crypto.NewCookieChecker(),
 		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
 		pending: map[uint32]*peer{}, nextID: 1,
-		stop:  make(chan struct{}),
-		limit: newLimiter(), proven: newLimiter(),
+		byEndpoint: map[netip.AddrPort][]*crypto.Initiation{},
+		stop:       make(chan struct{}),
+		limit:      newLimiter(), proven: newLimiter(),
 	}
 	ok := false
 	defer func() {
