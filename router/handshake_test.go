@@ -257,13 +257,16 @@ func TestForgedResponsesBounded(t *testing.T) {
 	ini, resp := memPair(t, "198.51.100.7:40000")
 	genuine := startHandshake(t, ini, resp)
 	f := forgedResponse(t, ini)
+	start := time.Now()
 	for range 50 {
 		if !ini.unmatched(0, connLane, f, resp.addr) {
 			t.Fatal("forged response not taken as a handshake")
 		}
 	}
-	if n := ini.hs.refused.Load(); n > uint64(respBurst) {
-		t.Fatalf("%d forged responses read, limit %v", n, respBurst)
+	// The burst, plus the refill while the loop ran (slow under -race).
+	limit := respBurst + time.Since(start).Seconds()*respRate
+	if n := ini.hs.refused.Load(); float64(n) > limit {
+		t.Fatalf("%d forged responses read, limit %.1f", n, limit)
 	}
 	if ini.hs.completed.Load() != 0 {
 		t.Fatal("forgery completed the handshake")
