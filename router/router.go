@@ -69,7 +69,7 @@ type Router struct {
 	mesh    *shard.Mesh
 	shards  []*shard.Shard
 	table   atomic.Pointer[shard.Table]
-	started time.Time
+	started atomic.Int64 // Start's time (Unix ns): Status may run before Start
 
 	mu      sync.Mutex
 	peers   map[crypto.PublicKey]*peer
@@ -319,7 +319,7 @@ func (r *Router) forget(id shard.PeerID) {
 
 // Start runs the shards and the timers.
 func (r *Router) Start() {
-	r.started = time.Now()
+	r.started.Store(time.Now().UnixNano())
 	r.runErrs = make(chan error, len(r.shards))
 	for _, s := range r.shards {
 		r.wg.Add(1)

@@ -74,12 +74,15 @@ type LaneStatus struct {
 func (r *Router) Status() Status {
 	st := Status{
 		Interface: r.dev.Name, PublicKey: r.local.PublicKey().String(),
-		ListenPort: r.group[0].LocalAddr().Port(), Uptime: time.Since(r.started),
+		ListenPort: r.group[0].LocalAddr().Port(),
 		Handshakes: HandshakeCounts{
 			Initiated: r.hs.initiated.Load(), Completed: r.hs.completed.Load(), Answered: r.hs.answered.Load(),
 			CookieDemanded: r.hs.cookies.Load(), Refused: r.hs.refused.Load(),
 			RateLimited: r.hs.rateLimited.Load(),
 		},
+	}
+	if t := r.started.Load(); t != 0 {
+		st.Uptime = time.Since(time.Unix(0, t))
 	}
 	// The shards answer on their own goroutines, and the lanes are grouped
 	// by peer before the router lock is taken: under it only the peers are
