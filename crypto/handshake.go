@@ -93,6 +93,18 @@ func (l *Local) AddPeer(pub PublicKey, psk PresharedKey) (*Peer, error) {
 	return p, nil
 }
 
+// CheckPeerKey reports whether AddPeer would accept pub, without a DH: so
+// a configuration can be checked whole before any of it is applied.
+func (l *Local) CheckPeerKey(pub PublicKey) error {
+	if pub == l.pub {
+		return fmt.Errorf("crypto: peer key %s is our own public key", pub)
+	}
+	if isLowOrder(pub[:]) {
+		return fmt.Errorf("crypto: peer key %s is not usable: low order", pub)
+	}
+	return nil
+}
+
 // RemovePeer forgets a peer and its cached ss.
 func (l *Local) RemovePeer(pub PublicKey) {
 	l.mu.Lock()

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -374,14 +376,57 @@ func (r *Router) closeResources() {
 	}
 }
 
-// Reload applies a new configuration's peers (SIGHUP). Interface settings
-// other than peers need a restart; a change to them is reported.
-func (r *Router) Reload(cfg *Config) error {
+// ErrReloadPartial marks a Reload error after part of the new configuration
+// was applied (the peers, not the routes): the running configuration is
+// then neither the old one nor the new one.
+var ErrReloadPartial = errors.New("reload partly applied")
+
+// Reload applies a new configuration's peers, routes and FEC mode (SIGHUP).
+// A change to PrivateKey, ListenPort, Name or MTU refuses the whole reload
+// (nothing is applied). Address, ListenAddress, Shards and MetricsListen are
+// not applied either but do not block the rest: they are returned so the
+// caller can say they need a restart. The peers are checked whole before
+// any is applied.
+func (r *Router) Reload(cfg *Config) (needRestart []string, err error) {
 	old := r.cfg.Interface
 	nw := cfg.Interface
-	if old.PrivateKey != nw.PrivateKey || old.ListenPort != nw.ListenPort || old.Name != nw.Name || old.MTU != nw.MTU {
-		return errors.New("reload: [Interface] PrivateKey, ListenPort, Name and MTU need a restart")
+	var refuse []string
+	for _, c := range []struct {
+		name    string
+		changed bool
+	}{
+		{"PrivateKey", old.PrivateKey != nw.PrivateKey}, {"ListenPort", old.ListenPort != nw.ListenPort},
+		{"Name", old.Name != nw.Name}, {"MTU", old.MTU != nw.MTU},
+	} {
+		if c.changed {
+			refuse = append(refuse, c.name)
+		}
 	}
+	if len(refuse) > 0 {
+		return nil, fmt.Errorf("reload: changing [Interface] %s needs a restart", strings.Join(refuse, ", "))
+	}
+	for _, c := range []struct {
+		name    string
+		changed bool
+	}{
+		{"Address", !slices.Equal(old.Addresses, nw.Addresses)},
+		{"ListenAddress", old.ListenAddress != nw.ListenAddress},
+		{"Shards", old.ShardsAuto != nw.ShardsAuto || old.Shards != nw.Shards},
+		{"MetricsListen", old.MetricsListen != nw.MetricsListen},
+	} {
+		if c.changed {
+			needRestart = append(needRestart, c.name)
+		}
+	}
+	for _, pc := range cfg.Peers {
+		if err := r.local.CheckPeerKey(pc.PublicKey); err != nil {
+			return needRestart, fmt.Errorf("reload: peer at line %d: %w", pc.Line, err)
+		}
+	}
+	// What runs: the new peers and FEC mode, the old interface otherwise.
+	run := *cfg
+	run.Interface = old
+	run.Interface.FEC = nw.FEC
 	var oldRoutes, newRoutes []netip.Prefix
 	for _, p := range r.cfg.Peers {
 		oldRoutes = append(oldRoutes, p.AllowedIPs...)
@@ -390,17 +435,19 @@ func (r *Router) Reload(cfg *Config) error {
 		newRoutes = append(newRoutes, p.AllowedIPs...)
 	}
 	if err := r.setPeers(cfg.Peers); err != nil {
-		return err
-	}
-	add, del := diffPrefixes(oldRoutes, newRoutes)
-	if err := replaceRoutes(r.dev.Name, add, del); err != nil {
-		return err
+		return needRestart, fmt.Errorf("%w: %w", ErrReloadPartial, err)
 	}
 	r.mu.Lock()
-	r.cfg = cfg
+	r.cfg = &run
 	r.mu.Unlock()
+	add, del := diffPrefixes(oldRoutes, newRoutes)
+	if len(add)+len(del) > 0 {
+		if err := replaceRoutes(r.dev.Name, add, del); err != nil {
+			return needRestart, fmt.Errorf("%w: peers applied, routes not: %w", ErrReloadPartial, err)
+		}
+	}
 	r.log.Info("configuration reloaded", zap.Int("peers", len(cfg.Peers)), zap.Int("routes_added", len(add)), zap.Int("routes_removed", len(del)))
-	return nil
+	return needRestart, nil
 }
 
 func diffPrefixes(old, nw []netip.Prefix) (add, del []netip.Prefix) {

@@ -113,11 +113,18 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				nc, err := router.LoadConfig(*conf)
+				var restart []string
 				if err == nil {
-					err = r.Reload(nc)
+					restart, err = r.Reload(nc)
 				}
-				if err != nil {
+				switch {
+				case errors.Is(err, router.ErrReloadPartial):
+					log.Error("reload failed after applying part of the new configuration", zap.Error(err))
+				case err != nil:
 					log.Error("reload failed; keeping the running configuration", zap.Error(err))
+				}
+				if len(restart) > 0 {
+					log.Warn("reload: these changed settings need a restart; still running with the old values", zap.Strings("settings", restart))
 				}
 				continue
 			}
