@@ -84,6 +84,16 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	warned := map[string]bool{}
+	warnExposed := func(c *router.Config) {
+		for _, f := range c.ExposedSecretFiles() {
+			if !warned[f] {
+				warned[f] = true
+				log.Warn("key file is readable by group or others; chmod 600 it", zap.String("file", f))
+			}
+		}
+	}
+	warnExposed(cfg)
 	if os.Geteuid() != 0 {
 		log.Warn("not running as root: creating the TUN device needs CAP_NET_ADMIN")
 	}
@@ -115,6 +125,7 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				nc, err := router.LoadConfig(*conf)
 				var restart []string
 				if err == nil {
+					warnExposed(nc)
 					restart, err = r.Reload(nc)
 				}
 				switch {
