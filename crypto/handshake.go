@@ -1,10 +1,12 @@
 package crypto
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/flynn/noise"
@@ -22,6 +24,9 @@ var (
 	ErrStaleTimestamp = errors.New("crypto: replayed initiation (timestamp not newer)")
 	// ErrNotForThisInitiation means a response does not answer our initiation.
 	ErrNotForThisInitiation = errors.New("crypto: response does not match the pending initiation")
+	// ErrLowOrder means a handshake carried a low-order ephemeral key (a
+	// forgery: its DH would be all zeros).
+	ErrLowOrder = errors.New("crypto: low-order ephemeral key")
 )
 
 // Local is this router's handshake identity: its static key, the keys bound
@@ -88,6 +93,18 @@ func (l *Local) AddPeer(pub PublicKey, psk PresharedKey) (*Peer, error) {
 	return p, nil
 }
 
+// CheckPeerKey reports whether AddPeer would accept pub, without a DH: so
+// a configuration can be checked whole before any of it is applied.
+func (l *Local) CheckPeerKey(pub PublicKey) error {
+	if pub == l.pub {
+		return fmt.Errorf("crypto: peer key %s is our own public key", pub)
+	}
+	if isLowOrder(pub[:]) {
+		return fmt.Errorf("crypto: peer key %s is not usable: low order", pub)
+	}
+	return nil
+}
+
 // RemovePeer forgets a peer and its cached ss.
 func (l *Local) RemovePeer(pub PublicKey) {
 	l.mu.Lock()
@@ -139,11 +156,24 @@ func sessionFrom(cs1, cs2 *noise.CipherState, initiator bool) SessionKeys {
 type Initiation struct {
 	local  *Local
 	peer   *Peer
-	hs     *noise.HandshakeState
 	index  uint32
 	offer  LaneOffer
 	mac1   [hsMacLen]byte
 	sentAt time.Time
+
+	// cookieTaken is set by the first cookie reply that opens: later ones
+	// for the same initiation are ignored.
+	cookieTaken atomic.Bool
+
+	mu sync.Mutex // guards hs and done (responses may arrive on any shard)
+	hs *noise.HandshakeState
+	// done: a response was read (successfully or not usable again).
+	done bool
+	// What rebuilds hs as it was after the initiation was written: the
+	// config, our ephemeral private key and the payload.
+	cfg     noise.Config
+	ePriv   []byte
+	payload []byte
 }
 
 // Initiate starts a handshake with peer: index is our session index (chosen
@@ -180,9 +210,31 @@ func (l *Local) Initiate(peer *Peer, index uint32, offer LaneOffer, now time.Tim
 	mustRand(rnd[:])
 	dgram := sealHandshake(&peer.wk, hsFields{typ: msgInit, sender: index,
 		receiver: uint32(rnd[0])<<24 | uint32(rnd[1])<<16 | uint32(rnd[2])<<8 | uint32(rnd[3]), noise: msg}, ck)
-	in := &Initiation{local: l, peer: peer, hs: hs, index: index, offer: offer, sentAt: now}
+	in := &Initiation{local: l, peer: peer, hs: hs, index: index, offer: offer, sentAt: now,
+		cfg: cfg, ePriv: hs.LocalEphemeral().Private, payload: payload}
 	copy(in.mac1[:], mac1Of(dgram))
 	return in, dgram, nil
+}
+
+// rebuild replaces in.hs by a state equal to the one right after the
+// initiation was written (same ephemeral, same payload, so the same
+// transcript). flynn/noise's ReadMessage has no way to undo a failed read
+// (after a DH error it leaves the forged ephemeral hashed in), and a
+// HandshakeState cannot be copied, so a failed read is undone by redoing the
+// write: two scalar multiplications, paid only by responses that fail.
+// Caller holds in.mu.
+func (in *Initiation) rebuild() error {
+	cfg := in.cfg
+	cfg.Random = bytes.NewReader(in.ePriv)
+	hs, err := noise.NewHandshakeState(cfg)
+	if err != nil {
+		return err
+	}
+	if _, _, _, err := hs.WriteMessage(nil, in.payload); err != nil {
+		return err
+	}
+	in.hs = hs
+	return nil
 }
 
 // Peer is the peer this initiation is for.
@@ -194,9 +246,15 @@ func (in *Initiation) SentAt() time.Time { return in.sentAt }
 // ConsumeCookieReply accepts a cookie reply to this initiation and stores
 // the cookie in the peer for the next initiation (the router retries).
 func (in *Initiation) ConsumeCookieReply(reply []byte, now time.Time) error {
+	if in.cookieTaken.Load() {
+		return ErrCookieReply
+	}
 	ck, err := openCookieReply(&in.peer.wk.cookie, reply, in.mac1[:])
 	if err != nil {
 		return err
+	}
+	if in.cookieTaken.Swap(true) {
+		return ErrCookieReply
 	}
 	in.peer.mu.Lock()
 	in.peer.cookie, in.peer.cookieAt = ck, now
@@ -217,13 +275,30 @@ func (in *Initiation) ConsumeResponse(dgram []byte) (*Session, error) {
 	if f.typ != msgResponse || f.receiver != in.index {
 		return nil, ErrNotForThisInitiation
 	}
+	// Anyone holding our public key can send a response with a valid mac1:
+	// nothing unauthenticated may change the pending state. A low-order
+	// ephemeral is refused before the Noise state absorbs it, and any other
+	// failed read is undone by rebuilding the state.
+	if isLowOrder(f.noise[:KeyLen]) {
+		return nil, ErrLowOrder
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.done {
+		return nil, ErrNotForThisInitiation
+	}
 	payload, cs1, cs2, err := in.hs.ReadMessage(nil, f.noise)
-	if err != nil {
+	if err != nil || cs1 == nil || cs2 == nil {
+		if rerr := in.rebuild(); rerr != nil {
+			in.done = true
+		}
+		if err == nil {
+			err = ErrHandshake
+		}
 		return nil, fmt.Errorf("crypto: read response: %w", err)
 	}
-	if cs1 == nil || cs2 == nil {
-		return nil, ErrHandshake
-	}
+	// The response authenticated: this initiation is used up.
+	in.done = true
 	answer, err := parseLaneOffer(payload)
 	if err != nil {
 		return nil, err
@@ -307,6 +382,9 @@ func (l *Local) ConsumeInitiation(dgram []byte) (*Incoming, error) {
 	}
 	if f.typ != msgInit {
 		return nil, ErrHandshake
+	}
+	if isLowOrder(f.noise[:KeyLen]) {
+		return nil, ErrLowOrder // before spending a DH on it
 	}
 	hs, err := noise.NewHandshakeState(l.config(false))
 	if err != nil {

@@ -39,6 +39,23 @@ type Config struct {
 	Path      string // file it was read from ("" for readers)
 	Interface InterfaceConfig
 	Peers     []PeerConfig
+	// SecretFiles are the files that hold a key: the PrivateKeyFile, and
+	// the config file itself when it holds a PrivateKey or PresharedKey.
+	SecretFiles []string
+}
+
+// ExposedSecretFiles names the SecretFiles that group or others may read or
+// write, with their mode: a key readable by others is a key that is no
+// longer secret.
+func (c *Config) ExposedSecretFiles() []string {
+	var out []string
+	for _, f := range c.SecretFiles {
+		fi, err := os.Stat(f)
+		if err == nil && fi.Mode().Perm()&0o077 != 0 {
+			out = append(out, fmt.Sprintf("%s (mode %04o)", f, fi.Mode().Perm()))
+		}
+	}
+	return out
 }
 
 // InterfaceConfig is the [Interface] section.
@@ -173,11 +190,16 @@ func LoadConfig(path string) (*Config, error) {
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
 		return fail("is a directory, not a config file")
 	}
-	c, err := cfgParse(path, f, cfgOptions{dir: filepath.Dir(path)})
+	var secrets cfgSecrets
+	c, err := cfgParse(path, f, cfgOptions{dir: filepath.Dir(path), secrets: &secrets})
 	if err != nil {
 		return nil, err
 	}
 	c.Path = path
+	c.SecretFiles = secrets.files
+	if secrets.inline {
+		c.SecretFiles = append(c.SecretFiles, path)
+	}
 	return c, nil
 }
 
@@ -194,6 +216,13 @@ type cfgOptions struct {
 	dir     string                                                       // base of a relative PrivateKeyFile; "" = current directory
 	lookup  func(ctx context.Context, host string) ([]netip.Addr, error) // nil = net.DefaultResolver
 	readKey func(path string) ([]byte, error)                            // nil = cfgReadKeyFile
+	secrets *cfgSecrets                                                  // nil = not recorded
+}
+
+// cfgSecrets records where a config's keys came from.
+type cfgSecrets struct {
+	files  []string // PrivateKeyFile paths read
+	inline bool     // a PrivateKey or PresharedKey in the file itself
 }
 
 type cfgSection int
@@ -229,6 +258,8 @@ type cfgParser struct {
 
 	sec   cfgSection
 	peers []*cfgPeerState
+
+	secrets cfgSecrets
 }
 
 func cfgParse(name string, r io.Reader, opt cfgOptions) (*Config, error) {
@@ -282,6 +313,9 @@ func cfgParse(name string, r io.Reader, opt cfgOptions) (*Config, error) {
 			errs[i] = e
 		}
 		return nil, errors.Join(errs...)
+	}
+	if opt.secrets != nil {
+		*opt.secrets = p.secrets
 	}
 	c := &Config{Interface: p.iface}
 	for _, ps := range p.peers {
@@ -448,6 +482,9 @@ func (p *cfgParser) interfaceKey(n int, key, v string) {
 				return
 			}
 			text, what = string(b), strconv.Quote(path)+": "
+			p.secrets.files = append(p.secrets.files, path)
+		} else {
+			p.secrets.inline = true
 		}
 		k, err := crypto.ParsePrivateKey(text)
 		if err != nil {
@@ -546,6 +583,7 @@ func (p *cfgParser) peerKey(n int, ps *cfgPeerState, key, v string) {
 			return
 		}
 		ps.PresharedKey = k
+		p.secrets.inline = true
 	case "Endpoint":
 		ps.EndpointText = v
 		if ap, err := netip.ParseAddrPort(v); err == nil {

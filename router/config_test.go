@@ -590,3 +590,37 @@ func TestConfigErrorFormat(t *testing.T) {
 		}
 	}
 }
+
+// Files holding keys are listed, and named when group or others can read
+// them.
+func TestExposedSecretFiles(t *testing.T) {
+	dir := t.TempDir()
+	k, _ := crypto.GeneratePrivateKey()
+	keyFile := filepath.Join(dir, "private.key")
+	if err := os.WriteFile(keyFile, []byte(k.String()+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := crypto.GeneratePrivateKey()
+	conf := filepath.Join(dir, "yip0.conf")
+	text := "[Interface]\nPrivateKeyFile = private.key\n\n[Peer]\nPublicKey = " + p.Public().String() +
+		"\nPresharedKey = " + k.String() + "\nAllowedIPs = 10.0.0.2/32\n"
+	if err := os.WriteFile(conf, []byte(text), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	c, err := LoadConfig(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := c.ExposedSecretFiles()
+	if len(got) != 2 || !strings.HasPrefix(got[0], keyFile) || !strings.HasPrefix(got[1], conf) {
+		t.Fatalf("exposed: %q", got)
+	}
+	for _, f := range []string{keyFile, conf} {
+		if err := os.Chmod(f, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := c.ExposedSecretFiles(); len(got) != 0 {
+		t.Fatalf("0600 files reported: %q", got)
+	}
+}

@@ -8,33 +8,77 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 )
 
 // RunDir holds the routers' control sockets (the systemd unit's
 // RuntimeDirectory).
 const RunDir = "/run/yip-router"
 
-// SocketPath is the control socket of the router on interface name.
-func SocketPath(name string) string { return filepath.Join(RunDir, name+".sock") }
+// SocketPath is the control socket of the router on interface name in this
+// process's network namespace. Interface names are per namespace, /run is
+// not, so outside the namespace of PID 1 the path carries the namespace's
+// inode ("yip0:net4026532281.sock", ':' cannot occur in an interface name):
+// two routers in two namespaces may both be yip0.
+func SocketPath(name string) string {
+	if id := netnsID(); id != 0 {
+		return filepath.Join(RunDir, name+":net"+strconv.FormatUint(id, 10)+".sock")
+	}
+	return filepath.Join(RunDir, name+".sock")
+}
+
+// netnsID is the inode of this thread's network namespace, or 0 when it is
+// PID 1's. When PID 1's namespace cannot be read (a sandbox), the inode is
+// returned: a longer name is better than a shared one.
+func netnsID() uint64 {
+	var self, init unix.Stat_t
+	if unix.Stat("/proc/thread-self/ns/net", &self) != nil {
+		return 0
+	}
+	if unix.Stat("/proc/1/ns/net", &init) == nil && self.Ino == init.Ino && self.Dev == init.Dev {
+		return 0
+	}
+	return self.Ino
+}
+
+// FindSocket is the control socket of the router on interface name: the one
+// of this namespace if it exists, else the only router of that name in some
+// other namespace (so `show -i` from the host finds a namespaced router).
+func FindSocket(name string) string {
+	p := SocketPath(name)
+	if _, err := os.Stat(p); err == nil {
+		return p
+	}
+	if m, _ := filepath.Glob(filepath.Join(RunDir, name+":net*.sock")); len(m) == 1 {
+		return m[0]
+	}
+	return p
+}
 
 // ServeControl answers `show` on a Unix socket at path (mode 0600: status
-// names peers and endpoints). One JSON request line, one JSON reply.
+// names peers and endpoints). One JSON request line, one JSON reply. It
+// refuses to take over the socket of a router that still answers on it.
 func (r *Router) ServeControl(path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return fmt.Errorf("control socket %s: another yip-router is running on it", path)
+	}
 	_ = os.Remove(path) // a stale socket of a crashed router
+	// Created 0600 (umask), not chmodded after: there is no moment when
+	// others may connect.
+	old := unix.Umask(0o177)
 	ln, err := net.Listen("unix", path)
+	unix.Umask(old)
 	if err != nil {
 		return fmt.Errorf("control socket %s: %w", path, err)
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		ln.Close()
-		return err
 	}
 	r.wg.Add(1)
 	go func() {

@@ -43,19 +43,40 @@ func (r *Router) conn(sh, conn int) *udp.Conn {
 	return r.group[sh]
 }
 
+// sendHS sends a handshake datagram from shard sh's socket conn.
+func (r *Router) sendHS(sh, conn int, b []byte, to netip.AddrPort) error {
+	if r.testSend != nil {
+		return r.testSend(sh, conn, b, to)
+	}
+	return r.conn(sh, conn).SendTo(b, to)
+}
+
 func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) {
 	now := time.Now()
 	if conn < 0 {
 		conn = connGroup
 	}
-	if !r.limit.allow(from.Addr(), now) {
-		r.hs.rateLimited.Add(1)
-		return
-	}
-	if r.underLoad(now) && !r.cookies.CheckMac2(data, from, now) {
+	// Who may cost us a DH. Nothing unproven is charged to a bucket that a
+	// proven source depends on, so spoofers cannot lock a real peer out:
+	//   - not under load (global rate under the threshold) and the source
+	//     prefix's unproven bucket has a token: answer, charging it;
+	//   - otherwise demand a cookie: a valid mac2 proves the initiator
+	//     receives at its address, and it is charged to the prefix's proven
+	//     bucket, which spoofed initiations never touch;
+	//   - no valid mac2: a cookie reply (never longer than the initiation),
+	//     so a real peer whose prefix is being spoofed retries with mac2.
+	loaded := r.underLoad(now)
+	switch {
+	case !loaded && r.limit.allow(from.Addr(), now):
+	case r.cookies.CheckMac2(data, from, now):
+		if !r.proven.allow(from.Addr(), now) {
+			r.hs.rateLimited.Add(1)
+			return
+		}
+	default:
 		reply, err := r.local.CookieReply(data, r.cookies, from, now)
 		if err == nil {
-			_ = r.conn(sh, conn).SendTo(reply, from)
+			_ = r.sendHS(sh, conn, reply, from)
 			r.hs.cookies.Add(1)
 		}
 		return
@@ -103,51 +124,74 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 	// ports are as offered.
 	sess.Remote.Ports[0] = from.Port()
 	r.install(p, sess, from.Addr(), false, now)
-	if err := r.conn(sh, conn).SendTo(resp, from); err != nil {
+	if err := r.sendHS(sh, conn, resp, from); err != nil {
 		r.log.Warn("sending handshake response", zap.Stringer("to", from), zap.Error(err))
 	}
 	r.hs.answered.Add(1)
 	r.log.Info("handshake answered", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", from), zap.Int("lanes", p.lanes))
 }
 
+// handleResponse reads a response to one of our pending initiations. Anyone
+// who saw the initiation and holds our public key can send one with a valid
+// mac1 and index, so the reads are rate-limited per initiation and done
+// outside the router lock (the Initiation serialises them and survives a
+// failed one).
 func (r *Router) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool {
+	now := time.Now()
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	p := r.pending[idx]
 	if p == nil || p.init == nil || p.initIndex != idx {
+		r.mu.Unlock()
 		return false
 	}
-	sess, err := p.init.ConsumeResponse(data)
+	in := p.init
+	if !p.respReads.take(now, respRate, respBurst) {
+		r.mu.Unlock()
+		r.hs.rateLimited.Add(1)
+		return true
+	}
+	r.mu.Unlock()
+	sess, err := in.ConsumeResponse(data)
 	if err != nil {
 		r.hs.refused.Add(1)
 		r.log.Debug("response refused", zap.Stringer("from", from), zap.Error(err))
 		return true
 	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.init != in {
+		return true // replaced or abandoned while we read it
+	}
 	r.clearInit(p)
 	p.attempts = 0
 	p.endpoint = from
-	r.install(p, sess, from.Addr(), true, time.Now())
+	r.install(p, sess, from.Addr(), true, now)
 	r.hs.completed.Add(1)
 	r.log.Info("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))
 	return true
 }
 
+// handleCookieReply tries data as a cookie reply to our pending
+// initiations sent to from. Garbage floods come through here, so it costs
+// O(1) and never takes the router lock: a length test, then only the
+// initiations sent to that exact endpoint are tried.
 func (r *Router) handleCookieReply(data []byte, from netip.AddrPort) bool {
-	// Garbage floods come through here: reject on length, and skip the
-	// lock entirely unless an initiation of ours is waiting.
 	if !crypto.CookieReplyLen(len(data)) || r.npending.Load() == 0 {
 		return false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, p := range r.pending {
-		if p.init != nil && p.endpoint.Addr() == from.Addr() {
-			if p.init.ConsumeCookieReply(data, time.Now()) == nil {
-				// Retry at once with the cookie.
-				p.nextTry = time.Time{}
-				r.clearInit(p)
-				return true
-			}
+	var buf [4]*crypto.Initiation
+	r.pendMu.Lock()
+	cands := append(buf[:0], r.byEndpoint[from]...)
+	r.pendMu.Unlock()
+	now := time.Now()
+	for _, in := range cands {
+		r.cookieScans.Add(1)
+		// The cookie is kept for the next attempt, which comes on the
+		// normal schedule (as in WireGuard): a reply anyone on the path
+		// could forge must not cancel the initiation or bring the retry
+		// forward.
+		if in.ConsumeCookieReply(data, now) == nil {
+			return true
 		}
 	}
 	return false
@@ -197,6 +241,19 @@ func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, ini
 func (r *Router) clearInit(p *peer) {
 	if p.init != nil {
 		delete(r.pending, p.initIndex)
+		r.pendMu.Lock()
+		var rest []*crypto.Initiation
+		for _, in := range r.byEndpoint[p.initTo] {
+			if in != p.init {
+				rest = append(rest, in)
+			}
+		}
+		if len(rest) == 0 {
+			delete(r.byEndpoint, p.initTo)
+		} else {
+			r.byEndpoint[p.initTo] = rest
+		}
+		r.pendMu.Unlock()
 		p.init = nil
 	}
 	r.npending.Store(int32(len(r.pending)))
@@ -229,8 +286,12 @@ func (r *Router) initiate(p *peer, now time.Time) {
 		r.log.Error("initiate", zap.Error(err))
 		return
 	}
-	p.init, p.initIndex, p.initAt = in, index, now
+	p.init, p.initIndex, p.initAt, p.initTo = in, index, now, p.endpoint
+	p.respReads = bucket{tokens: respBurst, last: now}
 	r.pending[index] = p
+	r.pendMu.Lock()
+	r.byEndpoint[p.endpoint] = append(r.byEndpoint[p.endpoint], in)
+	r.pendMu.Unlock()
 	r.npending.Store(int32(len(r.pending)))
 	p.attempts++
 	// Backoff with jitter: 1, 2, 4, 8 s … capped at 15 s, ±10%.
@@ -240,7 +301,7 @@ func (r *Router) initiate(p *peer, now time.Time) {
 	p.nextTry = now.Add(back)
 	// From lane 0's socket: its port's low bits steer it to the
 	// responder's shard 0, and the response comes back to our shard 0.
-	if err := r.laneSk[0].SendTo(dgram, p.endpoint); err != nil {
+	if err := r.sendHS(0, connLane, dgram, p.endpoint); err != nil {
 		r.log.Debug("sending initiation", zap.Stringer("to", p.endpoint), zap.Error(err))
 	}
 	r.hs.initiated.Add(1)

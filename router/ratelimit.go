@@ -16,6 +16,11 @@ const (
 	initRate     = 20.0
 	initBurst    = 5.0
 	limiterLimit = 8192
+
+	// Reads of responses per pending initiation (each read that fails
+	// costs four X25519: two in the read, two to rebuild the state).
+	respRate  = 4
+	respBurst = 8.0
 )
 
 type bucket struct {
@@ -53,7 +58,13 @@ func (l *limiter) allow(src netip.Addr, now time.Time) bool {
 		b = &bucket{tokens: initBurst, last: now}
 		l.buckets[key] = b
 	}
-	b.tokens = min(initBurst, b.tokens+now.Sub(b.last).Seconds()*initRate)
+	return b.take(now, initRate, initBurst)
+}
+
+// take refills b at rate tokens per second up to burst and takes a token,
+// reporting false when it has none.
+func (b *bucket) take(now time.Time, rate, burst float64) bool {
+	b.tokens = min(burst, b.tokens+now.Sub(b.last).Seconds()*rate)
 	b.last = now
 	if b.tokens < 1 {
 		return false

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,7 +71,7 @@ type Router struct {
 	mesh    *shard.Mesh
 	shards  []*shard.Shard
 	table   atomic.Pointer[shard.Table]
-	started time.Time
+	started atomic.Int64 // Start's time (Unix ns): Status may run before Start
 	// offDisabled is the config's DisableOffload at start (a reload
 	// cannot change offloads).
 	offDisabled OffloadSet
@@ -80,11 +82,24 @@ type Router struct {
 	nextID  shard.PeerID
 	pending map[uint32]*peer // our initiation index → peer
 
-	npending  atomic.Int32 // len(pending), read without the lock
-	limit     *limiter
-	initCount atomic.Uint64 // initiations received this second
-	initSlot  atomic.Int64
-	hs        handshakeStats
+	npending atomic.Int32 // len(pending), read without the lock
+	// pendMu guards byEndpoint: our pending initiations by the endpoint
+	// they were sent to, so a cookie reply (or junk of its length) finds
+	// its candidates in O(1) without the router lock. Lock order: mu, then
+	// pendMu.
+	pendMu     sync.Mutex
+	byEndpoint map[netip.AddrPort][]*crypto.Initiation
+	// cookieScans counts pending initiations tried against cookie replies.
+	cookieScans atomic.Uint64
+	limit       *limiter      // initiations answered without a cookie, per source prefix
+	proven      *limiter      // initiations with a valid mac2, per source prefix
+	initCount   atomic.Uint64 // initiations received this second
+	initSlot    atomic.Int64
+	hs          handshakeStats
+
+	// testSend replaces the sockets for handshake datagrams in in-memory
+	// tests; nil in a real router.
+	testSend func(sh, conn int, b []byte, to netip.AddrPort) error
 
 	stop    chan struct{}
 	wg      sync.WaitGroup
@@ -107,7 +122,9 @@ type peer struct {
 	wantSince time.Time
 	init      *crypto.Initiation
 	initIndex uint32
+	initTo    netip.AddrPort // where init was sent (its byEndpoint key)
 	initAt    time.Time
+	respReads bucket // responses read for init (forgeries cost DH)
 	attempts  int
 	nextTry   time.Time
 
@@ -150,8 +167,9 @@ func New(cfg *Config, opts Options) (*Router, error) {
 		cookies: crypto.NewCookieChecker(),
 		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
 		pending: map[uint32]*peer{}, nextID: 1,
-		stop:  make(chan struct{}),
-		limit: newLimiter(),
+		byEndpoint: map[netip.AddrPort][]*crypto.Initiation{},
+		stop:       make(chan struct{}),
+		limit:      newLimiter(), proven: newLimiter(),
 	}
 	ok := false
 	defer func() {
@@ -317,7 +335,7 @@ func (r *Router) forget(id shard.PeerID) {
 
 // Start runs the shards and the timers.
 func (r *Router) Start() {
-	r.started = time.Now()
+	r.started.Store(time.Now().UnixNano())
 	r.runErrs = make(chan error, len(r.shards))
 	for _, s := range r.shards {
 		r.wg.Add(1)
@@ -376,14 +394,58 @@ func (r *Router) closeResources() {
 	}
 }
 
-// Reload applies a new configuration's peers (SIGHUP). Interface settings
-// other than peers need a restart; a change to them is reported.
-func (r *Router) Reload(cfg *Config) error {
+// ErrReloadPartial marks a Reload error after part of the new configuration
+// was applied (the peers, not the routes): the running configuration is
+// then neither the old one nor the new one.
+var ErrReloadPartial = errors.New("reload partly applied")
+
+// Reload applies a new configuration's peers, routes and FEC mode (SIGHUP).
+// A change to PrivateKey, ListenPort, Name or MTU refuses the whole reload
+// (nothing is applied). Address, ListenAddress, Shards, MetricsListen and
+// DisableOffload are not applied either but do not block the rest: they are returned so the
+// caller can say they need a restart. The peers are checked whole before
+// any is applied.
+func (r *Router) Reload(cfg *Config) (needRestart []string, err error) {
 	old := r.cfg.Interface
 	nw := cfg.Interface
-	if old.PrivateKey != nw.PrivateKey || old.ListenPort != nw.ListenPort || old.Name != nw.Name || old.MTU != nw.MTU {
-		return errors.New("reload: [Interface] PrivateKey, ListenPort, Name and MTU need a restart")
+	var refuse []string
+	for _, c := range []struct {
+		name    string
+		changed bool
+	}{
+		{"PrivateKey", old.PrivateKey != nw.PrivateKey}, {"ListenPort", old.ListenPort != nw.ListenPort},
+		{"Name", old.Name != nw.Name}, {"MTU", old.MTU != nw.MTU},
+	} {
+		if c.changed {
+			refuse = append(refuse, c.name)
+		}
 	}
+	if len(refuse) > 0 {
+		return nil, fmt.Errorf("reload: changing [Interface] %s needs a restart", strings.Join(refuse, ", "))
+	}
+	for _, c := range []struct {
+		name    string
+		changed bool
+	}{
+		{"Address", !slices.Equal(old.Addresses, nw.Addresses)},
+		{"ListenAddress", old.ListenAddress != nw.ListenAddress},
+		{"Shards", old.ShardsAuto != nw.ShardsAuto || old.Shards != nw.Shards},
+		{"MetricsListen", old.MetricsListen != nw.MetricsListen},
+		{"DisableOffload", old.DisableOffload != nw.DisableOffload},
+	} {
+		if c.changed {
+			needRestart = append(needRestart, c.name)
+		}
+	}
+	for _, pc := range cfg.Peers {
+		if err := r.local.CheckPeerKey(pc.PublicKey); err != nil {
+			return needRestart, fmt.Errorf("reload: peer at line %d: %w", pc.Line, err)
+		}
+	}
+	// What runs: the new peers and FEC mode, the old interface otherwise.
+	run := *cfg
+	run.Interface = old
+	run.Interface.FEC = nw.FEC
 	var oldRoutes, newRoutes []netip.Prefix
 	for _, p := range r.cfg.Peers {
 		oldRoutes = append(oldRoutes, p.AllowedIPs...)
@@ -392,17 +454,19 @@ func (r *Router) Reload(cfg *Config) error {
 		newRoutes = append(newRoutes, p.AllowedIPs...)
 	}
 	if err := r.setPeers(cfg.Peers); err != nil {
-		return err
-	}
-	add, del := diffPrefixes(oldRoutes, newRoutes)
-	if err := replaceRoutes(r.dev.Name, add, del); err != nil {
-		return err
+		return needRestart, fmt.Errorf("%w: %w", ErrReloadPartial, err)
 	}
 	r.mu.Lock()
-	r.cfg = cfg
+	r.cfg = &run
 	r.mu.Unlock()
+	add, del := diffPrefixes(oldRoutes, newRoutes)
+	if len(add)+len(del) > 0 {
+		if err := replaceRoutes(r.dev.Name, add, del); err != nil {
+			return needRestart, fmt.Errorf("%w: peers applied, routes not: %w", ErrReloadPartial, err)
+		}
+	}
 	r.log.Info("configuration reloaded", zap.Int("peers", len(cfg.Peers)), zap.Int("routes_added", len(add)), zap.Int("routes_removed", len(del)))
-	return nil
+	return needRestart, nil
 }
 
 func diffPrefixes(old, nw []netip.Prefix) (add, del []netip.Prefix) {

@@ -74,11 +74,11 @@ type LaneStatus struct {
 }
 
 // Status collects the figures from every shard (each answers on its own
-// goroutine, so the hot path takes no lock for it).
+// goroutine, so the hot path takes no lock for it) and the peers.
 func (r *Router) Status() Status {
 	st := Status{
 		Interface: r.dev.Name, PublicKey: r.local.PublicKey().String(),
-		ListenPort: r.group[0].LocalAddr().Port(), Uptime: time.Since(r.started),
+		ListenPort: r.group[0].LocalAddr().Port(),
 		Handshakes: HandshakeCounts{
 			Initiated: r.hs.initiated.Load(), Completed: r.hs.completed.Load(), Answered: r.hs.answered.Load(),
 			CookieDemanded: r.hs.cookies.Load(), Refused: r.hs.refused.Load(),
@@ -86,7 +86,14 @@ func (r *Router) Status() Status {
 		},
 		Offloads: r.offloadState(), Kernel: r.kernelDrops(),
 	}
-	var lanes []shard.LaneStatus
+	if t := r.started.Load(); t != 0 {
+		st.Uptime = time.Since(time.Unix(0, t))
+	}
+	// The shards answer on their own goroutines, and the lanes are grouped
+	// by peer before the router lock is taken: under it only the peers are
+	// copied, O(peers), so `show` and scrapes do not hold the lock that the
+	// handshake path takes for peers × lanes.
+	lanes := map[shard.PeerID][]shard.LaneStatus{}
 	for i, s := range r.shards {
 		snap := s.Snapshot()
 		c := map[string]uint64{}
@@ -98,11 +105,18 @@ func (r *Router) Status() Status {
 		st.Shards = append(st.Shards, ShardStatus{ID: i, CPU: r.cpus[i], Counters: c})
 		var ls []shard.LaneStatus
 		if err := s.Query(func(sh *shard.Shard) { ls = sh.LaneStatuses() }, time.Second); err == nil {
-			lanes = append(lanes, ls...)
+			for _, l := range ls {
+				lanes[l.Peer] = append(lanes[l.Peer], l)
+			}
 		}
 	}
+	type peerView struct {
+		id      shard.PeerID
+		ps      PeerStatus
+		hasSess bool
+	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	views := make([]peerView, 0, len(r.peers))
 	for _, p := range r.peers {
 		ps := PeerStatus{PublicKey: p.cfg.PublicKey.String(), LastHandshake: p.lastHS, Handshakes: p.nHS, Initiator: p.initiator}
 		if p.endpoint.IsValid() {
@@ -111,22 +125,26 @@ func (r *Router) Status() Status {
 		for _, a := range p.cfg.AllowedIPs {
 			ps.AllowedIPs = append(ps.AllowedIPs, a.String())
 		}
-		for _, l := range lanes {
-			if l.Peer != p.id || p.sess == nil {
-				continue
+		views = append(views, peerView{p.id, ps, p.sess != nil})
+	}
+	r.mu.Unlock()
+	for _, v := range views {
+		ps := v.ps
+		if v.hasSess {
+			for _, l := range lanes[v.id] {
+				ps.Lanes = append(ps.Lanes, LaneStatus{
+					Index: l.Index, Shard: l.Shard, Remote: l.Remote.String(),
+					RxPackets: l.RxPackets, TxPackets: l.TxPackets, RxBytes: l.RxBytes, TxBytes: l.TxBytes,
+					LastRx: l.LastRx, FEC: fecString(l.K, l.R), Recovered: l.Recovered,
+					Confirmed: l.Confirmed, PrevKeys: l.PrevKeys,
+				})
+				ps.RxBytes += l.RxBytes
+				ps.TxBytes += l.TxBytes
+				ps.RxPackets += l.RxPackets
+				ps.TxPackets += l.TxPackets
+				ps.FECRecovered += l.Recovered
+				ps.FECLost += l.Unrecov
 			}
-			ps.Lanes = append(ps.Lanes, LaneStatus{
-				Index: l.Index, Shard: l.Shard, Remote: l.Remote.String(),
-				RxPackets: l.RxPackets, TxPackets: l.TxPackets, RxBytes: l.RxBytes, TxBytes: l.TxBytes,
-				LastRx: l.LastRx, FEC: fecString(l.K, l.R), Recovered: l.Recovered,
-				Confirmed: l.Confirmed, PrevKeys: l.PrevKeys,
-			})
-			ps.RxBytes += l.RxBytes
-			ps.TxBytes += l.TxBytes
-			ps.RxPackets += l.RxPackets
-			ps.TxPackets += l.TxPackets
-			ps.FECRecovered += l.Recovered
-			ps.FECLost += l.Unrecov
 		}
 		slices.SortFunc(ps.Lanes, func(a, b LaneStatus) int { return a.Index - b.Index })
 		st.Peers = append(st.Peers, ps)

@@ -28,7 +28,7 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	case *sock != "":
 		paths = []string{*sock}
 	case *iface != "":
-		paths = []string{router.SocketPath(*iface)}
+		paths = []string{router.FindSocket(*iface)}
 	default:
 		var err error
 		paths, err = router.Sockets()

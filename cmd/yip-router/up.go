@@ -84,6 +84,16 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
+	warned := map[string]bool{}
+	warnExposed := func(c *router.Config) {
+		for _, f := range c.ExposedSecretFiles() {
+			if !warned[f] {
+				warned[f] = true
+				log.Warn("key file is readable by group or others; chmod 600 it", zap.String("file", f))
+			}
+		}
+	}
+	warnExposed(cfg)
 	if os.Geteuid() != 0 {
 		log.Warn("not running as root: creating the TUN device needs CAP_NET_ADMIN")
 	}
@@ -113,11 +123,19 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				nc, err := router.LoadConfig(*conf)
+				var restart []string
 				if err == nil {
-					err = r.Reload(nc)
+					warnExposed(nc)
+					restart, err = r.Reload(nc)
 				}
-				if err != nil {
+				switch {
+				case errors.Is(err, router.ErrReloadPartial):
+					log.Error("reload failed after applying part of the new configuration", zap.Error(err))
+				case err != nil:
 					log.Error("reload failed; keeping the running configuration", zap.Error(err))
+				}
+				if len(restart) > 0 {
+					log.Warn("reload: these changed settings need a restart; still running with the old values", zap.Strings("settings", restart))
 				}
 				continue
 			}

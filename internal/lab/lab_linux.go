@@ -242,7 +242,7 @@ func (l *Lab) Stop(s Side) error {
 
 // Status asks side's router for its status.
 func (l *Lab) Status(s Side) (*router.Status, error) {
-	return router.QueryStatus(router.SocketPath(l.Ifname[s]))
+	return router.QueryStatus(router.FindSocket(l.Ifname[s]))
 }
 
 // Close stops the routers and removes the namespaces and files.

@@ -1,0 +1,61 @@
+package router
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/yip-router/yip-router/crypto"
+)
+
+// Reload names the changed settings it cannot apply, keeps running with
+// their old values, and applies nothing when the new peers are not all
+// usable.
+func TestReloadReportsAndIsWhole(t *testing.T) {
+	m := newMemRouter(t, "192.0.2.1:51820")
+	k1, _ := crypto.GeneratePrivateKey()
+	p1 := PeerConfig{PublicKey: k1.Public(), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}
+	m.cfg = &Config{Interface: InterfaceConfig{Name: "yip0", MTU: 1400, ListenPort: 5000,
+		Addresses: []netip.Prefix{netip.MustParsePrefix("10.9.0.9/24")}}, Peers: []PeerConfig{p1}}
+	if err := m.setPeers(m.cfg.Peers); err != nil {
+		t.Fatal(err)
+	}
+
+	nc := *m.cfg
+	nc.Interface.Addresses = []netip.Prefix{netip.MustParsePrefix("10.9.1.9/24")}
+	nc.Interface.MetricsListen = "127.0.0.1:9100"
+	restart, err := m.Reload(&nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(restart, []string{"Address", "MetricsListen"}) {
+		t.Fatalf("need restart: %v", restart)
+	}
+	if m.cfg.Interface.Addresses[0] != netip.MustParsePrefix("10.9.0.9/24") || m.cfg.Interface.MetricsListen != "" {
+		t.Fatalf("running configuration shows settings that were not applied: %+v", m.cfg.Interface)
+	}
+
+	// A new peer, then an unusable one (our own key): nothing applied.
+	k2, _ := crypto.GeneratePrivateKey()
+	bad := *m.cfg
+	bad.Peers = []PeerConfig{p1,
+		{PublicKey: k2.Public(), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.2/32")}},
+		{PublicKey: m.local.PublicKey(), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.3/32")}}}
+	_, err = m.Reload(&bad)
+	if err == nil || errors.Is(err, ErrReloadPartial) {
+		t.Fatalf("reload with our own key as a peer: %v", err)
+	}
+	m.mu.Lock()
+	n := len(m.peers)
+	m.mu.Unlock()
+	if n != 1 || m.local.Peer(k2.Public()) != nil {
+		t.Fatalf("a refused reload applied peers: %d peers", n)
+	}
+
+	mtu := *m.cfg
+	mtu.Interface.MTU = 1300
+	if _, err := m.Reload(&mtu); err == nil {
+		t.Fatal("MTU change reloaded")
+	}
+}
