@@ -52,7 +52,7 @@ type Config struct {
 	// header; the router sets them from what the device granted and the
 	// config.
 	CoalesceTCP, CoalesceUDP bool
-	Pool  int // packet buffers; 0: a default sized for the batch and mesh
+	Pool                     int // packet buffers; 0: a default sized for the batch and mesh
 	// Unmatched receives datagrams that match no lane or fail its tag,
 	// on the shard's goroutine (the router's handshake path). It reports
 	// whether it took the datagram; otherwise it is counted as dropped.
@@ -670,6 +670,13 @@ func (s *Shard) handIngress(owner int, data []byte, from netip.AddrPort) {
 	p := s.pool.Get()
 	if p == nil {
 		s.count(DropPoolEmpty)
+		return
+	}
+	if len(data) > len(p.Buf) {
+		// Only a UDP GRO receive buffer holds more; no datagram of ours is
+		// this large.
+		s.pool.Put(p)
+		s.count(DropOversize)
 		return
 	}
 	s.count(ForeignLane)

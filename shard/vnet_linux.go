@@ -39,11 +39,14 @@ func (s *Shard) enableVnet(tcp, udp bool) {
 
 // readTunVnet reads superpackets and single packets (each behind a
 // virtio-net header), splits them into pool buffers and runs egress on each
-// packet.
+// packet. Every packet read counts against the iteration's budget, dropped
+// or not, and it stops reading while the pool is low: what it does not
+// read waits in the kernel's queue, and the loop's other work (taking back
+// lent buffers, sending) can free buffers first.
 func (s *Shard) readTunVnet() int {
 	v := s.vnet
 	got := 0
-	for got < readBudgetFactor*s.cfg.Batch {
+	for got < readBudgetFactor*s.cfg.Batch && s.pool.Free() >= s.cfg.Batch {
 		n, err := s.tunIn(v.rd)
 		if err != nil || n == 0 {
 			return got
@@ -53,10 +56,12 @@ func (s *Shard) readTunVnet() int {
 			err = v.split.Reset(h, v.rd[offload.HdrLen:n])
 		}
 		if err != nil {
+			got++
 			s.count(DropTunBad)
 			continue
 		}
 		segs := v.split.Segments()
+		got += segs
 		if segs > 1 {
 			s.count(TunSuperIn)
 		}
@@ -64,7 +69,7 @@ func (s *Shard) readTunVnet() int {
 			p := s.pool.Get()
 			if p == nil {
 				s.stats.c[DropPoolEmpty] += uint64(segs - done)
-				break
+				return got
 			}
 			m, ok, err := v.split.Next(p.Buf[headroom:])
 			if err != nil || !ok {
@@ -74,7 +79,6 @@ func (s *Shard) readTunVnet() int {
 				}
 				break
 			}
-			got++
 			p.N = m
 			s.count(TunIn)
 			s.egress(p)
@@ -126,9 +130,13 @@ func (s *Shard) writeFrame(frame []byte, segs int) {
 		return
 	}
 	offload.Hdr{}.Encode(v.seg)
-	for {
+	for done := 0; ; done++ {
 		n, ok, err := v.split.Next(v.seg[offload.HdrLen:])
-		if err != nil || !ok {
+		if err != nil {
+			s.stats.c[DropTunWrite] += uint64(segs - done)
+			return
+		}
+		if !ok {
 			return
 		}
 		if s.tunOut(v.seg[:offload.HdrLen+n]) != nil {

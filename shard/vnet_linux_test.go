@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/yip-router/yip-router/fec"
+	"github.com/yip-router/yip-router/ring"
 	"github.com/yip-router/yip-router/shard/offload"
 	"github.com/yip-router/yip-router/shard/udp"
 	"golang.org/x/sys/unix"
@@ -121,7 +122,7 @@ func TestVnetBadHeaderCounted(t *testing.T) {
 	reads := [][]byte{{1, 2, 3}, tunRead(bad, super), tunRead(h, super)}
 	a, b := vnetSides(t, &reads)
 	sa := a.shards[0]
-	if got := sa.readTun(); got != 3 {
+	if got := sa.readTun(); got != 5 { // 2 refused reads + 3 segments
 		t.Fatalf("%d packets", got)
 	}
 	sa.publish()
@@ -211,5 +212,33 @@ func TestVnetZeroAlloc(t *testing.T) {
 	}
 	if writes == 0 {
 		t.Fatal("nothing written")
+	}
+}
+
+// With the pool low, the shard leaves packets in the TUN queue instead of
+// reading and dropping them, and a read counts against the budget whether
+// its packets went on or not.
+func TestVnetReadStopsWhenPoolLow(t *testing.T) {
+	h, super := tsoSuperpacket("10.1.0.5", "10.2.0.9", 3000, 1360)
+	frame := tunRead(h, super)
+	reads := make([][]byte, 1000)
+	for i := range reads {
+		reads[i] = frame
+	}
+	a, _ := vnetSides(t, &reads)
+	sa := a.shards[0]
+	var held []*ring.Packet
+	for sa.pool.Free() >= sa.cfg.Batch {
+		held = append(held, sa.pool.Get())
+	}
+	if got := sa.readTun(); got != 0 || len(reads) != 1000 {
+		t.Fatalf("read %d packets (%d reads) with the pool low", got, 1000-len(reads))
+	}
+	for _, p := range held {
+		sa.pool.Put(p)
+	}
+	sa.readTun()
+	if taken := 1000 - len(reads); taken > readBudgetFactor*sa.cfg.Batch/3+1 {
+		t.Fatalf("one iteration took %d reads of 3 packets each", taken)
 	}
 }

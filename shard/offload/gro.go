@@ -13,15 +13,18 @@ import (
 // packet, by Flush. Packets of one flow are never reordered: a packet that
 // cannot join its flow's open superpacket closes it and starts the next.
 //
-// The merge rules are the kernel's GRO rules, conservatively: TCP only with
-// flags ACK or ACK|PSH and payload, IPv4 without options or fragments or
-// IPv6 without extension headers, identical addresses, ports, TOS/traffic
-// class, TTL/hop limit, flow label, DF, acknowledgment number and TCP
-// options, each segment starting where the last ended, a PSH or a shorter
-// segment only last; UDP only datagrams of the first one's size, a shorter
-// one last. A packet is merged only if its transport checksum verifies:
-// the superpacket goes out with a partial checksum the kernel completes,
-// which would otherwise hide a bad one.
+// The merge rules are the kernel's GRO rules (tcp_gro_receive,
+// inet_gro_receive), conservatively: TCP only with flags ACK or ACK|PSH and
+// payload, IPv4 without options or fragments or IPv6 without extension
+// headers, identical addresses, ports, TOS/traffic class, TTL/hop limit,
+// flow label, DF, acknowledgment number, window, data offset and reserved
+// bits, and TCP options, each segment starting where the last ended, a PSH
+// or a shorter segment only last; IPv4 IDs incrementing by one (or, with
+// DF, all equal), since the kernel rewrites them so when it splits the
+// superpacket again; UDP only datagrams of the first one's size, a shorter
+// one last. A packet is merged only if its checksums verify: the
+// superpacket goes out with a partial checksum the kernel completes, and a
+// recomputed IPv4 header checksum, which would otherwise hide a bad one.
 type Coalescer struct {
 	slots   [][]byte // HdrLen + MaxPacket each, reused
 	ents    []entry
@@ -123,8 +126,8 @@ func (c *Coalescer) classify(pkt []byte) (ip ipInfo, flow, tcp, ok bool) {
 		return ip, false, tcp, false
 	}
 	flow = true
-	if !ip.v6 && (ip.hlen != ipv4Len || binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0) {
-		return ip, flow, tcp, false // options, or a fragment
+	if !ip.v6 && (ip.hlen != ipv4Len || binary.BigEndian.Uint16(pkt[6:])&0x3fff != 0 || Checksum(pkt[:ipv4Len]) != 0) {
+		return ip, flow, tcp, false // options, a fragment, or a bad header
 	}
 	t := pkt[ip.hlen:]
 	if tcp {
@@ -173,18 +176,24 @@ func (c *Coalescer) merge(e *entry, slot, pkt []byte, ip ipInfo, tcp bool) bool 
 		if !bytes.Equal(first[:4], pkt[:4]) || first[7] != pkt[7] {
 			return false
 		}
-	} else if first[1] != pkt[1] || first[8] != pkt[8] || first[6]&0x40 != pkt[6]&0x40 {
-		return false
+	} else {
+		if first[1] != pkt[1] || first[8] != pkt[8] || first[6]&0x40 != pkt[6]&0x40 {
+			return false
+		}
+		id0, id := binary.BigEndian.Uint16(first[4:]), binary.BigEndian.Uint16(pkt[4:])
+		if id != id0+uint16(e.segs) && (first[6]&0x40 == 0 || id != id0) {
+			return false
+		}
 	}
 	ft, pt := first[ip.hlen:], pkt[ip.hlen:]
 	if tcp {
-		if e.hdrLen != ip.hlen+int(pt[12]>>4)*4 ||
+		if ft[12] != pt[12] || // data offset, reserved bits (AccECN's AE)
 			binary.BigEndian.Uint32(pt[4:]) != e.nextSeq ||
 			!bytes.Equal(ft[8:12], pt[8:12]) || // acknowledgment number
+			!bytes.Equal(ft[14:16], pt[14:16]) || // window
 			!bytes.Equal(ft[tcpLen:e.hdrLen-ip.hlen], pt[tcpLen:e.hdrLen-ip.hlen]) { // options
 			return false
 		}
-		copy(ft[14:16], pt[14:16]) // the newest window
 		if pt[13]&tcpPSH != 0 {
 			ft[13] |= tcpPSH
 			e.open = false

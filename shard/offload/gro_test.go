@@ -131,6 +131,11 @@ func TestCoalesceRefuses(t *testing.T) {
 		{"fragment", tcp4, nil, func(b []byte) { b[6] |= 0x20; setIPv4Csum(b, 20) }},
 		{"other port", tcp4, func(a, b *pktSpec) { b.sport++ }, nil},
 		{"other address", tcp4, func(a, b *pktSpec) { b.dst = b.src }, nil},
+		{"window", tcp4, func(a, b *pktSpec) { b.window++ }, nil},
+		{"AE bit", tcp4, nil, func(b []byte) { b[32] |= 0x01; fixTCP(b) }},
+		{"IPv4 ID without DF", tcp4, func(a, b *pktSpec) { a.df, b.df, b.id = false, false, a.id+5 }, nil},
+		{"IPv4 ID random with DF", tcp4, func(a, b *pktSpec) { b.id = a.id + 5 }, nil},
+		{"bad IPv4 header checksum", tcp4, nil, func(b []byte) { b[10] ^= 1 }},
 		{"UDP bigger", udp4, func(a, b *pktSpec) { b.payload = payload(150, 1) }, nil},
 		{"UDP after short", udp4, func(a, b *pktSpec) { a.payload = a.payload[:10] }, nil},
 		{"UDP bad checksum", udp4, nil, func(b []byte) { b[len(b)-1] ^= 1 }},
@@ -159,6 +164,33 @@ func TestCoalesceRefuses(t *testing.T) {
 		out := flushAll(co)
 		if len(out) != 2 || !bytes.Equal(out[0].b[HdrLen:], pa) || !bytes.Equal(out[1].b[HdrLen:], pb) {
 			t.Errorf("%s: merged (%d frames)", c.name, len(out))
+		}
+	}
+}
+
+// fixTCP recomputes an IPv4 TCP packet's checksum after a test changed it.
+func fixTCP(b []byte) {
+	t := b[ipv4Len:]
+	t[16], t[17] = 0, 0
+	binary.BigEndian.PutUint16(t[16:], ^fold(sum(t, pseudoSum(b, false, protoTCP, len(t)))))
+}
+
+// IPv4 IDs: incrementing always merges; equal merges only with DF.
+func TestCoalesceIPv4IDs(t *testing.T) {
+	for _, c := range []struct {
+		df    bool
+		step  uint16
+		merge bool
+	}{{true, 1, true}, {false, 1, true}, {true, 0, true}, {false, 0, false}} {
+		a, b := defSpec(false, false), defSpec(false, false)
+		a.df, b.df = c.df, c.df
+		a.payload, b.payload = payload(100, 1), payload(100, 2)
+		b.seq, b.id = a.seq+100, a.id+c.step
+		co := NewCoalescer(4, true, true)
+		co.Add(a.build())
+		co.Add(b.build())
+		if got := len(flushAll(co)) == 1; got != c.merge {
+			t.Errorf("DF %v, ID step %d: merged %v", c.df, c.step, got)
 		}
 	}
 }

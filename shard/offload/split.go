@@ -51,7 +51,9 @@ func (s *Splitter) Reset(h Hdr, pkt []byte) error {
 		return nil
 	}
 	ip, ok := parseIP(pkt)
-	if !ok {
+	if !ok || !ipLenOK(pkt, ip) {
+		// A length field shorter than the read would turn trailing
+		// bytes into payload with fresh, valid checksums.
 		return ErrBadPacket
 	}
 	switch {
@@ -102,8 +104,14 @@ func (s *Splitter) Next(dst []byte) (n int, ok bool, err error) {
 		n = copy(dst, s.pkt)
 		if s.csum >= 0 {
 			// The field holds the pseudo-header sum; the sum from
-			// csum_start over the rest completes it.
-			binary.BigEndian.PutUint16(dst[s.csum:], Checksum(dst[s.cstart:n]))
+			// csum_start over the rest completes it. A result of 0 is
+			// written as 0xffff, as the kernel does: for UDP, 0 would
+			// mean "no checksum" (and is invalid over IPv6).
+			c := Checksum(dst[s.cstart:n])
+			if c == 0 {
+				c = 0xffff
+			}
+			binary.BigEndian.PutUint16(dst[s.csum:], c)
 		}
 		return n, true, nil
 	}

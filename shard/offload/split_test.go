@@ -182,8 +182,8 @@ func TestVnetHdrRoundTrip(t *testing.T) {
 	if g, err := DecodeHdr(b[:]); err != nil || g != h {
 		t.Fatalf("%+v %v", g, err)
 	}
-	if b[4] != 1388&0xff || b[5] != 1388>>8 {
-		t.Fatal("not little endian")
+	if binary.NativeEndian.Uint16(b[4:]) != 1388 {
+		t.Fatal("not in the host's byte order")
 	}
 	if _, err := DecodeHdr(b[:9]); err != ErrShortHdr {
 		t.Fatal("short header accepted")

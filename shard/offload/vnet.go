@@ -34,9 +34,8 @@ const (
 // length and IPv6 payload length are 16 bits).
 const MaxPacket = 65535
 
-// Hdr is a decoded virtio_net_hdr. The TUN device uses the host's byte
-// order, little endian on every platform this runs on (TUNSETVNETLE is
-// not used).
+// Hdr is a decoded virtio_net_hdr, in the host's byte order: what a TUN
+// device uses unless told otherwise (TUNSETVNETLE/BE are not used).
 type Hdr struct {
 	Flags      uint8
 	GSOType    uint8
@@ -57,10 +56,10 @@ func DecodeHdr(b []byte) (Hdr, error) {
 	return Hdr{
 		Flags:      b[0],
 		GSOType:    b[1],
-		HdrLen:     binary.LittleEndian.Uint16(b[2:]),
-		GSOSize:    binary.LittleEndian.Uint16(b[4:]),
-		CsumStart:  binary.LittleEndian.Uint16(b[6:]),
-		CsumOffset: binary.LittleEndian.Uint16(b[8:]),
+		HdrLen:     binary.NativeEndian.Uint16(b[2:]),
+		GSOSize:    binary.NativeEndian.Uint16(b[4:]),
+		CsumStart:  binary.NativeEndian.Uint16(b[6:]),
+		CsumOffset: binary.NativeEndian.Uint16(b[8:]),
 	}, nil
 }
 
@@ -68,8 +67,8 @@ func DecodeHdr(b []byte) (Hdr, error) {
 func (h Hdr) Encode(b []byte) {
 	_ = b[HdrLen-1]
 	b[0], b[1] = h.Flags, h.GSOType
-	binary.LittleEndian.PutUint16(b[2:], h.HdrLen)
-	binary.LittleEndian.PutUint16(b[4:], h.GSOSize)
-	binary.LittleEndian.PutUint16(b[6:], h.CsumStart)
-	binary.LittleEndian.PutUint16(b[8:], h.CsumOffset)
+	binary.NativeEndian.PutUint16(b[2:], h.HdrLen)
+	binary.NativeEndian.PutUint16(b[4:], h.GSOSize)
+	binary.NativeEndian.PutUint16(b[6:], h.CsumStart)
+	binary.NativeEndian.PutUint16(b[8:], h.CsumOffset)
 }

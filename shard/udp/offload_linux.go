@@ -63,8 +63,21 @@ func (c *Conn) GSOError() error {
 	return nil
 }
 
-func (c *Conn) gsoOff(errno unix.Errno) {
-	if c.gso.Swap(false) {
+// gsoRefused decides, after the kernel refused a GSO message with errno
+// and its datagrams were sent one a message (run tells which got through),
+// whether GSO stays on. EIO: the path cannot do GSO, off. EINVAL: off if
+// the same datagrams went through alone (the refusal was about GSO, as on
+// kernels that refuse a short last segment), on if they were refused alone
+// too (the destination itself is invalid). Anything else (EMSGSIZE: the
+// path MTU shrank below the segments) says nothing about GSO: it stays on.
+func (c *Conn) gsoRefused(errno unix.Errno, run []bool) {
+	off := errno == unix.EIO
+	if errno == unix.EINVAL {
+		for _, ok := range run {
+			off = off || ok
+		}
+	}
+	if off && c.gso.Swap(false) {
 		err := fmt.Errorf("udp %s: kernel refused a GSO send (%w): UDP GSO off", c.local, errno)
 		c.gsoErr.Store(&err)
 	}

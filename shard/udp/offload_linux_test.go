@@ -204,3 +204,51 @@ func TestGROSizeParse(t *testing.T) {
 		t.Fatal("truncated control message accepted")
 	}
 }
+
+// A GSO run refused because the path MTU shrank below its segments
+// (EMSGSIZE) goes out one datagram a message (the kernel fragments them)
+// and GSO stays on: it says nothing about GSO.
+func TestGSOSmallerPathMTUKeepsGSO(t *testing.T) {
+	snd, rcv := gsoPair(t, "::1")
+	if err := unix.SetsockoptInt(snd.fd, unix.IPPROTO_IPV6, unix.IPV6_MTU, 1280); err != nil {
+		t.Skip("IPV6_MTU: ", err)
+	}
+	sizes := []int{1400, 1400, 1400, 1400}
+	b := datagrams(rcv.LocalAddr(), sizes)
+	if sent, err := snd.Send(b, len(sizes)); sent != len(sizes) {
+		t.Fatalf("sent %d of %d: %v", sent, len(sizes), err)
+	}
+	if !snd.GSO() {
+		t.Fatalf("GSO off after a path-MTU refusal: %v", snd.GSOError())
+	}
+	if got, _ := receiveSplit(t, rcv, len(sizes)); len(got) != len(sizes) {
+		t.Fatalf("%d of %d datagrams arrived", len(got), len(sizes))
+	}
+}
+
+// A run to a destination the kernel refuses outright (port 0: EINVAL alone
+// too) is counted as not sent, and GSO stays on for everyone else.
+func TestGSOBadDestinationKeepsGSO(t *testing.T) {
+	snd, rcv := gsoPair(t, "127.0.0.1")
+	bad := netip.MustParseAddrPort("127.0.0.1:0")
+	sizes := []int{1000, 1000, 1000, 1000, 1000, 1000}
+	b := datagrams(rcv.LocalAddr(), sizes)
+	for i := range 3 {
+		b.Addrs[i] = bad
+	}
+	sent, err := snd.Send(b, len(sizes))
+	if sent != 3 || err == nil {
+		t.Fatalf("sent %d (want 3), err %v", sent, err)
+	}
+	for i := range sizes {
+		if b.Sent[i] != (i >= 3) {
+			t.Fatalf("datagram %d: Sent %v", i, b.Sent[i])
+		}
+	}
+	if !snd.GSO() {
+		t.Fatalf("GSO off after a bad destination: %v", snd.GSOError())
+	}
+	if got, _ := receiveSplit(t, rcv, 3); len(got) != 3 {
+		t.Fatalf("%d of 3 datagrams arrived", len(got))
+	}
+}

@@ -302,9 +302,11 @@ func (c *Conn) Recv(b *Batch, n int) (int, error) {
 //
 // With UDP GSO on, each run of datagrams of one size to one destination (a
 // shorter one ends a run) goes as one message with a UDP_SEGMENT control
-// message: one pass through the stack for up to 64 datagrams. If the
-// kernel refuses a GSO message (EIO, EINVAL), GSO is turned off for this
-// socket and the datagrams from that message on are sent one per message.
+// message: one pass through the stack for up to 64 datagrams. The kernel
+// refuses a GSO message whole, never part of it (EMSGSIZE when the path MTU
+// shrank below the segments, EIO where the path cannot do GSO, EINVAL on
+// some kernels for either): the rest of the batch then goes one datagram a
+// message, so nothing is lost, and gsoRefused decides whether GSO stays on.
 func (c *Conn) Send(b *Batch, n int) (int, error) {
 	n = min(n, len(b.msgs))
 	for i := range n {
@@ -314,9 +316,12 @@ func (c *Conn) Send(b *Batch, n int) (int, error) {
 	}
 	sent := 0
 	var refused error
+	gso := c.gso.Load()
+	failFirst, failLen, failErr := -1, 0, unix.Errno(0)
 	for start := 0; start < n; {
-		m := c.buildSend(b, start, n)
+		m := c.buildSend(b, start, n, gso)
 		start = n
+	send:
 		for next := 0; next < m; {
 			r, _, errno := unix.Syscall6(unix.SYS_SENDMMSG, uintptr(c.fd), uintptr(unsafe.Pointer(&b.msgs[next])), uintptr(m-next), unix.MSG_DONTWAIT, 0, 0)
 			switch errno {
@@ -336,13 +341,11 @@ func (c *Conn) Send(b *Batch, n int) (int, error) {
 				continue
 			case unix.EAGAIN, unix.ENOBUFS:
 				return sent, refused
-			case unix.EIO, unix.EINVAL:
-				if b.msgs[next].Hdr.Iovlen > 1 {
-					c.gsoOff(errno)
-					start = b.first[next] // again, one datagram a message
-					next = m
-					continue
-				}
+			}
+			if l := int(b.msgs[next].Hdr.Iovlen); l > 1 {
+				failFirst, failLen, failErr = b.first[next], l, errno
+				gso, start = false, b.first[next]
+				break send
 			}
 			// sendmmsg reports an error only when it sent nothing: the
 			// first message failed on its own (e.g. EHOSTUNREACH,
@@ -351,13 +354,15 @@ func (c *Conn) Send(b *Batch, n int) (int, error) {
 			next++
 		}
 	}
+	if failFirst >= 0 {
+		c.gsoRefused(failErr, b.Sent[failFirst:failFirst+failLen])
+	}
 	return sent, refused
 }
 
-// buildSend fills the message headers for datagrams [start, n) and returns
-// how many messages it made.
-func (c *Conn) buildSend(b *Batch, start, n int) int {
-	gso := c.gso.Load()
+// buildSend fills the message headers for datagrams [start, n), as GSO
+// runs if gso, and returns how many messages it made.
+func (c *Conn) buildSend(b *Batch, start, n int, gso bool) int {
 	m := 0
 	for i := start; i < n; m++ {
 		j := i + 1
