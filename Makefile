@@ -14,6 +14,7 @@ DURATION    ?= 8
 QUICK       ?=
 UDP_RATE    ?= 1G
 TCP_CC      ?= cubic,bbr
+YIP_EXTRA   ?=
 FUZZTIME    ?= 10s
 BENCHTIME   ?= 1s
 BENCHCOUNT  ?= 5
@@ -101,7 +102,8 @@ bench-compare: build test-deps $(WG_GO)
 	  if [ -n "$$missing" ]; then apt-get update >/dev/null && apt-get install -y $$missing; fi
 	$(GO) build -o $(BIN)/bench-compare ./tests/bench/compare
 	$(BIN)/bench-compare -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) \
-	  -rounds $(ROUNDS) -duration $(DURATION) -rate $(UDP_RATE) -cc '$(TCP_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick)
+	  -rounds $(ROUNDS) -duration $(DURATION) -rate $(UDP_RATE) -cc '$(TCP_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick) \
+	  $(if $(YIP_EXTRA),-yip-extra '$(YIP_EXTRA)')
 
 $(WG_GO):
 	@mkdir -p $(BIN)

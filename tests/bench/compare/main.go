@@ -33,6 +33,7 @@ type config struct {
 	Pings    int           `json:"pings"`
 	MTU      int           `json:"mtu"`
 	YipFEC   string        `json:"yip_fec"`
+	YipExtra string        `json:"yip_extra,omitempty"` // lines added to [Interface]
 	Quick    bool          `json:"quick"`
 	yipBin   string
 	wgBin    string
@@ -54,6 +55,7 @@ func main() {
 	flag.StringVar(&ccs, "cc", "cubic,bbr", "inner TCP congestion controls, comma-separated (iperf3 -C)")
 	flag.IntVar(&c.Pings, "pings", 200, "pings at 10 ms intervals")
 	flag.StringVar(&c.YipFEC, "fec", "auto", "yip-router FEC mode")
+	flag.StringVar(&c.YipExtra, "yip-extra", "", "lines added to both yip-router configs' [Interface] (e.g. 'DisableOffload = all'; \\n separates lines)")
 	flag.BoolVar(&c.Quick, "quick", false, "smoke test: 1 round, 3 s runs, 50 pings")
 	flag.StringVar(&c.out, "out", "docs/bench", "directory for the results")
 	flag.StringVar(&c.commit, "commit", "", "yip-router version to record (default: git describe)")
@@ -130,7 +132,7 @@ func runImpl(ctx context.Context, c *config, round int, impl string, p placement
 	if impl == implWG {
 		t, err = newWG(c.wgBin, c.MTU, p.daemons)
 	} else {
-		t, err = newYip(c.yipBin, c.YipFEC, p.daemons)
+		t, err = newYip(c.yipBin, c.YipFEC, strings.ReplaceAll(c.YipExtra, `\n`, "\n"), p.daemons)
 	}
 	var recs []Record
 	if err != nil {

@@ -67,8 +67,12 @@ func report(c *config, m *meta, recs []Record, interrupted bool) error {
 	}
 	var md bytes.Buffer
 	fmt.Fprintf(&md, "# bench-compare %s\n\n", m.Started.Format("2006-01-02 15:04"))
-	fmt.Fprintf(&md, "yip-router %s (FEC %s) vs %s; %s; kernel %s; %d CPUs (%s).\n",
-		m.Commit, c.YipFEC, m.WGVersion, m.Iperf3, m.Kernel, m.CPUs, m.CPUModel)
+	extra := ""
+	if c.YipExtra != "" {
+		extra = "; " + c.YipExtra
+	}
+	fmt.Fprintf(&md, "yip-router %s (FEC %s%s) vs %s; %s; kernel %s; %d CPUs (%s).\n",
+		m.Commit, c.YipFEC, extra, m.WGVersion, m.Iperf3, m.Kernel, m.CPUs, m.CPUModel)
 	fmt.Fprintf(&md, "Medians of %d interleaved round(s); %s measured per iperf3 run after %s warm-up; inner MTU %d; UDP datagrams %d B; %d pings at 10 ms.",
 		c.Rounds, c.Duration, c.Omit, c.MTU, c.UDPLen, c.Pings)
 	if c.Quick {

@@ -23,10 +23,10 @@ type topology interface {
 // yipTopo is yip-router in internal/lab's setup (MTU router.DefaultMTU).
 type yipTopo struct{ l *lab.Lab }
 
-// newYip starts yip-router on both sides; cpus are taskset lists per side
-// ("" = unpinned).
-func newYip(bin, fec string, cpus [2]string) (topology, error) {
-	l, err := lab.New(lab.Options{Bin: bin, FEC: [2]string{fec, fec}, CPUs: cpus})
+// newYip starts yip-router on both sides; extra goes into both configs'
+// [Interface]; cpus are taskset lists per side ("" = unpinned).
+func newYip(bin, fec, extra string, cpus [2]string) (topology, error) {
+	l, err := lab.New(lab.Options{Bin: bin, FEC: [2]string{fec, fec}, Extra: [2]string{extra, extra}, CPUs: cpus})
 	if err != nil {
 		return nil, err
 	}
