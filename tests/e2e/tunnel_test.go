@@ -134,14 +134,23 @@ func TestRekeyUnderTraffic(t *testing.T) {
 
 // Random 5% loss on the underlay: FEC auto recovers nearly everything; with
 // FEC off the stream loses about 5%, so FEC is what recovers them.
+//
+// The loss is iptables dropping 5% of the datagrams B receives. UDP GSO is
+// off here: over a veth a GSO run crosses as one packet, so the rule would
+// drop whole runs (burst loss) where a real link loses datagrams one by
+// one. What the kernel reports dropping outside the emulated link (A's TUN
+// queue overflowing before its shard read the packets, the routers' and
+// the receiving application's sockets overflowing on a busy machine) is
+// not the link's loss: it is taken out of the figure the test checks, and
+// logged.
 func TestFECUnderLoss(t *testing.T) {
 	if _, err := run("iptables", "--version"); err != nil {
 		t.Skip("iptables not installed: ", err)
 	}
-	loss := map[string]float64{}
 	for _, mode := range []string{"auto", "off"} {
 		t.Run("fec="+mode, func(t *testing.T) {
-			l := newLab(t, lab.Options{Shards: [2]int{1, 1}, FEC: [2]string{mode, mode}})
+			noGSO := "DisableOffload = udp-gso"
+			l := newLab(t, lab.Options{Shards: [2]int{1, 1}, FEC: [2]string{mode, mode}, Extra: [2]string{noGSO, noGSO}})
 			if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
 				t.Fatal(err)
 			}
@@ -149,32 +158,53 @@ func TestFECUnderLoss(t *testing.T) {
 				"-m", "statistic", "--mode", "random", "--probability", "0.05", "-j", "DROP"); err != nil {
 				t.Fatal(err)
 			}
+			before := hostDrops(t, l)
 			res, err := l.UDPStream(lab.A, l.Inner4[lab.B], 4000, 40000, 400)
 			if err != nil {
 				t.Fatal(err)
 			}
-			loss[mode] = res.LossPct()
-			st, _ := l.Status(lab.B)
-			rec := uint64(0)
-			for _, sh := range st.Shards {
-				rec += sh.Counters["fec_recovered"]
-			}
-			t.Logf("fec=%s: %d of %d arrived (%.2f%% lost), %d recovered by FEC", mode, res.Received, res.Sent, res.LossPct(), rec)
+			host := hostDrops(t, l) - before
+			lost := res.Sent - res.Received - min(host, res.Sent-res.Received)
+			pct := 100 * float64(lost) / float64(res.Sent)
+			rec := counter(t, l, lab.B, "fec_recovered")
+			t.Logf("fec=%s: %d of %d arrived; %d dropped by the hosts' queues and sockets; link loss left: %.2f%%; %d recovered by FEC",
+				mode, res.Received, res.Sent, host, pct, rec)
 			switch mode {
 			case "auto":
-				if res.LossPct() > 0.5 {
-					t.Errorf("FEC auto lost %.2f%% (want <= 0.5%%)", res.LossPct())
+				if pct > 0.5 {
+					t.Errorf("FEC auto lost %.2f%% (want <= 0.5%%)", pct)
 				}
 				if rec == 0 {
 					t.Error("FEC recovered nothing")
 				}
 			case "off":
-				if res.LossPct() < 3 || res.LossPct() > 7 {
-					t.Errorf("without FEC lost %.2f%%, want about 5%%", res.LossPct())
+				if pct < 3 || pct > 7 {
+					t.Errorf("without FEC lost %.2f%%, want about 5%%", pct)
 				}
 			}
 		})
 	}
+}
+
+// hostDrops adds up what the kernel reports dropping outside the underlay
+// link: both routers' TUN queues, A's router sockets, and every UDP
+// receive-buffer overflow in B's namespace (router B's sockets and the
+// test's receiving socket; B's router socket drops are counted there, not
+// twice).
+func hostDrops(t *testing.T, l *lab.Lab) int {
+	t.Helper()
+	n := int(snmp(t, l, lab.B, "Udp", "RcvbufErrors"))
+	for s := range 2 {
+		st, err := l.Status(lab.Side(s))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += int(st.Kernel.TUNTxDropped + st.Kernel.TUNRxDropped)
+		if lab.Side(s) == lab.A {
+			n += int(st.Kernel.SocketDrops)
+		}
+	}
+	return n
 }
 
 // A peer with the wrong key, garbage datagrams and a replayed initiation
