@@ -137,6 +137,11 @@ func NewDecoder(cfg DecoderConfig) *Decoder {
 // Stats returns the counters so far.
 func (d *Decoder) Stats() Stats { return d.stats }
 
+// Head is the newest group in the window; ok is false until the first
+// symbol arrives. A sender that continues after Head (or, once the lane has
+// been idle for GroupTTL, anywhere ahead of it) is accepted.
+func (d *Decoder) Head() (group uint32, ok bool) { return d.head, d.started }
+
 // StoredBytes is the symbol storage currently allocated, never above the cap.
 func (d *Decoder) StoredBytes() int { return len(d.arena) * slabLen }
 

@@ -456,3 +456,21 @@ func TestNoRedeliveryOfUnstored(t *testing.T) {
 		t.Fatalf("stats %+v", d.Stats())
 	}
 }
+
+// Head follows the newest group the window accepted, and only that: a
+// group refused as far ahead or late leaves it where it was.
+func TestHead(t *testing.T) {
+	d := NewDecoder(DecoderConfig{MaxGroups: 4})
+	if _, ok := d.Head(); ok {
+		t.Fatal("head before the first symbol")
+	}
+	nop := func([]byte) {}
+	for _, c := range []struct {
+		group, want uint32
+	}{{7, 7}, {9, 9}, {8, 9}, {100, 9}, {0xFFFFFFF0, 9}, {12, 12}} {
+		d.Push(Meta{Kind: KindData, Group: c.group, K: 1, R: 0}, []byte{1}, t0, nop)
+		if h, ok := d.Head(); !ok || h != c.want {
+			t.Fatalf("after group %d: head %d, %v; want %d", c.group, h, ok, c.want)
+		}
+	}
+}

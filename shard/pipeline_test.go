@@ -32,6 +32,12 @@ type wireDgram struct {
 
 func newSide(t testing.TB, n int, routes []Route) *side {
 	t.Helper()
+	return newSidePool(t, n, routes, 1024)
+}
+
+// newSidePool is newSide with pool buffers per shard.
+func newSidePool(t testing.TB, n int, routes []Route, pool int) *side {
+	t.Helper()
 	m, err := NewMesh(n)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +46,7 @@ func newSide(t testing.TB, n int, routes []Route) *side {
 	sd := &side{mesh: m, sent: make([][]wireDgram, n), tun: make([][][]byte, n)}
 	sd.table.Store(NewTable(routes))
 	for i := range n {
-		s, err := New(Config{ID: i, CPU: -1, Conns: []*udp.Conn{nil}, Mesh: m, Table: &sd.table, Pool: 1024})
+		s, err := New(Config{ID: i, CPU: -1, Conns: []*udp.Conn{nil}, Mesh: m, Table: &sd.table, Pool: pool})
 		if err != nil {
 			t.Fatal(err)
 		}
