@@ -145,6 +145,11 @@ type KernelDrops struct {
 
 func (r *Router) kernelDrops() KernelDrops {
 	var d KernelDrops
+	r.resMu.RLock()
+	defer r.resMu.RUnlock()
+	if r.resClosed {
+		return d
+	}
 	if l, err := netlink.LinkByName(r.dev.Name); err == nil && l.Attrs().Statistics != nil {
 		d.TUNTxDropped, d.TUNRxDropped = l.Attrs().Statistics.TxDropped, l.Attrs().Statistics.RxDropped
 	}

@@ -75,6 +75,10 @@ type Router struct {
 	// offDisabled is the config's DisableOffload at start (a reload
 	// cannot change offloads).
 	offDisabled OffloadSet
+	// resMu guards the sockets and the TUN device against closeResources
+	// while kernelDrops reads their counters; resClosed says they are gone.
+	resMu     sync.RWMutex
+	resClosed bool
 
 	mu      sync.Mutex
 	peers   map[crypto.PublicKey]*peer
@@ -383,10 +387,15 @@ func (r *Router) Close() error {
 }
 
 func (r *Router) closeResources() {
+	// A status request (control socket, metrics scrape) may still be
+	// reading the sockets' kernel counters: wait for it.
+	r.resMu.Lock()
+	defer r.resMu.Unlock()
+	r.resClosed = true
 	if r.mesh != nil {
 		r.mesh.Close()
 	}
-	for _, c := range append(append([]*udp.Conn{}, r.group...), r.laneSk...) {
+	for _, c := range r.conns() {
 		c.Close()
 	}
 	if r.dev != nil {
