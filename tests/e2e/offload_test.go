@@ -50,12 +50,14 @@ func TestOffloads(t *testing.T) {
 			tcpSuper := counter(t, l, lab.A, "tun_super_in")
 			// Paced (96 Mbit/s) well below what even a busy 2-core
 			// machine carries: the check is that it gets through.
-			st, err := l.UDPStreamGSO(lab.A, l.Inner4[lab.B], 10000, 3000, 1200, 8)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if st.Received < st.Sent*9/10 {
-				t.Errorf("UDP stream: %d of %d datagrams arrived", st.Received, st.Sent)
+			for _, dst := range []netip.Addr{l.Inner4[lab.B], l.Inner6[lab.B]} {
+				st, err := l.UDPStreamGSO(lab.A, dst, 10000, 3000, 1200, 8)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if st.Received < st.Sent*9/10 {
+					t.Errorf("UDP stream to %s: %d of %d datagrams arrived", dst, st.Received, st.Sent)
+				}
 			}
 			stA, err := l.Status(lab.A)
 			if err != nil {
@@ -102,6 +104,9 @@ func TestOffloads(t *testing.T) {
 						t.Errorf("router %c's namespace: %s InCsumErrors = %d", 'A'+s, proto, n)
 					}
 				}
+				if n := snmp6(t, l, lab.Side(s), "Udp6InCsumErrors"); n != 0 {
+					t.Errorf("router %c's namespace: Udp6InCsumErrors = %d", 'A'+s, n)
+				}
 			}
 		})
 	}
@@ -147,5 +152,22 @@ func snmp(t *testing.T, l *lab.Lab, s lab.Side, proto, field string) uint64 {
 		}
 	}
 	t.Fatalf("no %s %s in /proc/net/snmp", proto, field)
+	return 0
+}
+
+// snmp6 reads one counter of /proc/net/snmp6 in side's namespace.
+func snmp6(t *testing.T, l *lab.Lab, s lab.Side, name string) uint64 {
+	t.Helper()
+	out, err := l.Exec(s, "cat", "/proc/net/snmp6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) == 2 && f[0] == name {
+			v, _ := strconv.ParseUint(f[1], 10, 64)
+			return v
+		}
+	}
+	t.Fatalf("no %s in /proc/net/snmp6", name)
 	return 0
 }
