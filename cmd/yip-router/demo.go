@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -127,6 +128,19 @@ func demo(l *lab.Lab, mb int, out, errw io.Writer) int {
 func printDemoStatus(w io.Writer, name rune, st *router.Status) {
 	h := st.Handshakes
 	fmt.Fprintf(w, "router %c (%s): %d shards, handshakes %d initiated / %d answered\n", name, st.Interface, len(st.Shards), h.Initiated, h.Answered)
+	var on, off []string
+	for _, n := range router.OffloadNames() {
+		if st.Offloads[n] == "on" {
+			on = append(on, n)
+		} else {
+			off = append(off, n)
+		}
+	}
+	fmt.Fprintf(w, "  offloads on: %s", strings.Join(on, ", "))
+	if len(off) > 0 {
+		fmt.Fprintf(w, "; off: %s", strings.Join(off, ", "))
+	}
+	fmt.Fprintln(w)
 	for _, s := range st.Shards {
 		c := s.Counters
 		drops := uint64(0)
@@ -137,6 +151,8 @@ func printDemoStatus(w io.Writer, name rune, st *router.Status) {
 		}
 		fmt.Fprintf(w, "  shard %d on cpu %d: %d datagrams in, %d out, %d parity sent, %d recovered by FEC, %d handed to another shard, %d dropped\n",
 			s.ID, s.CPU, c["udp_in"], c["udp_out"], c["parity_out"], c["fec_recovered"], c["handed_off"], drops)
+		fmt.Fprintf(w, "    %d TUN superpackets split, %d written coalesced, %d UDP GRO messages received\n",
+			c["tun_super_in"], c["tun_super_out"], c["udp_super_in"])
 	}
 	for _, p := range st.Peers {
 		for _, ln := range p.Lanes {
