@@ -121,6 +121,11 @@ func checkValid(t *testing.T, pkt []byte) {
 	if !ipLenOK(pkt, ip) {
 		t.Fatalf("IP length field disagrees with %d bytes", len(pkt))
 	}
+	if ip.v6 {
+		if ip, ok = skipIPv6Ext(pkt, ip); !ok {
+			t.Fatal("unreadable IPv6 extension headers")
+		}
+	}
 	if !ip.v6 && Checksum(pkt[:ip.hlen]) != 0 {
 		t.Fatalf("IPv4 header checksum does not verify")
 	}

@@ -77,3 +77,32 @@ func ipLenOK(pkt []byte, ip ipInfo) bool {
 	}
 	return int(binary.BigEndian.Uint16(pkt[2:])) == len(pkt)
 }
+
+// IPv6 extension headers the splitter walks: hop-by-hop and destination
+// options carry no address the pseudo-header uses. A routing header
+// changes the pseudo-header's destination and a fragment header ends
+// segmentation, so packets with those are refused.
+const (
+	ipv6HopByHop = 0
+	ipv6DstOpts  = 60
+	maxExtHdrs   = 4
+)
+
+// skipIPv6Ext moves ip past hop-by-hop and destination-options headers to
+// the transport header; ok is false if they run past pkt or nest too deep.
+func skipIPv6Ext(pkt []byte, ip ipInfo) (ipInfo, bool) {
+	for range maxExtHdrs {
+		if ip.proto != ipv6HopByHop && ip.proto != ipv6DstOpts {
+			return ip, true
+		}
+		if ip.hlen+8 > len(pkt) {
+			return ip, false
+		}
+		ip.proto = pkt[ip.hlen]
+		ip.hlen += (int(pkt[ip.hlen+1]) + 1) * 8
+		if ip.hlen > len(pkt) {
+			return ip, false
+		}
+	}
+	return ip, ip.proto != ipv6HopByHop && ip.proto != ipv6DstOpts
+}

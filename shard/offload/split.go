@@ -56,6 +56,11 @@ func (s *Splitter) Reset(h Hdr, pkt []byte) error {
 		// bytes into payload with fresh, valid checksums.
 		return ErrBadPacket
 	}
+	if ip.v6 {
+		if ip, ok = skipIPv6Ext(pkt, ip); !ok {
+			return ErrBadPacket
+		}
+	}
 	switch {
 	case gso == GSOTCPv4 && !ip.v6 && ip.proto == protoTCP,
 		gso == GSOTCPv6 && ip.v6 && ip.proto == protoTCP:

@@ -189,3 +189,52 @@ func TestVnetHdrRoundTrip(t *testing.T) {
 		t.Fatal("short header accepted")
 	}
 }
+
+// An IPv6 superpacket with hop-by-hop and destination-options headers is
+// split with them copied into every segment; one with a routing header is
+// refused (it changes the pseudo-header's destination).
+func TestSplitIPv6ExtensionHeaders(t *testing.T) {
+	s := defSpec(true, false)
+	s.payload = payload(3000, 4)
+	h, plain := superpacket(s, 1000)
+	// Insert hop-by-hop (8 bytes, PadN) then destination options (8
+	// bytes) between the fixed header and TCP.
+	ext := []byte{ipv6DstOpts, 0, 1, 4, 0, 0, 0, 0, protoTCP, 0, 1, 4, 0, 0, 0, 0}
+	pkt := append(append(append([]byte{}, plain[:ipv6Len]...), ext...), plain[ipv6Len:]...)
+	pkt[6] = ipv6HopByHop
+	binary.BigEndian.PutUint16(pkt[4:], uint16(len(pkt)-ipv6Len))
+	h.CsumStart += uint16(len(ext))
+	segs := splitAll(t, h, pkt)
+	if len(segs) != 3 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	var got []byte
+	for _, g := range segs {
+		ip, ok := parseIP(g)
+		if !ok || !ipLenOK(g, ip) {
+			t.Fatal("bad IPv6 header in a segment")
+		}
+		if !bytes.Equal(g[ipv6Len:ipv6Len+len(ext)], ext) {
+			t.Fatal("extension headers not copied")
+		}
+		off := ipv6Len + len(ext)
+		if !transportValid(g, true, protoTCP, off) {
+			t.Fatal("TCP checksum does not verify")
+		}
+		got = append(got, g[off+tcpLen:]...)
+	}
+	if !bytes.Equal(got, s.payload) {
+		t.Fatal("payload differs")
+	}
+	routing := append([]byte{}, pkt...)
+	routing[6] = 43
+	var sp Splitter
+	if sp.Reset(h, routing) == nil {
+		t.Fatal("routing header accepted")
+	}
+	runaway := append([]byte{}, pkt...)
+	runaway[ipv6Len+1] = 200 // hop-by-hop length past the packet
+	if sp.Reset(h, runaway) == nil {
+		t.Fatal("extension header past the packet accepted")
+	}
+}
