@@ -7,6 +7,12 @@ import (
 	"github.com/yip-router/yip-router/fec"
 )
 
+// Control frames: encrypted control symbols on a lane, never FEC-coded.
+// Received ones come from ingress.go (keepalives, the peer's FEC loss
+// reports, which set our encoder's R in auto mode); the router sends ours
+// through Periodic and SendControl, and they leave through egress.go's
+// socket batches.
+
 // Control frame bodies: a type byte, then its payload.
 const (
 	ctlKeepalive  = 0 // empty: keeps NAT state and proves liveness

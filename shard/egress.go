@@ -7,6 +7,15 @@ import (
 	"github.com/yip-router/yip-router/ring"
 )
 
+// Egress: a packet read from the TUN queue (loop_linux.go, vnet_linux.go),
+// or handed over by the shard that read it (mesh.go), is routed by its
+// destination to a peer and to the lane of this shard's index. A lane this
+// shard owns seals, frames and FEC-encodes it (sendData) and stages the
+// datagram and any parity on the lane's socket batch, sent with one
+// sendmmsg (flushConn). A lane another shard owns gets the buffer over the
+// mesh (handoff); buffers lent by other shards go home over return rings.
+// A peer without lanes yet parks the packet in wait.go.
+
 // egress routes one TUN packet (data at p.Buf[headroom:headroom+p.N]) and
 // either sends it on a lane this shard owns or hands it to the owner.
 func (s *Shard) egress(p *ring.Packet) {

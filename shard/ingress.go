@@ -7,6 +7,15 @@ import (
 	"github.com/yip-router/yip-router/fec"
 )
 
+// Ingress: a datagram received on one of the shard's sockets
+// (loop_linux.go), or handed over by the shard it arrived on (mesh.go),
+// finds its lane by source address. Data and parity go through the lane's
+// FEC decoder, which hands each data symbol (received or recovered) to
+// deliverSymbol: opened, checked against the peer's AllowedIPs, then written
+// to the TUN queue (or the coalescer, vnet_linux.go). Control symbols go to
+// control.go. A datagram for a lane another shard owns is copied and handed
+// over; one that matches no lane goes to the router (Config.Unmatched).
+
 // ingress handles one received datagram, data from from, on conn (-1:
 // handed over by another shard). data is the caller's: a datagram for a
 // lane another shard owns is copied into a pool buffer to hand it over.

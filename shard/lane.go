@@ -9,6 +9,12 @@ import (
 	"github.com/yip-router/yip-router/fec"
 )
 
+// Lanes: one lane's keys, framers and FEC state, and the shard's lane
+// table — which lanes it owns (ingress.go finds them by remote address,
+// egress.go by peer and index) and which other shards own the rest. The
+// router changes the table through Do (InstallLane, SetLaneOwner,
+// RemovePeer).
+
 // LaneConfig is what the router hands a shard to install a lane it owns.
 type LaneConfig struct {
 	Peer   PeerID

@@ -6,6 +6,11 @@ import (
 	"github.com/yip-router/yip-router/ring"
 )
 
+// The mesh: packets one shard hands another. egress.go pushes TUN packets
+// for a lane another shard owns, ingress.go datagrams that arrived on the
+// wrong shard; the owner takes them (takeMesh) into its own egress
+// (sendData) or ingress, and gives the buffers back over the return rings.
+
 // MeshRingSize is the capacity of each shard-to-shard ring.
 const MeshRingSize = 1024
 

@@ -16,6 +16,11 @@ import (
 	"github.com/yip-router/yip-router/shard/udp"
 )
 
+// The shard: its configuration, its state and the control commands the
+// router runs on its goroutine (Do). The poll loop is in loop_linux.go; a
+// packet's path is in egress.go (TUN to socket) and ingress.go (socket to
+// TUN).
+
 const (
 	// DefaultBatch is how many packets one syscall moves.
 	DefaultBatch = 64

@@ -6,6 +6,12 @@ import (
 	"github.com/yip-router/yip-router/fec"
 )
 
+// Timers and counters: the poll loop (loop_linux.go) calls tick when the
+// first FEC deadline falls due or every idlePoll, and publish with it. tick
+// flushes partial FEC groups (their parity leaves through egress.go), expires
+// decoder groups, previous keys and waiting packets; publish copies the
+// shard's plain counters to the atomics Snapshot reads.
+
 // flushAll writes what waits for the TUN queue and sends every staged
 // datagram and hand-off.
 func (s *Shard) flushAll() {
