@@ -58,7 +58,7 @@ func (s *Shard) Periodic(keepalive map[PeerID]time.Duration) {
 			// Passive keepalive (as WireGuard): we heard from the peer
 			// since we last sent, and have been quiet for a while —
 			// tell it we are alive, or its liveness check re-handshakes.
-			passive := ln.lastRx.After(ln.lastTx) && s.now.Sub(ln.lastTx) >= 2*time.Second
+			passive := ln.lastRx.After(ln.lastTx) && s.now.Sub(ln.lastTx) >= passiveKeepalive
 			if ka := keepalive[peer]; (ka > 0 && s.now.Sub(ln.lastTx) >= ka) || passive {
 				buf[0] = ctlKeepalive
 				s.SendControl(peer, i, buf[:1])

@@ -15,9 +15,6 @@ import (
 const (
 	waitPerPeer  = 64
 	waitPerShard = 1024 // all peers: the pool must never run dry waiting
-	waitMaxAge   = 3 * time.Second
-	// prevKeep is how long a lane keeps its previous keys after a rekey.
-	prevKeep = 15 * time.Second
 )
 
 type waitQueue struct {
@@ -50,7 +47,7 @@ func (s *Shard) wait(peer PeerID, p *ring.Packet) {
 	s.waitTotal++
 	q.pkts = append(q.pkts, p)
 	q.at = append(q.at, s.now)
-	if s.cfg.NoSession != nil && s.now.Sub(q.lastAsk) >= time.Second {
+	if s.cfg.NoSession != nil && s.now.Sub(q.lastAsk) >= noSessionAsk {
 		q.lastAsk = s.now
 		s.cfg.NoSession(s.id, peer)
 	}
