@@ -53,9 +53,7 @@ func (s *Shard) ingress(conn int, data []byte, from netip.AddrPort) {
 	}
 	switch h.Kind {
 	case crypto.KindData, crypto.KindParity:
-		s.cur = ln
-		ln.dec.Push(fec.Meta{Kind: fec.Kind(h.Kind), Group: h.Group, Index: h.Index, K: h.K, R: h.R}, sym, s.now, s.deliver)
-		s.cur = nil
+		ln.dec.Push(fec.Meta{Kind: fec.Kind(h.Kind), Group: h.Group, Index: h.Index, K: h.K, R: h.R}, sym, s.now, ln.deliver)
 	case crypto.KindControl:
 		body, err := ln.opener.OpenSymbol(controlAD[:], sym)
 		if err == crypto.ErrReplay {
@@ -97,8 +95,8 @@ func (s *Shard) handIngress(owner int, data []byte, from netip.AddrPort) {
 
 // deliverSymbol opens a data symbol (as received, or recovered by FEC) and
 // writes the packet to the TUN queue if its source belongs to the peer.
-func (s *Shard) deliverSymbol(sym []byte) {
-	ln := s.cur
+// Each lane's decoder calls it through the lane's deliver, bound at install.
+func (s *Shard) deliverSymbol(ln *lane, sym []byte) {
 	pt, err := ln.opener.OpenSymbol(nil, sym)
 	switch err {
 	case nil:

@@ -46,7 +46,11 @@ type lane struct {
 	rxf    crypto.Framer
 	dec    *fec.Decoder
 	adapt  *fec.Adapter
-	lastRx time.Time
+	// deliver is what the decoder hands this lane's data symbols to:
+	// Shard.deliverSymbol bound to the lane, made once at install so
+	// ingress passes it to the decoder without allocating.
+	deliver func([]byte)
+	lastRx  time.Time
 
 	// prev is the lane's previous keys after a rekey: packets and FEC
 	// groups in flight under them still open, for prevKeep.
@@ -109,6 +113,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		return err
 	}
 	ln.installed = s.now
+	ln.deliver = func(sym []byte) { s.deliverSymbol(ln, sym) }
 	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
 	if old := pl.local[cfg.Index]; old != nil {
 		if !old.confirmed && old.prev != nil {

@@ -98,8 +98,6 @@ type Shard struct {
 	vnet     *vnetIO                             // TUN offloads; nil: plain packets
 	groOff   atomic.Bool                         // the kernel refused a superpacket write
 	sendHook func(conn int, b *udp.Batch, n int) // tests: replaces sendmmsg
-	deliver  func([]byte)                        // bound once: FEC hands symbols to it
-	cur      *lane                               // lane of the symbol being delivered
 	now      time.Time
 	fecDue   time.Time // earliest FEC flush deadline known; zero: none
 	stop     atomic.Bool
@@ -157,7 +155,6 @@ func New(cfg Config) (*Shard, error) {
 	for i := range s.rx.Bufs {
 		s.rx.Bufs[i] = make([]byte, rxSize)
 	}
-	s.deliver = s.deliverSymbol
 	s.tunOut = s.writeTun
 	if cfg.TUN != nil {
 		s.tunIn = cfg.TUN.Read
