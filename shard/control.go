@@ -15,26 +15,26 @@ import (
 
 // Control frame bodies: a type byte, then its payload.
 const (
-	ctlKeepalive  = 0 // empty: keeps NAT state and proves liveness
+	ctlKeepalive  = 0 // no payload: keeps NAT state and proves liveness
 	ctlLossReport = 1 // fec.LossReport of the sender's receive side
 )
 
+// control acts on an opened control frame. Opening it already proved the
+// peer alive (ingress set lastRx), which is all a keepalive is for; only a
+// loss report carries more. A frame with no type byte or a type this
+// version does not know is ignored the same way.
 func (s *Shard) control(ln *lane, body []byte) {
-	if len(body) == 0 {
-		return // legacy empty keepalive
+	if len(body) == 0 || body[0] != ctlLossReport {
+		return
 	}
-	switch body[0] {
-	case ctlKeepalive:
-	case ctlLossReport:
-		rep, err := fec.ParseLossReport(body[1:])
-		if err != nil {
-			s.count(DropBadHeader)
-			return
-		}
-		if ln.adapt != nil {
-			k, r := ln.adapt.Observe(rep)
-			_ = ln.enc.SetRatio(k, r)
-		}
+	rep, err := fec.ParseLossReport(body[1:])
+	if err != nil {
+		s.count(DropBadHeader)
+		return
+	}
+	if ln.adapt != nil {
+		k, r := ln.adapt.Observe(rep)
+		_ = ln.enc.SetRatio(k, r)
 	}
 }
 
