@@ -58,9 +58,6 @@ func (s *Sealer) Seal(dst, ad, plaintext []byte) ([]byte, uint64, error) {
 	return s.aead.Seal(dst, s.nonce[:], plaintext, ad), c, nil
 }
 
-// Next is the counter the next Seal will use.
-func (s *Sealer) Next() uint64 { return s.next }
-
 // Opener is the receiving half of a lane: key plus replay window.
 type Opener struct {
 	aead   cipher.AEAD
@@ -76,10 +73,6 @@ func NewOpener(key *[32]byte) *Opener {
 	}
 	return &Opener{aead: a}
 }
-
-// Check is the replay pre-check: false means the packet must be dropped
-// without spending an AEAD open on it.
-func (o *Opener) Check(counter uint64) bool { return o.replay.Check(counter) }
 
 // Open authenticates and decrypts ciphertext sealed under counter, appending
 // the plaintext to dst. The counter is committed to the replay window only

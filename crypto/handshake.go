@@ -154,12 +154,11 @@ func sessionFrom(cs1, cs2 *noise.CipherState, initiator bool) SessionKeys {
 
 // Initiation is our pending handshake with a peer.
 type Initiation struct {
-	local  *Local
-	peer   *Peer
-	index  uint32
-	offer  LaneOffer
-	mac1   [hsMacLen]byte
-	sentAt time.Time
+	local *Local
+	peer  *Peer
+	index uint32
+	offer LaneOffer
+	mac1  [hsMacLen]byte
 
 	// cookieTaken is set by the first cookie reply that opens: later ones
 	// for the same initiation are ignored.
@@ -210,7 +209,7 @@ func (l *Local) Initiate(peer *Peer, index uint32, offer LaneOffer, now time.Tim
 	mustRand(rnd[:])
 	dgram := sealHandshake(&peer.wk, hsFields{typ: msgInit, sender: index,
 		receiver: uint32(rnd[0])<<24 | uint32(rnd[1])<<16 | uint32(rnd[2])<<8 | uint32(rnd[3]), noise: msg}, ck)
-	in := &Initiation{local: l, peer: peer, hs: hs, index: index, offer: offer, sentAt: now,
+	in := &Initiation{local: l, peer: peer, hs: hs, index: index, offer: offer,
 		cfg: cfg, ePriv: hs.LocalEphemeral().Private, payload: payload}
 	copy(in.mac1[:], mac1Of(dgram))
 	return in, dgram, nil
@@ -239,9 +238,6 @@ func (in *Initiation) rebuild() error {
 
 // Peer is the peer this initiation is for.
 func (in *Initiation) Peer() *Peer { return in.peer }
-
-// SentAt is when the initiation was made.
-func (in *Initiation) SentAt() time.Time { return in.sentAt }
 
 // ConsumeCookieReply accepts a cookie reply to this initiation and stores
 // the cookie in the peer for the next initiation (the router retries).
@@ -354,9 +350,6 @@ type Incoming struct {
 
 // Peer is the authenticated initiator.
 func (in *Incoming) Peer() *Peer { return in.peer }
-
-// Offer is the initiator's lane offer.
-func (in *Incoming) Offer() LaneOffer { return in.offer }
 
 // CookieReply answers an initiation (mac1 valid) from src with a cookie
 // instead of doing any DH: what a responder under load sends. It never

@@ -142,9 +142,6 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 // Ratio is the K:R the encoder should use for its next group.
 func (a *Adapter) Ratio() (k, r int) { return a.k, a.r }
 
-// LossEstimate is the smoothed wire loss the rule is working from.
-func (a *Adapter) LossEstimate() float64 { return a.p }
-
 // Observe feeds one peer report and returns the (possibly new) ratio.
 func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if a.mode.Kind != ModeAuto {

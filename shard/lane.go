@@ -1,12 +1,19 @@
 package shard
 
 import (
+	"fmt"
 	"net/netip"
 	"time"
 
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
 )
+
+// Lanes: one lane's keys, framers and FEC state, and the shard's lane
+// table — which lanes it owns (ingress.go finds them by remote address,
+// egress.go by peer and index) and which other shards own the rest. The
+// router changes the table through Do (InstallLane, SetLaneOwner,
+// RemovePeer).
 
 // LaneConfig is what the router hands a shard to install a lane it owns.
 type LaneConfig struct {
@@ -39,7 +46,11 @@ type lane struct {
 	rxf    crypto.Framer
 	dec    *fec.Decoder
 	adapt  *fec.Adapter
-	lastRx time.Time
+	// deliver is what the decoder hands this lane's data symbols to:
+	// Shard.deliverSymbol bound to the lane, made once at install so
+	// ingress passes it to the decoder without allocating.
+	deliver func([]byte)
+	lastRx  time.Time
 
 	// prev is the lane's previous keys after a rekey: packets and FEC
 	// groups in flight under them still open, for prevKeep.
@@ -84,4 +95,135 @@ func newLane(cfg LaneConfig) (*lane, error) {
 type peerLanes struct {
 	owners []int   // owners[i] is the shard owning lane i
 	local  []*lane // local[i] != nil iff this shard owns lane i
+}
+
+// InstallLane adds a lane this shard owns, or replaces the lane's keys
+// (rekey, or the peer restarted): the old lane stays as prev for a while so
+// packets and FEC groups in flight under the old keys still open. Call it on
+// the shard's goroutine (through Do) or before Run.
+func (s *Shard) InstallLane(cfg LaneConfig) error {
+	if cfg.Conn < 0 || cfg.Conn >= len(s.cfg.Conns) {
+		return fmt.Errorf("shard %d: lane conn %d out of range", s.id, cfg.Conn)
+	}
+	if cfg.Index < 0 || cfg.Index >= cfg.Lanes {
+		return fmt.Errorf("shard %d: lane %d of %d", s.id, cfg.Index, cfg.Lanes)
+	}
+	ln, err := newLane(cfg)
+	if err != nil {
+		return err
+	}
+	ln.installed = s.now
+	ln.deliver = func(sym []byte) { s.deliverSymbol(ln, sym) }
+	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
+	if old := pl.local[cfg.Index]; old != nil {
+		if !old.confirmed && old.prev != nil {
+			// The peer never used old's keys (e.g. our response to its
+			// rekey was lost and it retried): the keys it still has are
+			// old.prev's, so keep those as prev.
+			s.foldDecoder(old)
+			old = old.prev
+		}
+		if old.prev != nil {
+			s.foldDecoder(old.prev)
+		}
+		old.prev = nil
+		ln.prev = old
+		ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = old.txPackets, old.txBytes, old.rxPackets, old.rxBytes
+		if old.cfg.Remote != cfg.Remote && s.lanes[old.cfg.Remote] == old {
+			delete(s.lanes, old.cfg.Remote)
+		}
+	}
+	ln.confirmed = !cfg.HoldTx
+	pl.local[cfg.Index] = ln
+	pl.owners[cfg.Index] = s.id
+	s.lanes[cfg.Remote] = ln
+	delete(s.foreign, cfg.Remote)
+	s.releaseWaiting(cfg.Peer)
+	return nil
+}
+
+// SetLaneOwner records that lane index of peer is owned by shard owner and
+// reached at remote, so this shard hands that lane's packets over. A remote
+// shared with a lane this shard owns (an initiator's lanes all talk to the
+// responder's one listening port, told apart by our local socket) stays
+// with the local lane: the kernel already steered it by local port.
+func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.AddrPort) {
+	pl := s.peerEntry(peer, lanes)
+	pl.owners[index] = owner
+	if owner == s.id {
+		return
+	}
+	if ln := pl.local[index]; ln != nil {
+		s.foldLane(ln)
+		pl.local[index] = nil // the lane moved away
+		if s.lanes[ln.cfg.Remote] == ln {
+			delete(s.lanes, ln.cfg.Remote)
+		}
+	}
+	if _, mine := s.lanes[remote]; !mine {
+		s.foreign[remote] = foreignLane{owner: owner, peer: peer}
+	}
+	s.releaseWaiting(peer)
+}
+
+// RemovePeer forgets every lane of peer, the hand-over entries that point
+// at its lanes on other shards, and the packets waiting for it.
+func (s *Shard) RemovePeer(peer PeerID) {
+	if pl := s.peers[peer]; pl != nil {
+		for _, ln := range pl.local {
+			s.foldLane(ln)
+		}
+	}
+	for addr, ln := range s.lanes {
+		if ln.cfg.Peer == peer {
+			delete(s.lanes, addr)
+		}
+	}
+	for addr, f := range s.foreign {
+		if f.peer == peer {
+			delete(s.foreign, addr)
+		}
+	}
+	if q := s.waiting[peer]; q != nil {
+		for _, p := range q.pkts {
+			s.count(DropNoSession)
+			s.release(p)
+		}
+		s.waitTotal -= len(q.pkts)
+		delete(s.waiting, peer)
+	}
+	delete(s.peers, peer)
+}
+
+// foreignLane is a remote address whose lane another shard owns.
+type foreignLane struct {
+	owner int
+	peer  PeerID
+}
+
+func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
+	pl := s.peers[peer]
+	if pl == nil || len(pl.owners) != lanes {
+		if pl != nil {
+			// The lane count changed (the peer restarted with other
+			// shards): the old lanes go.
+			for _, ln := range pl.local {
+				s.foldLane(ln)
+				if ln != nil && s.lanes[ln.cfg.Remote] == ln {
+					delete(s.lanes, ln.cfg.Remote)
+				}
+			}
+			for addr, f := range s.foreign {
+				if f.peer == peer {
+					delete(s.foreign, addr)
+				}
+			}
+		}
+		pl = &peerLanes{owners: make([]int, lanes), local: make([]*lane, lanes)}
+		for i := range pl.owners {
+			pl.owners[i] = i % s.mesh.Size()
+		}
+		s.peers[peer] = pl
+	}
+	return pl
 }

@@ -8,10 +8,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// idlePoll is the longest a shard sleeps with nothing scheduled; decoder
-// expiry and counter publication need no finer clock than this.
-const idlePoll = 50 * time.Millisecond
-
 // Pin locks the calling goroutine to its OS thread and binds that thread
 // to cpu, so the shard's cache, its socket's softirq work (with IRQ
 // affinity set to match) and its TUN queue stay on one core.

@@ -6,6 +6,11 @@ import (
 	"github.com/yip-router/yip-router/ring"
 )
 
+// The mesh: packets one shard hands another. egress.go pushes TUN packets
+// for a lane another shard owns, ingress.go datagrams that arrived on the
+// wrong shard; the owner takes them (takeMesh) into its own egress
+// (sendData) or ingress, and gives the buffers back over the return rings.
+
 // MeshRingSize is the capacity of each shard-to-shard ring.
 const MeshRingSize = 1024
 
@@ -54,4 +59,62 @@ func (m *Mesh) Close() {
 	for _, w := range m.wakers {
 		w.Close()
 	}
+}
+
+// Packet kinds on the mesh rings (ring.Packet.Meta).
+const (
+	meshEgress  = 1 // a TUN packet for a lane the receiving shard owns (Aux: peer)
+	meshIngress = 2 // a datagram that arrived on the wrong shard (Addr: source)
+)
+
+// takeMesh processes what other shards handed us and takes back our
+// buffers they are done with.
+func (s *Shard) takeMesh() int {
+	work := 0
+	for from := range s.mesh.Size() {
+		if from == s.id {
+			continue
+		}
+		for {
+			n := s.mesh.ret[from][s.id].Pop(s.popBuf)
+			for _, p := range s.popBuf[:n] {
+				s.pool.Put(p)
+			}
+			clear(s.popBuf[:n])
+			if n == 0 {
+				break
+			}
+		}
+		if l := uint64(s.mesh.fwd[from][s.id].Len()); l > s.stats.c[RingHighWater] {
+			s.stats.c[RingHighWater] = l
+		}
+		for {
+			n := s.mesh.fwd[from][s.id].Pop(s.popBuf)
+			if n == 0 {
+				break
+			}
+			work += n
+			s.stats.c[TakenOver] += uint64(n)
+			for _, p := range s.popBuf[:n] {
+				switch p.Meta {
+				case meshEgress:
+					pl := s.peers[PeerID(p.Aux)]
+					if pl == nil || int(p.Lane) >= len(pl.local) || pl.local[p.Lane] == nil {
+						// The lane's install is still in our control
+						// queue: wait for it like any sessionless packet.
+						s.wait(PeerID(p.Aux), p)
+						continue
+					}
+					s.sendData(pl.local[p.Lane], p)
+				case meshIngress:
+					s.ingress(-1, p.Buf[:p.N], p.Addr)
+					s.release(p)
+				default:
+					s.release(p)
+				}
+			}
+			clear(s.popBuf[:n])
+		}
+	}
+	return work
 }

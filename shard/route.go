@@ -20,11 +20,10 @@ const NoPeer PeerID = 0
 // /128 per host, maybe a default route), so that is a handful of map probes
 // that allocate nothing; a trie would win only with many lengths.
 type Table struct {
-	v4     map[uint64]PeerID // key: masked address << 8 | length
-	v6     map[v6key]PeerID
-	lens4  []int // descending
-	lens6  []int
-	routes []Route
+	v4    map[uint64]PeerID // key: masked address << 8 | length
+	v6    map[v6key]PeerID
+	lens4 []int // descending
+	lens6 []int
 }
 
 // Route is one prefix → peer entry.
@@ -41,7 +40,7 @@ type v6key struct {
 // NewTable builds a table. Later duplicates of a prefix replace earlier
 // ones; the router rejects overlapping AllowedIPs before it gets here.
 func NewTable(routes []Route) *Table {
-	t := &Table{v4: map[uint64]PeerID{}, v6: map[v6key]PeerID{}, routes: slices.Clone(routes)}
+	t := &Table{v4: map[uint64]PeerID{}, v6: map[v6key]PeerID{}}
 	seen4, seen6 := map[int]bool{}, map[int]bool{}
 	for _, r := range routes {
 		p := r.Prefix.Masked()
@@ -63,9 +62,6 @@ func NewTable(routes []Route) *Table {
 	slices.SortFunc(t.lens6, func(a, b int) int { return b - a })
 	return t
 }
-
-// Routes returns the entries the table was built from.
-func (t *Table) Routes() []Route { return t.routes }
 
 func key4(a netip.Addr, bits int) uint64 {
 	b := a.As4()

@@ -91,3 +91,5 @@ type Snapshot [numCounters]uint64
 
 // Get returns one counter.
 func (s *Snapshot) Get(c Counter) uint64 { return s[c] }
+
+func (s *Shard) count(c Counter) { s.stats.c[c]++ }

@@ -1,0 +1,204 @@
+package shard
+
+import (
+	"runtime"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/ring"
+)
+
+// Egress: a packet read from the TUN queue (loop_linux.go, vnet_linux.go),
+// or handed over by the shard that read it (mesh.go), is routed by its
+// destination to a peer and to the lane of this shard's index. A lane this
+// shard owns seals, frames and FEC-encodes it (sendData) and stages the
+// datagram and any parity on the lane's socket batch, sent with one
+// sendmmsg (flushConn). A lane another shard owns gets the buffer over the
+// mesh (handoff); buffers lent by other shards go home over return rings.
+// A peer without lanes yet parks the packet in wait.go.
+
+// egress routes one TUN packet (data at p.Buf[headroom:headroom+p.N]) and
+// either sends it on a lane this shard owns or hands it to the owner.
+func (s *Shard) egress(p *ring.Packet) {
+	data := p.Buf[headroom : headroom+p.N]
+	peer := s.cfg.Table.Load().LookupPacket(data, false)
+	if peer == NoPeer {
+		s.count(DropNoRoute)
+		s.release(p)
+		return
+	}
+	pl := s.peers[peer]
+	if pl == nil || len(pl.owners) == 0 {
+		s.wait(peer, p)
+		return
+	}
+	// An inner flow is on one TUN queue, hence one shard, hence one lane.
+	li := s.id % len(pl.owners)
+	if ln := pl.local[li]; ln != nil {
+		s.sendData(ln, p)
+		return
+	}
+	owner := pl.owners[li]
+	if owner == s.id {
+		// Our own lane's install is still in our control queue (the
+		// router sent SetLaneOwner for other lanes first): wait for it.
+		s.wait(peer, p)
+		return
+	}
+	p.Meta, p.Aux, p.Lane = meshEgress, uint32(peer), int32(li)
+	s.handoff[owner] = append(s.handoff[owner], p)
+	if len(s.handoff[owner]) == cap(s.handoff[owner]) {
+		s.flushHandoff(owner)
+	}
+}
+
+// sendData seals p in place, frames it and queues it, then queues any
+// parity the FEC group produced.
+func (s *Shard) sendData(ln *lane, p *ring.Packet) {
+	if !ln.confirmed && ln.prev != nil {
+		ln = ln.prev // rekey responder: old keys until the peer uses the new
+	}
+	if p.N > MaxInner {
+		s.count(DropOversize)
+		s.release(p)
+		return
+	}
+	sym, err := ln.sealer.SealSymbol(p.Buf[crypto.HeaderLen:], nil, p.Buf[headroom:headroom+p.N])
+	if err != nil {
+		s.count(DropSeal)
+		s.release(p)
+		return
+	}
+	m, err := ln.enc.Add(sym, s.now)
+	if err != nil {
+		s.count(DropOversize)
+		s.release(p)
+		return
+	}
+	d := ln.txf.Frame(p.Buf, crypto.Header{Kind: crypto.KindData, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, len(sym))
+	if s.fecDue.IsZero() {
+		// The loop only needs to wake for the first deadline; tick
+		// finds the rest.
+		if d, ok := ln.enc.Deadline(); ok {
+			s.fecDue = d
+		}
+	}
+	ln.txPackets++
+	ln.txBytes += uint64(p.N)
+	ln.lastTx = s.now
+	s.queue(ln, p, len(d))
+	s.drainParity(ln)
+}
+
+func (s *Shard) drainParity(ln *lane) {
+	for {
+		m, par, ok := ln.enc.NextParity()
+		if !ok {
+			return
+		}
+		q := s.pool.Get()
+		if q == nil {
+			s.count(DropPoolEmpty)
+			continue
+		}
+		copy(q.Buf[crypto.HeaderLen:], par)
+		d := ln.txf.Frame(q.Buf, crypto.Header{Kind: crypto.KindParity, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, len(par))
+		s.count(ParityOut)
+		s.queue(ln, q, len(d))
+	}
+}
+
+// queue stages a datagram on its lane's socket batch, sending the batch
+// when it is full.
+func (s *Shard) queue(ln *lane, p *ring.Packet, n int) {
+	c := ln.cfg.Conn
+	i := s.txN[c]
+	b := s.tx[c]
+	b.Bufs[i], b.Sizes[i], b.Addrs[i] = p.Buf[:n], n, ln.cfg.Remote
+	s.txPkts[c][i] = p
+	s.txN[c] = i + 1
+	if i+1 == b.Len() {
+		s.flushConn(c)
+	}
+}
+
+// flushConn sends a conn's staged datagrams with one sendmmsg (or hands them
+// to the test sink) and frees their buffers.
+func (s *Shard) flushConn(c int) {
+	n := s.txN[c]
+	if n == 0 {
+		return
+	}
+	b := s.tx[c]
+	if s.sendHook != nil {
+		for i := range n {
+			b.Sent[i] = true // the sink takes everything unless it says otherwise
+		}
+		s.sendHook(c, b, n)
+	} else {
+		// What the kernel refused (anywhere in the batch) is left
+		// unmarked in b.Sent and counted as drop_send below.
+		_, _ = s.cfg.Conns[c].Send(b, n)
+	}
+	sent := 0
+	for i := range n {
+		if b.Sent[i] {
+			sent++
+			s.stats.c[BytesOut] += uint64(b.Sizes[i])
+		}
+		s.release(s.txPkts[c][i])
+		s.txPkts[c][i] = nil
+		b.Bufs[i] = nil
+	}
+	s.stats.c[UDPOut] += uint64(sent)
+	s.stats.c[DropSend] += uint64(n - sent)
+	s.txN[c] = 0
+}
+
+func (s *Shard) flushHandoff(to int) {
+	h := s.handoff[to]
+	if len(h) == 0 {
+		return
+	}
+	n := s.mesh.fwd[s.id][to].Push(h)
+	s.stats.c[HandedOff] += uint64(n)
+	for _, p := range h[n:] {
+		s.count(DropRingFull)
+		s.release(p)
+	}
+	clear(h)
+	s.handoff[to] = h[:0]
+	if n > 0 {
+		s.mesh.wakers[to].Wake()
+	}
+}
+
+// release gives a buffer back: to our pool, or home through a return ring.
+func (s *Shard) release(p *ring.Packet) {
+	if int(p.Owner) == s.id {
+		s.pool.Put(p)
+		return
+	}
+	o := int(p.Owner)
+	s.retOut[o] = append(s.retOut[o], p)
+	if len(s.retOut[o]) == cap(s.retOut[o]) {
+		s.flushReturns(o)
+	}
+}
+
+func (s *Shard) flushReturns(o int) {
+	r := s.retOut[o]
+	for len(r) > 0 {
+		// The return ring holds at most what the owner lent us, so it
+		// has room unless the owner is stopped or far behind.
+		n := s.mesh.ret[s.id][o].Push(r)
+		r = r[n:]
+		if n == 0 {
+			if s.stop.Load() {
+				break // shutting down: the pools go with the process
+			}
+			runtime.Gosched()
+		}
+	}
+	clear(s.retOut[o])
+	s.retOut[o] = s.retOut[o][:0]
+}

@@ -1,0 +1,131 @@
+package shard
+
+import (
+	"net/netip"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
+)
+
+// Ingress: a datagram received on one of the shard's sockets
+// (loop_linux.go), or handed over by the shard it arrived on (mesh.go),
+// finds its lane by source address. Data and parity go through the lane's
+// FEC decoder, which hands each data symbol (received or recovered) to
+// deliverSymbol: opened, checked against the peer's AllowedIPs, then written
+// to the TUN queue (or the coalescer, vnet_linux.go). Control symbols go to
+// control.go. A datagram for a lane another shard owns is copied and handed
+// over; one that matches no lane goes to the router (Config.Unmatched).
+
+// ingress handles one received datagram, data from from, on conn (-1:
+// handed over by another shard). data is the caller's: a datagram for a
+// lane another shard owns is copied into a pool buffer to hand it over.
+func (s *Shard) ingress(conn int, data []byte, from netip.AddrPort) {
+	ln := s.lanes[from]
+	if ln == nil {
+		if f, ok := s.foreign[from]; ok && f.owner != s.id {
+			s.handIngress(f.owner, data, from)
+			return
+		}
+		if s.cfg.Unmatched == nil || !s.cfg.Unmatched(s.id, conn, data, from) {
+			s.count(DropUnknownLane)
+		}
+		return
+	}
+	h, sym, err := ln.rxf.Deframe(data)
+	if err == crypto.ErrTag && ln.prev != nil {
+		if h2, sym2, err2 := ln.prev.rxf.Deframe(data); err2 != crypto.ErrTag {
+			ln, h, sym, err = ln.prev, h2, sym2, err2
+		}
+	} else if err == nil && !ln.confirmed {
+		ln.confirmed = true // the peer has the new keys: send with them
+	}
+	switch err {
+	case nil:
+	case crypto.ErrTag, crypto.ErrShort:
+		// A re-handshake from the same address looks like this too.
+		if s.cfg.Unmatched == nil || !s.cfg.Unmatched(s.id, conn, data, from) {
+			s.count(DropBadTag)
+		}
+		return
+	default:
+		s.count(DropBadHeader)
+		return
+	}
+	switch h.Kind {
+	case crypto.KindData, crypto.KindParity:
+		ln.dec.Push(fec.Meta{Kind: fec.Kind(h.Kind), Group: h.Group, Index: h.Index, K: h.K, R: h.R}, sym, s.now, ln.deliver)
+	case crypto.KindControl:
+		body, err := ln.opener.OpenSymbol(controlAD[:], sym)
+		if err == crypto.ErrReplay {
+			s.count(DropReplay)
+			break
+		}
+		if err != nil {
+			s.count(DropDecrypt)
+			break
+		}
+		ln.lastRx = s.now
+		s.count(ControlIn)
+		s.control(ln, body)
+	}
+}
+
+// handIngress copies a datagram for a lane shard owner owns into a pool
+// buffer and hands it over (a NAT rewrote the peer's lane port).
+func (s *Shard) handIngress(owner int, data []byte, from netip.AddrPort) {
+	p := s.pool.Get()
+	if p == nil {
+		s.count(DropPoolEmpty)
+		return
+	}
+	if len(data) > len(p.Buf) {
+		// Only a UDP GRO receive buffer holds more; no datagram of ours is
+		// this large.
+		s.pool.Put(p)
+		s.count(DropOversize)
+		return
+	}
+	s.count(ForeignLane)
+	p.N, p.Addr, p.Meta = copy(p.Buf, data), from, meshIngress
+	s.handoff[owner] = append(s.handoff[owner], p)
+	if len(s.handoff[owner]) == cap(s.handoff[owner]) {
+		s.flushHandoff(owner)
+	}
+}
+
+// deliverSymbol opens a data symbol (as received, or recovered by FEC) and
+// writes the packet to the TUN queue if its source belongs to the peer.
+// Each lane's decoder calls it through the lane's deliver, bound at install.
+func (s *Shard) deliverSymbol(ln *lane, sym []byte) {
+	pt, err := ln.opener.OpenSymbol(nil, sym)
+	switch err {
+	case nil:
+	case crypto.ErrReplay:
+		s.count(DropReplay)
+		return
+	default:
+		s.count(DropDecrypt)
+		return
+	}
+	ln.lastRx = s.now // authenticated and not a replay: the peer is alive
+	if s.cfg.Table.Load().LookupPacket(pt, true) != ln.cfg.Peer {
+		s.count(DropNotAllowed)
+		return
+	}
+	if s.vnet != nil {
+		// Copied into the coalescer; written (and counted) by flushTun.
+		s.coalesce(pt)
+		ln.rxPackets++
+		ln.rxBytes += uint64(len(pt))
+		return
+	}
+	if err := s.tunOut(pt); err != nil {
+		s.count(DropTunWrite)
+		return
+	}
+	ln.rxPackets++
+	ln.rxBytes += uint64(len(pt))
+	s.count(TunOut)
+}
+
+func (s *Shard) writeTun(pkt []byte) error { return s.cfg.TUN.Write(pkt) }

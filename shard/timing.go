@@ -1,0 +1,46 @@
+package shard
+
+import "time"
+
+// The shard's timing constants, in one place. The router's timers (rekey,
+// handshake retries, liveness) are in router/; the FEC encoder's flush of a
+// partial group (fec.DefaultFlushTimeout, 5 ms) and the decoder's group
+// lifetime (fec.DefaultGroupTTL, 250 ms) are the fec package's defaults.
+const (
+	// idlePoll is the longest a shard sleeps with nothing scheduled, and so
+	// how often timers run and counters are published when no FEC deadline
+	// falls due earlier (FEC deadlines wake the loop on their own, through
+	// fecDue). Decoder expiry (250 ms groups), waiting packets' age (3 s)
+	// and counter publication need no finer clock; published counters are
+	// at most this old.
+	idlePoll = 50 * time.Millisecond
+
+	// waitMaxAge is how long a packet waits for its peer's handshake
+	// before it is dropped: long enough for an initiation and its first
+	// retries (the router retries after 1 s, then 2 s more), while the
+	// waiting buffers come out of the shard's pool. Older packets are
+	// stale: the inner transport (TCP's initial RTO is 1 s) has sent
+	// them again by then.
+	waitMaxAge = 3 * time.Second
+
+	// noSessionAsk is how often, at most, a shard tells the router
+	// (Config.NoSession) that packets wait for a peer: the router starts
+	// and retries handshakes on its own timers, so once a second is enough
+	// to start one and bounds the calls into the router from a busy shard.
+	noSessionAsk = time.Second
+
+	// prevKeep is how long a lane keeps its previous keys after a rekey,
+	// counted from the install and only once the new keys are confirmed:
+	// datagrams and FEC groups still in flight under the old keys keep
+	// opening. It is far longer than a datagram stays in flight or a group
+	// in the decoder (250 ms), and short enough that old keys do not
+	// linger.
+	prevKeep = 15 * time.Second
+
+	// passiveKeepalive: a lane that heard from its peer since it last sent
+	// and has sent nothing for this long sends a keepalive (Periodic), so
+	// one-way traffic does not look like a dead peer. It must stay well
+	// under the router's no-reply limit (5 s): Periodic runs about once a
+	// second, so the peer hears from us within about 3 s.
+	passiveKeepalive = 2 * time.Second
+)
