@@ -21,7 +21,7 @@ BENCHCOUNT  ?= 5
 VERSION     := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test test-deps bench-e2e bench-compare unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
+.PHONY: all build test test-deps promtool-check bench-e2e bench-compare unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
 
 all: build
 
@@ -33,8 +33,9 @@ build: deps
 
 # test = lint + unit tests under the race detector (root-only tests skip
 # themselves with a message when not root) + the statistical wire tests,
-# which are single-goroutine and too slow under -race to be worth it there.
-test: lint test-deps unit uniformity
+# which are single-goroutine and too slow under -race to be worth it there,
+# + the alert rules' promtool checks (about a second).
+test: lint test-deps unit uniformity promtool-check
 
 # The end-to-end tests need iproute2 and, for the loss test, iptables; as
 # root on Debian, install what is missing (others skip those tests).
@@ -46,6 +47,30 @@ test-deps:
 	  command -v ping >/dev/null 2>&1 || missing="$$missing iputils-ping"; \
 	  if [ -n "$$missing" ]; then apt-get update >/dev/null && apt-get install -y $$missing; fi; \
 	fi
+
+# promtool checks and unit-tests the alert rules (deploy/prometheus/). A
+# promtool on PATH is used; otherwise it is taken out of Debian's
+# prometheus package with apt-get download (no install: no root needed and
+# no Prometheus service started). Skipped with a message when neither works.
+PROMTOOL_SYS := $(shell command -v promtool 2>/dev/null)
+PROMTOOL     := $(if $(PROMTOOL_SYS),$(PROMTOOL_SYS),$(BIN)/promtool)
+
+$(BIN)/promtool:
+	@mkdir -p $(BIN)
+	@if command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1; then \
+	  tmp=$$(mktemp -d); \
+	  ( cd $$tmp && { apt-get download prometheus >/dev/null 2>&1 || \
+	      { [ "$$(id -u)" -eq 0 ] && apt-get update >/dev/null && apt-get download prometheus >/dev/null 2>&1; }; } && \
+	    dpkg-deb --fsys-tarfile prometheus_*.deb | tar -x ./usr/bin/promtool && \
+	    mv usr/bin/promtool $(abspath $@) ) || echo "could not get promtool from Debian's prometheus package"; \
+	  rm -rf $$tmp; \
+	fi
+
+promtool-check: $(PROMTOOL)
+	@if [ ! -x $(PROMTOOL) ]; then echo "promtool-check skipped: promtool missing (Debian: apt-get install prometheus)"; exit 0; fi; \
+	set -e; \
+	$(PROMTOOL) check rules deploy/prometheus/alerts.yml; \
+	$(PROMTOOL) test rules deploy/prometheus/alerts_test.yml
 
 unit: deps
 	$(GO) test -race -count=1 ./...

@@ -42,19 +42,22 @@ type HandshakeCounts struct {
 
 // PeerStatus is one peer and its lanes.
 type PeerStatus struct {
-	PublicKey     string       `json:"public_key"`
-	Endpoint      string       `json:"endpoint,omitempty"`
-	AllowedIPs    []string     `json:"allowed_ips"`
-	LastHandshake time.Time    `json:"last_handshake,omitzero"`
-	Handshakes    uint64       `json:"handshakes"`
-	Initiator     bool         `json:"initiator"`
-	RxBytes       uint64       `json:"rx_bytes"`
-	TxBytes       uint64       `json:"tx_bytes"`
-	RxPackets     uint64       `json:"rx_packets"`
-	TxPackets     uint64       `json:"tx_packets"`
-	FECRecovered  uint64       `json:"fec_recovered"`
-	FECLost       uint64       `json:"fec_unrecovered"`
-	Lanes         []LaneStatus `json:"lanes"`
+	PublicKey     string    `json:"public_key"`
+	Endpoint      string    `json:"endpoint,omitempty"`
+	AllowedIPs    []string  `json:"allowed_ips"`
+	LastHandshake time.Time `json:"last_handshake,omitzero"`
+	Handshakes    uint64    `json:"handshakes"`
+	Initiator     bool      `json:"initiator"`
+	RxBytes       uint64    `json:"rx_bytes"`
+	TxBytes       uint64    `json:"tx_bytes"`
+	RxPackets     uint64    `json:"rx_packets"`
+	TxPackets     uint64    `json:"tx_packets"`
+	FECRecovered  uint64    `json:"fec_recovered"`
+	FECLost       uint64    `json:"fec_unrecovered"`
+	// PersistentKeepalive is the peer's configured keepalive interval
+	// (0 = off).
+	PersistentKeepalive time.Duration `json:"persistent_keepalive_ns"`
+	Lanes               []LaneStatus  `json:"lanes"`
 }
 
 // LaneStatus is one lane as its owning shard sees it.
@@ -118,7 +121,8 @@ func (r *Router) Status() Status {
 	r.mu.Lock()
 	views := make([]peerView, 0, len(r.peers))
 	for _, p := range r.peers {
-		ps := PeerStatus{PublicKey: p.cfg.PublicKey.String(), LastHandshake: p.lastHS, Handshakes: p.nHS, Initiator: p.initiator}
+		ps := PeerStatus{PublicKey: p.cfg.PublicKey.String(), LastHandshake: p.lastHS, Handshakes: p.nHS, Initiator: p.initiator,
+			PersistentKeepalive: p.cfg.PersistentKeepalive}
 		if p.endpoint.IsValid() {
 			ps.Endpoint = p.endpoint.String()
 		}

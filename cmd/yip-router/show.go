@@ -20,7 +20,31 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	sock := fs.String("socket", "", "control socket path (overrides -i)")
 	watchF := fs.Bool("watch", false, "refresh per-shard and per-lane rates until Ctrl-C, like top")
 	every := fs.Duration("interval", time.Second, "refresh interval of --watch")
+	dump := fs.Bool("dump", false, "print the versioned tab-separated dump for scripts (docs/SHOW.md); same as the dump view")
+	// The view may come before the flags or after them.
+	view := ""
+	if len(args) > 0 && slices.Contains(views, args[0]) {
+		view, args = args[0], args[1:]
+	}
 	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if rest := fs.Args(); len(rest) > 0 {
+		if view != "" || len(rest) > 1 || !slices.Contains(views, rest[0]) {
+			fmt.Fprintf(stderr, "yip-router show: unknown view %q (views: %s)\n", strings.Join(rest, " "), strings.Join(views, ", "))
+			return 2
+		}
+		view = rest[0]
+	}
+	if *dump {
+		if view != "" && view != "dump" {
+			fmt.Fprintln(stderr, "yip-router show: --dump and the", view, "view exclude each other")
+			return 2
+		}
+		view = "dump"
+	}
+	if view != "" && (*asJSON || *watchF) {
+		fmt.Fprintln(stderr, "yip-router show: a view excludes --json and --watch")
 		return 2
 	}
 	var paths []string
@@ -50,6 +74,15 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			continue
 		}
 		all = append(all, st)
+	}
+	switch view {
+	case "":
+	case "dump":
+		writeDump(stdout, all)
+		return code
+	default:
+		writeView(stdout, view, all, *sock == "" && *iface == "")
+		return code
 	}
 	if *asJSON {
 		enc := json.NewEncoder(stdout)
