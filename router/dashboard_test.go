@@ -33,7 +33,7 @@ func exported(t *testing.T) map[string]map[string]map[string]bool {
 	t.Helper()
 	src := &fakeStatus{Status{
 		Interface: "yip0", PublicKey: peerKey, ListenPort: 51820, Uptime: time.Minute,
-		Shards: []ShardStatus{{ID: 0, CPU: 0, Counters: map[string]uint64{}}, {ID: 1, CPU: 1, Counters: map[string]uint64{}}},
+		Shards:   []ShardStatus{{ID: 0, CPU: 0, Counters: map[string]uint64{}}, {ID: 1, CPU: 1, Counters: map[string]uint64{}}},
 		Offloads: map[string]string{"tso": "on", "uso": "on", "gro": "on", "udp-gso": "on", "udp-gro": "off: DisableOffload"},
 		Peers:    []PeerStatus{{PublicKey: peerKey, LastHandshake: time.Now()}},
 	}}
