@@ -1,6 +1,7 @@
 package crypto
 
 import (
+	"crypto/cipher"
 	"encoding/binary"
 	"errors"
 	"net/netip"
@@ -113,19 +114,16 @@ func (c *CookieChecker) CheckMac2(dgram []byte, src netip.AddrPort, now time.Tim
 // so only the initiator that sent that initiation (and knows the responder's
 // public key) can open it, and a reply cannot be replayed for another
 // initiation. It is never longer than the initiation it answers.
-func sealCookieReply(key *[32]byte, ck Cookie, initiation []byte) ([]byte, error) {
+func sealCookieReply(a cipher.AEAD, ck Cookie, initiation []byte) ([]byte, error) {
 	room := len(initiation) - cookieMinLen - 1
 	if room < 0 {
 		return nil, ErrHandshake
 	}
 	pad := randUint(min(cookieMaxPad, room) + 1)
-	a, err := chacha20poly1305.NewX(key[:])
-	if err != nil {
-		return nil, err
-	}
 	out := make([]byte, cookieNonceLen, cookieMinLen+pad)
 	mustRand(out)
-	pt := make([]byte, CookieLen+pad)
+	var buf [CookieLen + cookieMaxPad]byte
+	pt := buf[:CookieLen+pad]
 	copy(pt, ck[:])
 	mustRand(pt[CookieLen:])
 	return a.Seal(out, out[:cookieNonceLen], pt, mac1Of(initiation)), nil

@@ -1,14 +1,15 @@
 package crypto
 
 import (
+	"crypto/cipher"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
-	"math/big"
 
 	"golang.org/x/crypto/blake2s"
 	"golang.org/x/crypto/chacha20"
+	"golang.org/x/crypto/chacha20poly1305"
 )
 
 // Handshake datagram (initiation and response share it):
@@ -50,14 +51,24 @@ type wireKeys struct {
 	mac1   [32]byte
 	mask   [32]byte
 	cookie [32]byte // encrypts cookie replies this key's owner sends
+	// cookieAEAD is XChaCha20-Poly1305 under cookie, made once: it is safe
+	// for concurrent use, and a flood makes the router seal a reply per
+	// initiation.
+	cookieAEAD cipher.AEAD
 }
 
 func newWireKeys(pub PublicKey) wireKeys {
-	return wireKeys{
+	wk := wireKeys{
 		mac1:   labelledKey(labelMac1, pub),
 		mask:   labelledKey(labelMask, pub),
 		cookie: labelledKey(labelCookie, pub),
 	}
+	a, err := chacha20poly1305.NewX(wk.cookie[:])
+	if err != nil {
+		panic("crypto: xchacha20poly1305: " + err.Error()) // the key length is fixed
+	}
+	wk.cookieAEAD = a
+	return wk
 }
 
 // hsFields is the parsed inner part of a handshake datagram.
@@ -68,12 +79,14 @@ type hsFields struct {
 	noise    []byte
 }
 
+// randUint is a uniform random int in [0, max) for padding lengths. 64
+// random bits reduced modulo max (at most a few hundred): the bias is below
+// 2^-55, and it costs no big.Int (it runs for every cookie reply a flood
+// makes the router send).
 func randUint(max int) int {
-	n, err := rand.Int(rand.Reader, big.NewInt(int64(max)))
-	if err != nil {
-		panic("crypto: rand: " + err.Error())
-	}
-	return int(n.Int64())
+	var b [8]byte
+	mustRand(b[:])
+	return int(binary.LittleEndian.Uint64(b[:]) % uint64(max))
 }
 
 func mustRand(b []byte) {

@@ -74,7 +74,7 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 			return
 		}
 	default:
-		reply, err := r.local.CookieReply(data, r.cookies, from, now)
+		reply, err := r.local.CookieReplyClassified(data, r.cookies, from, now)
 		if err == nil {
 			_ = r.sendHS(sh, conn, reply, from)
 			r.hs.cookies.Add(1)

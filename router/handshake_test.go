@@ -29,7 +29,7 @@ type memRouter struct {
 	out  []memDgram
 }
 
-func newMemRouter(t *testing.T, addr string) *memRouter {
+func newMemRouter(t testing.TB, addr string) *memRouter {
 	t.Helper()
 	priv, err := crypto.GeneratePrivateKey()
 	if err != nil {
@@ -133,7 +133,7 @@ func (m *memRouter) deliver(sends []memDgram, from netip.AddrPort, conn int) {
 
 // attackerInitiation is an initiation with a valid mac1 for resp from a key
 // resp does not know: what anyone holding resp's public key can send.
-func attackerInitiation(t *testing.T, resp *memRouter) []byte {
+func attackerInitiation(t testing.TB, resp *memRouter) []byte {
 	t.Helper()
 	ak, _ := crypto.GeneratePrivateKey()
 	a := crypto.NewLocal(ak, true)
