@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"encoding/binary"
 	"errors"
+	"hash"
+	"sync"
 
 	"golang.org/x/crypto/blake2s"
 	"golang.org/x/crypto/chacha20"
@@ -55,6 +57,11 @@ type wireKeys struct {
 	// for concurrent use, and a flood makes the router seal a reply per
 	// initiation.
 	cookieAEAD cipher.AEAD
+	// mac1Hashes are BLAKE2s-128 states keyed with mac1, reused: every
+	// datagram of handshake length that matches no lane gets its mac1
+	// checked, and a fresh keyed state per check was the one allocation
+	// a garbage flood caused.
+	mac1Hashes *sync.Pool
 }
 
 func newWireKeys(pub PublicKey) wireKeys {
@@ -68,7 +75,31 @@ func newWireKeys(pub PublicKey) wireKeys {
 		panic("crypto: xchacha20poly1305: " + err.Error()) // the key length is fixed
 	}
 	wk.cookieAEAD = a
+	key := wk.mac1
+	wk.mac1Hashes = &sync.Pool{New: func() any {
+		h, err := blake2s.New128(key[:])
+		if err != nil {
+			panic("crypto: blake2s: " + err.Error())
+		}
+		return &macState{h: h}
+	}}
 	return wk
+}
+
+// macState is a keyed hash and room for its sum (a sum written into a
+// caller's stack array through the interface would escape to the heap).
+type macState struct {
+	h   hash.Hash
+	sum [hsMacLen]byte
+}
+
+// macWith computes a MAC with a keyed state from pool.
+func macWith(dst []byte, pool *sync.Pool, msg []byte) {
+	st := pool.Get().(*macState)
+	st.h.Reset()
+	st.h.Write(msg)
+	copy(dst, st.h.Sum(st.sum[:0]))
+	pool.Put(st)
 }
 
 // hsFields is the parsed inner part of a handshake datagram.
@@ -116,7 +147,7 @@ func sealHandshake(wk *wireKeys, f hsFields, cookie *[16]byte) []byte {
 	mustRand(in[hsInnerHdr+len(f.noise):])
 	xorMask(wk, out[:hsSeedLen], in)
 	m1 := out[hsSeedLen+inner : hsSeedLen+inner+hsMacLen]
-	mac(m1, wk.mac1[:], out[:hsSeedLen+inner])
+	macWith(m1, wk.mac1Hashes, out[:hsSeedLen+inner])
 	m2 := out[hsSeedLen+inner+hsMacLen:]
 	if cookie != nil {
 		mac(m2, cookie[:], out[:hsSeedLen+inner+hsMacLen])
@@ -152,7 +183,7 @@ func checkMac1(wk *wireKeys, dgram []byte) bool {
 	}
 	end := len(dgram) - hsTrailer
 	var want [hsMacLen]byte
-	mac(want[:], wk.mac1[:], dgram[:end])
+	macWith(want[:], wk.mac1Hashes, dgram[:end])
 	return subtle.ConstantTimeCompare(want[:], dgram[end:end+hsMacLen]) == 1
 }
 

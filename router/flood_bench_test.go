@@ -37,3 +37,22 @@ func BenchmarkFloodInitiation(b *testing.B) {
 		})
 	}
 }
+
+// Garbage that matches no lane — the bulk of any flood — is refused
+// without allocating, whatever its length (short, cookie-reply length,
+// handshake length with a wrong mac1).
+func TestGarbageCostsNoAllocation(t *testing.T) {
+	resp := newMemRouter(t, "192.0.2.1:51820")
+	resp.testSend = func(int, int, []byte, netip.AddrPort) error { return nil }
+	from := netip.MustParseAddrPort("10.64.0.1:40000")
+	for _, n := range []int{30, 70, 200, 400} {
+		junk := make([]byte, n)
+		for i := range junk {
+			junk[i] = byte(i*7 + n)
+		}
+		resp.unmatched(0, connGroup, junk, from) // warm up
+		if a := testing.AllocsPerRun(100, func() { resp.unmatched(0, connGroup, junk, from) }); a != 0 {
+			t.Errorf("%d-byte garbage datagram: %.1f allocations", n, a)
+		}
+	}
+}
