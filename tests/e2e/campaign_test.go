@@ -156,13 +156,12 @@ func TestFloodCampaign(t *testing.T) {
 		}
 	}
 	// B preallocates its buffers (about 54 MiB of heap, mostly untouched
-	// when idle) and the floods allocate per datagram, so under GOGC=100
-	// its RSS may approach twice that heap: the CI bound is 96 MiB of
-	// growth, the target (long mode) 16 MiB.
-	limit := uint64(96 << 20)
-	if c.cfg.long {
-		limit = 16 << 20
-	}
+	// when idle; the legitimate traffic touches part of them) and the
+	// handshake flood's refusals allocate; the router runs with GOGC=25,
+	// so that garbage stays near a quarter of the heap. Over the whole
+	// campaign, from idle, the bound is 48 MiB; the 16 MiB is per
+	// flood (checked per phase in long mode).
+	limit := uint64(48 << 20)
 	if g := rssEnd - c.rss0; rssEnd > c.rss0 && g > limit {
 		t.Errorf("B's RSS grew %.1f MiB over the campaign (limit %.0f)", mib(g), mib(limit))
 	}
@@ -374,11 +373,11 @@ func (c *campaign) check(pr *phaseResult) {
 	if c.cfg.long && pr.recovery > time.Second {
 		t.Errorf("%s: the stream took %s after the attack to deliver ≥ 90%% in every 100 ms (target 1 s)", pr.name, pr.recovery)
 	}
-	// Memory (long mode): after the attack's first cfg.warm, B's RSS must
-	// stay flat. The CI mode only bounds the campaign's total (see the
-	// test's end).
-	if c.cfg.long && pr.rssWarm != 0 && pr.rssPeak > pr.rssWarm+16<<20 {
-		t.Errorf("%s: B's RSS grew %.1f MiB after the attack's first %s (target 16)", pr.name, mib(pr.rssPeak-pr.rssWarm), c.cfg.warm)
+	// Memory (long mode): over each flood B's RSS grows at most 16 MiB
+	// (the target). The CI mode bounds the campaign's total (see
+	// the test's end).
+	if c.cfg.long && pr.rssPeak > pr.rssBefore+16<<20 {
+		t.Errorf("%s: B's RSS grew %.1f MiB over the attack (target 16)", pr.name, mib(pr.rssPeak-pr.rssBefore))
 	}
 	if pr.gorAfter > pr.gorBefore+4 {
 		t.Errorf("%s: B's goroutines grew from %d to %d", pr.name, pr.gorBefore, pr.gorAfter)
