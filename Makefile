@@ -135,7 +135,9 @@ $(WG_GO):
 	GOBIN=$(abspath $(BIN)) $(GO) install golang.zx2c4.com/wireguard@$(WG_GO_VERSION)
 	mv $(BIN)/wireguard $@
 
-# fuzz runs each fuzz target for FUZZTIME (go test can fuzz one target at a time).
+# fuzz runs each fuzz target for FUZZTIME (go test can fuzz one target at a
+# time): a duration (10s) or a count of inputs (1000x; CI uses a count, see
+# .ci/run).
 fuzz: deps
 	@set -e; for pkg in $$($(GO) list ./...); do \
 	  for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz' || true); do \
