@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/yip-router/yip-router/crypto"
 )
 
 // BenchmarkFloodInitiation is what one spoofed initiation with a valid
@@ -54,5 +56,43 @@ func TestGarbageCostsNoAllocation(t *testing.T) {
 		if a := testing.AllocsPerRun(100, func() { resp.unmatched(0, connGroup, junk, from) }); a != 0 {
 			t.Errorf("%d-byte garbage datagram: %.1f allocations", n, a)
 		}
+	}
+}
+
+// Under a flood of spoofed initiations, cookie replies to unknown sources
+// stop at cookieReplyCap per second (each costs the data shard a seal and
+// a send), while a peer's known address is always answered: its
+// handshake goes through the cookie path as before.
+func TestCookieRepliesCappedExceptKnown(t *testing.T) {
+	resp := newMemRouter(t, "192.0.2.1:51820")
+	known := netip.MustParseAddrPort("198.51.100.7:40000")
+	pk, _ := crypto.GeneratePrivateKey()
+	if err := resp.setPeers([]PeerConfig{{PublicKey: pk.Public(), Endpoint: known,
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}}); err != nil {
+		t.Fatal(err)
+	}
+	sent := 0
+	var lastTo netip.AddrPort
+	resp.testSend = func(_, _ int, _ []byte, to netip.AddrPort) error { sent++; lastTo = to; return nil }
+	init := attackerInitiation(t, resp)
+	resp.initSlot.Store(time.Now().Unix())
+	resp.initCount.Store(1 << 30) // under load: cookies demanded
+	from := netip.MustParseAddrPort("10.64.0.1:40000")
+	const flood = 3 * cookieReplyCap
+	for i := range flood {
+		from = netip.AddrPortFrom(from.Addr().Next(), uint16(i))
+		resp.unmatched(0, connGroup, init, from)
+	}
+	// A second boundary inside the loop can allow one more cap's worth.
+	if sent == 0 || sent > 2*cookieReplyCap {
+		t.Fatalf("%d cookie replies to %d spoofed initiations (cap %d/s)", sent, flood, cookieReplyCap)
+	}
+	if c := resp.hs.cookiesCapped.Load(); c != uint64(flood-sent) {
+		t.Fatalf("cookie_capped %d, want %d", c, flood-sent)
+	}
+	sent = 0
+	resp.unmatched(0, connGroup, init, known)
+	if sent != 1 || lastTo != known {
+		t.Fatalf("the known peer's address got %d replies past the cap", sent)
 	}
 }

@@ -27,6 +27,32 @@ func (r *Router) unmatched(sh, conn int, data []byte, from netip.AddrPort) bool 
 	return r.handleCookieReply(data, from)
 }
 
+// replyAllowed says whether a cookie reply may go to addr: always to a
+// peer's known address, else while this second's replies to unknown
+// sources are under cookieReplyCap.
+func (r *Router) replyAllowed(addr netip.Addr, now time.Time) bool {
+	if k := r.known.Load(); k != nil && (*k)[addr] {
+		return true
+	}
+	slot := now.Unix()
+	if r.replySlot.Swap(slot) != slot {
+		r.replyCount.Store(0)
+	}
+	return r.replyCount.Add(1) <= cookieReplyCap
+}
+
+// refreshKnown rebuilds the set of peers' endpoint addresses. Call with mu
+// held (or before the shards run).
+func (r *Router) refreshKnown() {
+	k := make(map[netip.Addr]bool, len(r.peers))
+	for _, p := range r.peers {
+		if p.endpoint.IsValid() {
+			k[p.endpoint.Addr()] = true
+		}
+	}
+	r.known.Store(&k)
+}
+
 // underLoad counts initiations per second across shards.
 func (r *Router) underLoad(now time.Time) bool {
 	slot := now.Unix()
@@ -74,6 +100,10 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 			return
 		}
 	default:
+		if !r.replyAllowed(from.Addr(), now) {
+			r.hs.cookiesCapped.Add(1)
+			return
+		}
 		reply, err := r.local.CookieReplyClassified(data, r.cookies, from, now)
 		if err == nil {
 			_ = r.sendHS(sh, conn, reply, from)
@@ -119,6 +149,7 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 	// Lanes first, then the response: the initiator sends data as soon
 	// as it has the response.
 	p.endpoint = from
+	r.refreshKnown()
 	// Lane 0's initiation came from the initiator's lane-0 socket: use the
 	// source as seen (a NAT may have rewritten the port); the other lanes'
 	// ports are as offered.
@@ -165,6 +196,7 @@ func (r *Router) handleResponse(idx uint32, data []byte, from netip.AddrPort) bo
 	r.clearInit(p)
 	p.attempts = 0
 	p.endpoint = from
+	r.refreshKnown()
 	r.install(p, sess, from.Addr(), true, now)
 	r.hs.completed.Add(1)
 	r.log.Info("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))

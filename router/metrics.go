@@ -117,7 +117,7 @@ func newCollector(src statusSource) *collector {
 	c.info = d("yip_router_info", "Always 1; the labels name the router.", "interface", "public_key", "listen_port")
 	c.uptime = d("yip_router_uptime_seconds", "Seconds since the router started.")
 	c.shards = d("yip_router_shards", "Number of data-plane shards.")
-	c.handshakes = d("yip_handshakes_total", "Handshake events: initiated (initiations sent), completed (responses accepted), answered (initiations answered), cookie_demanded (cookie replies sent: under load, or the source prefix is over its limit for initiations without a cookie), refused (initiations rejected: unknown key, bad MAC, replayed timestamp), rate_limited (initiations with a valid cookie over the per-source limit, or responses over the per-initiation limit, dropped before any DH).", "event")
+	c.handshakes = d("yip_handshakes_total", "Handshake events: initiated (initiations sent), completed (responses accepted), answered (initiations answered), cookie_demanded (cookie replies sent: under load, or the source prefix is over its limit for initiations without a cookie), refused (initiations rejected: unknown key, bad MAC, replayed timestamp), rate_limited (initiations with a valid cookie over the per-source limit, or responses over the per-initiation limit, dropped before any DH). cookie_capped (initiations from no peer's known address left unanswered over the cap of cookie replies per second).", "event")
 	c.peerRxBytes = d("yip_peer_rx_bytes_total", "Underlay bytes received from the peer in its current session (resets with a new session).", "peer")
 	c.peerTxBytes = d("yip_peer_tx_bytes_total", "Underlay bytes sent to the peer in its current session (resets with a new session).", "peer")
 	c.peerRxPkts = d("yip_peer_rx_packets_total", "Datagrams received from the peer in its current session.", "peer")
@@ -155,7 +155,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, e := range []struct {
 		name string
 		v    uint64
-	}{{"initiated", h.Initiated}, {"completed", h.Completed}, {"answered", h.Answered}, {"cookie_demanded", h.CookieDemanded}, {"refused", h.Refused}, {"rate_limited", h.RateLimited}} {
+	}{{"initiated", h.Initiated}, {"completed", h.Completed}, {"answered", h.Answered}, {"cookie_demanded", h.CookieDemanded}, {"refused", h.Refused}, {"rate_limited", h.RateLimited}, {"cookie_capped", h.CookieCapped}} {
 		counter(c.handshakes, e.v, e.name)
 	}
 	for name, v := range st.Offloads {

@@ -36,6 +36,13 @@ const (
 	// cookieThreshold: initiations per second above which the responder
 	// demands cookies (each costs ~72 µs of DH: 500/s is ~4% of a core).
 	cookieThreshold = 500
+	// cookieReplyCap: cookie replies per second, router-wide, to sources
+	// that are no peer's known address. Under a flood of spoofed
+	// initiations every reply costs the receiving data shard a seal and a
+	// sendto; past the cap such sources get silence (a real initiator
+	// from an unknown address retries on its schedule). Known addresses
+	// always get theirs.
+	cookieReplyCap = 2000
 )
 
 // Conn indexes of a shard's sockets.
@@ -72,6 +79,13 @@ type Router struct {
 	shards  []*shard.Shard
 	table   atomic.Pointer[shard.Table]
 	started atomic.Int64 // Start's time (Unix ns): Status may run before Start
+	// known holds every peer's endpoint address (configured or learnt
+	// from a completed handshake), read lock-free by the shards' cookie
+	// path; rebuilt under mu whenever an endpoint changes.
+	known atomic.Pointer[map[netip.Addr]bool]
+	// replySlot and replyCount count cookie replies to unknown sources
+	// in the current second (cookieReplyCap).
+	replySlot, replyCount atomic.Int64
 	// offDisabled is the config's DisableOffload at start (a reload
 	// cannot change offloads).
 	offDisabled OffloadSet
@@ -112,6 +126,9 @@ type Router struct {
 
 type handshakeStats struct {
 	initiated, completed, answered, cookies, refused, rateLimited atomic.Uint64
+	// cookiesCapped counts initiations from unknown sources left without
+	// a cookie reply over cookieReplyCap.
+	cookiesCapped atomic.Uint64
 }
 
 // peer is the control plane's view of a configured peer. Guarded by
@@ -317,6 +334,7 @@ func (r *Router) setPeers(pcs []PeerConfig) error {
 			delete(r.byID, p.id)
 		}
 	}
+	r.refreshKnown()
 	r.table.Store(shard.NewTable(routes))
 	return nil
 }

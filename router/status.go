@@ -38,6 +38,9 @@ type HandshakeCounts struct {
 	CookieDemanded uint64 `json:"cookie_demanded"`
 	Refused        uint64 `json:"refused"`
 	RateLimited    uint64 `json:"rate_limited"`
+	// CookieCapped: initiations from no peer's known address left without
+	// a cookie reply, over the per-second cap on such replies.
+	CookieCapped uint64 `json:"cookie_capped"`
 }
 
 // PeerStatus is one peer and its lanes.
@@ -85,7 +88,7 @@ func (r *Router) Status() Status {
 		Handshakes: HandshakeCounts{
 			Initiated: r.hs.initiated.Load(), Completed: r.hs.completed.Load(), Answered: r.hs.answered.Load(),
 			CookieDemanded: r.hs.cookies.Load(), Refused: r.hs.refused.Load(),
-			RateLimited: r.hs.rateLimited.Load(),
+			RateLimited: r.hs.rateLimited.Load(), CookieCapped: r.hs.cookiesCapped.Load(),
 		},
 		Offloads: r.offloadState(), Kernel: r.kernelDrops(),
 	}

@@ -125,8 +125,8 @@ func printStatus(w io.Writer, st *router.Status) {
 	fmt.Fprintf(w, "interface: %s\n  public key: %s\n  listening port: %d\n  uptime: %s\n",
 		st.Interface, st.PublicKey, st.ListenPort, st.Uptime.Round(time.Second))
 	h := st.Handshakes
-	fmt.Fprintf(w, "  handshakes: %d initiated, %d completed, %d answered, %d cookie replies, %d refused, %d rate-limited\n",
-		h.Initiated, h.Completed, h.Answered, h.CookieDemanded, h.Refused, h.RateLimited)
+	fmt.Fprintf(w, "  handshakes: %d initiated, %d completed, %d answered, %d cookie replies, %d refused, %d rate-limited, %d unanswered over the cookie cap\n",
+		h.Initiated, h.Completed, h.Answered, h.CookieDemanded, h.Refused, h.RateLimited, h.CookieCapped)
 	if len(st.Offloads) > 0 {
 		var offs []string
 		for _, name := range []string{"tso", "uso", "gro", "udp-gso", "udp-gro"} {

@@ -326,8 +326,12 @@ func (c *campaign) check(pr *phaseResult) {
 			t.Errorf("%s: %d of %d garbage datagrams seen as unknown-lane drops or socket drops", pr.name, seen, pr.attackSent)
 		}
 	case 'b':
-		if d["hs_cookie_demanded"] < pr.attackSent/10 {
-			t.Errorf("%s: %d cookie replies for %d initiations", pr.name, d["hs_cookie_demanded"], pr.attackSent)
+		// Each spoofed initiation gets a cookie reply, or past the
+		// per-second cap on replies to unknown sources, silence
+		// (cookie_capped); socket drops are those B could not read.
+		if seen := d["hs_cookie_demanded"] + d["hs_cookie_capped"] + d["kernel_socket_drops"]; seen < pr.attackSent/4 {
+			t.Errorf("%s: %d of %d initiations seen (cookie replies %d, capped %d, socket drops %d)", pr.name, seen, pr.attackSent,
+				d["hs_cookie_demanded"], d["hs_cookie_capped"], d["kernel_socket_drops"])
 		}
 		if d["hs_answered"] != pr.aCompleted || pr.aCompleted == 0 {
 			t.Errorf("%s: B answered %d initiations, A completed %d handshakes", pr.name, d["hs_answered"], pr.aCompleted)
@@ -340,7 +344,7 @@ func (c *campaign) check(pr *phaseResult) {
 		}
 	case 'c':
 		refused := d["drop_replay"] + d["drop_duplicate"] + d["drop_fec_window"] + d["drop_bad_tag"] +
-			d["drop_unknown_lane"] + d["hs_refused"] + d["hs_cookie_demanded"] + d["hs_rate_limited"] + d["kernel_socket_drops"]
+			d["drop_unknown_lane"] + d["hs_refused"] + d["hs_cookie_demanded"] + d["hs_cookie_capped"] + d["hs_rate_limited"] + d["kernel_socket_drops"]
 		if refused < pr.attackSent/4 {
 			t.Errorf("%s: %d of %d replays counted as refused", pr.name, refused, pr.attackSent)
 		}
@@ -355,10 +359,9 @@ func (c *campaign) check(pr *phaseResult) {
 	}
 	floor := 0.5
 	if pr.name[0] == 'b' {
-		// Known deficit (docs/SECURITY.md): every spoofed initiation gets
-		// a cookie reply on the shard that received it, and B's sockets
-		// overflow. 60-87% measured in CI runs; the floor leaves room for
-		// a busier machine.
+		// The spoofed initiations' refusals still run on the data
+		// shards (docs/SECURITY.md); the floor leaves room for a busy
+		// CI machine.
 		floor = 0.3
 	}
 	if c.cfg.long {
@@ -446,6 +449,7 @@ func (c *campaign) counters(s lab.Side) map[string]uint64 {
 	h := st.Handshakes
 	m["hs_initiated"], m["hs_completed"], m["hs_answered"] = h.Initiated, h.Completed, h.Answered
 	m["hs_cookie_demanded"], m["hs_refused"], m["hs_rate_limited"] = h.CookieDemanded, h.Refused, h.RateLimited
+	m["hs_cookie_capped"] = h.CookieCapped
 	m["kernel_socket_drops"], m["kernel_tun_tx_dropped"] = st.Kernel.SocketDrops, st.Kernel.TUNTxDropped
 	return m
 }
