@@ -591,6 +591,13 @@ func (p *cfgParser) peerKey(n int, ps *cfgPeerState, key, v string) {
 				bad("%q: port 0 is not allowed (want 1..65535)", v)
 				return
 			}
+			if ap.Addr().Zone() != "" {
+				// Sends carry no zone (a lane's address is matched without
+				// one), and a zone is free text that would break show's
+				// tab-separated output.
+				bad("%q: an address with a zone (%%%s) is not supported", v, ap.Addr().Zone())
+				return
+			}
 			ps.Endpoint = netip.AddrPortFrom(ap.Addr().Unmap(), ap.Port())
 			return
 		}

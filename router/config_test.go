@@ -247,6 +247,8 @@ func TestConfigErrors(t *testing.T) {
 			[]string{`t.conf:5: [Peer] Endpoint: |"192.0.2.1" is not host:port`}},
 		{"endpoint port 0", []string{"[Interface]", "PrivateKey = {PRIV}", "[Peer]", "PublicKey = {PUB1}", "Endpoint = 192.0.2.1:0"},
 			[]string{`t.conf:5: [Peer] Endpoint: |"192.0.2.1:0": port 0 is not allowed`}},
+		{"endpoint zone", []string{"[Interface]", "PrivateKey = {PRIV}", "[Peer]", "PublicKey = {PUB1}", "Endpoint = [fe80::1%eth0]:51820"},
+			[]string{`t.conf:5: [Peer] Endpoint: |"[fe80::1%eth0]:51820": an address with a zone (%eth0) is not supported`}},
 		{"endpoint port big", []string{"[Interface]", "PrivateKey = {PRIV}", "[Peer]", "PublicKey = {PUB1}", "Endpoint = [2001:db8::1]:70000"},
 			[]string{`t.conf:5: [Peer] Endpoint: |"[2001:db8::1]:70000": "70000" is not a port`}},
 		{"endpoint unbracketed ipv6", []string{"[Interface]", "PrivateKey = {PRIV}", "[Peer]", "PublicKey = {PUB1}", "Endpoint = 2001:db8::1:51820"},

@@ -3,6 +3,7 @@ package router
 import (
 	"bytes"
 	"net/netip"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -34,8 +35,7 @@ func (r *Router) replyAllowed(addr netip.Addr, now time.Time) bool {
 	if k := r.known.Load(); k != nil && (*k)[addr] {
 		return true
 	}
-	slot := now.Unix()
-	if r.replySlot.Swap(slot) != slot {
+	if advanceSlot(&r.replySlot, now.Unix()) {
 		r.replyCount.Store(0)
 	}
 	return r.replyCount.Add(1) <= cookieReplyCap
@@ -55,11 +55,26 @@ func (r *Router) refreshKnown() {
 
 // underLoad counts initiations per second across shards.
 func (r *Router) underLoad(now time.Time) bool {
-	slot := now.Unix()
-	if r.initSlot.Swap(slot) != slot {
+	if advanceSlot(&r.initSlot, now.Unix()) {
 		r.initCount.Store(0)
 	}
 	return r.initCount.Add(1) > cookieThreshold
+}
+
+// advanceSlot moves a per-second counter's slot forward to slot and reports
+// whether this caller moved it (and so resets the count). A shard whose
+// clock reading is a moment older never moves it back: that reset the
+// count, letting more initiations through than the threshold.
+func advanceSlot(cur *atomic.Int64, slot int64) bool {
+	for {
+		old := cur.Load()
+		if slot <= old {
+			return false
+		}
+		if cur.CompareAndSwap(old, slot) {
+			return true
+		}
+	}
 }
 
 func (r *Router) conn(sh, conn int) *udp.Conn {
@@ -147,7 +162,11 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 		return
 	}
 	// Lanes first, then the response: the initiator sends data as soon
-	// as it has the response.
+	// as it has the response. Our own initiation, however old, is
+	// abandoned: a late response to it must not replace the session both
+	// sides are about to agree on.
+	r.clearInit(p)
+	p.attempts = 0
 	p.endpoint = from
 	r.refreshKnown()
 	// Lane 0's initiation came from the initiator's lane-0 socket: use the
@@ -168,6 +187,11 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 // outside the router lock (the Initiation serialises them and survives a
 // failed one).
 func (r *Router) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool {
+	if r.npending.Load() == 0 {
+		// Nothing of ours is pending: a response (anyone holding our
+		// public key can make one) costs no router lock.
+		return false
+	}
 	now := time.Now()
 	r.mu.Lock()
 	p := r.pending[idx]

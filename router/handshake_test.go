@@ -3,6 +3,7 @@ package router
 import (
 	"fmt"
 	"net/netip"
+	"strings"
 	"testing"
 	"time"
 
@@ -346,5 +347,72 @@ func TestJunkCostIndependentOfPending(t *testing.T) {
 		if work := m.cookieScans.Load() - before; work > sent {
 			t.Fatalf("%d pending: %d initiations examined for %d junk datagrams", n, work, 2*sent)
 		}
+	}
+}
+
+// Answering the peer's initiation abandons our own pending one, however
+// old: a late (held-back) response to it must not replace the session
+// both sides just agreed on.
+func TestAnsweringAbandonsOurStaleInitiation(t *testing.T) {
+	ini, resp := memPair(t, "198.51.100.7:40000")
+	held := startHandshake(t, ini, resp) // a response an on-path attacker holds back
+	ini.mu.Lock()
+	ini.peerOf0().initAt = time.Now().Add(-6 * time.Second)
+	ini.mu.Unlock()
+	resp.mu.Lock()
+	rp := resp.peerOf0()
+	resp.initiate(rp, time.Now())
+	resp.mu.Unlock()
+	ini.deliver(resp.take(), resp.addr, connGroup)
+	resp.deliver(ini.take(), ini.addr, connLane)
+	if ini.hs.answered.Load() != 1 || resp.hs.completed.Load() != 1 {
+		t.Fatalf("answered %d, completed %d", ini.hs.answered.Load(), resp.hs.completed.Load())
+	}
+	if n := ini.npending.Load(); n != 0 {
+		t.Fatalf("%d initiations still pending after answering", n)
+	}
+	ini.deliver(held, resp.addr, connLane)
+	ini.mu.Lock()
+	p := ini.peerOf0()
+	iniLocal, iniRemote := p.sess.LocalIndex, p.sess.RemoteIndex
+	ini.mu.Unlock()
+	resp.mu.Lock()
+	respLocal, respRemote := rp.sess.LocalIndex, rp.sess.RemoteIndex
+	resp.mu.Unlock()
+	if iniRemote != respLocal || iniLocal != respRemote {
+		t.Fatal("a stale response replaced the session both sides agreed on")
+	}
+}
+
+// The per-second initiation count never moves back: a shard whose clock
+// reading is a moment older does not reset it (and let another
+// threshold's worth of initiations cost a DH).
+func TestUnderLoadSlotOnlyForward(t *testing.T) {
+	r := &Router{}
+	base := time.Unix(1_000_000, 999_999_000)
+	later := base.Add(2 * time.Millisecond) // the next second
+	for range cookieThreshold + 10 {
+		r.underLoad(later)
+	}
+	r.underLoad(base)
+	if !r.underLoad(later) {
+		t.Fatal("a clock reading 2 ms older reset the count")
+	}
+}
+
+// Reload refuses an Endpoint of the other family than the running sockets,
+// as New does, instead of applying a peer nothing can be sent to.
+func TestReloadRefusesOtherFamilyEndpoint(t *testing.T) {
+	m := newMemRouter(t, "192.0.2.1:51820")
+	m.cfg = &Config{Interface: InterfaceConfig{Name: "yip0", MTU: 1400, ListenPort: 5000, PrivateKey: m.priv}}
+	k, _ := crypto.GeneratePrivateKey()
+	nc := &Config{Interface: m.cfg.Interface, Peers: []PeerConfig{{Line: 7, PublicKey: k.Public(),
+		Endpoint:   netip.MustParseAddrPort("[2001:db8::1]:51820"),
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.0.0.2/32")}}}}
+	if _, err := m.Reload(nc); err == nil || !strings.Contains(err.Error(), "line 7") {
+		t.Fatalf("reload of an IPv6 endpoint on an IPv4 router: %v", err)
+	}
+	if len(m.peers) != 0 {
+		t.Fatalf("%d peers applied", len(m.peers))
 	}
 }

@@ -224,11 +224,9 @@ func New(cfg *Config, opts Options) (*Router, error) {
 	if !bind.IsValid() {
 		bind = netip.IPv4Unspecified()
 	}
-	// One underlay family per router: the sockets are IPv4 or IPv6-only.
 	for _, p := range cfg.Peers {
-		if p.Endpoint.IsValid() && p.Endpoint.Addr().Is6() != bind.Is6() {
-			return nil, fmt.Errorf("peer at line %d: Endpoint %s is %s but ListenAddress %s is not (set ListenAddress = :: for an IPv6 underlay)",
-				p.Line, p.Endpoint, map[bool]string{true: "IPv6", false: "IPv4"}[p.Endpoint.Addr().Is6()], bind)
+		if err := sameFamily(p, bind); err != nil {
+			return nil, err
 		}
 	}
 	if r.group, err = udp.ListenGroup(netip.AddrPortFrom(bind, cfg.Interface.ListenPort), nsh); err != nil {
@@ -421,6 +419,17 @@ func (r *Router) closeResources() {
 	}
 }
 
+// sameFamily refuses a peer Endpoint of the other address family than the
+// underlay sockets bound to bind: one underlay family per router, the
+// sockets are IPv4 or IPv6-only.
+func sameFamily(p PeerConfig, bind netip.Addr) error {
+	if p.Endpoint.IsValid() && p.Endpoint.Addr().Is6() != bind.Is6() {
+		return fmt.Errorf("peer at line %d: Endpoint %s is %s but ListenAddress %s is not (set ListenAddress = :: for an IPv6 underlay)",
+			p.Line, p.Endpoint, map[bool]string{true: "IPv6", false: "IPv4"}[p.Endpoint.Addr().Is6()], bind)
+	}
+	return nil
+}
+
 // ErrReloadPartial marks a Reload error after part of the new configuration
 // was applied (the peers, not the routes): the running configuration is
 // then neither the old one nor the new one.
@@ -464,9 +473,13 @@ func (r *Router) Reload(cfg *Config) (needRestart []string, err error) {
 			needRestart = append(needRestart, c.name)
 		}
 	}
+	bind := r.group[0].LocalAddr().Addr()
 	for _, pc := range cfg.Peers {
 		if err := r.local.CheckPeerKey(pc.PublicKey); err != nil {
 			return needRestart, fmt.Errorf("reload: peer at line %d: %w", pc.Line, err)
+		}
+		if err := sameFamily(pc, bind); err != nil {
+			return needRestart, fmt.Errorf("reload: %w", err)
 		}
 	}
 	// What runs: the new peers and FEC mode, the old interface otherwise.

@@ -22,7 +22,7 @@ func cannedStatus() *router.Status {
 			{ID: 0, CPU: 2, Counters: map[string]uint64{"udp_in": 10, "drop_no_route": 1, "drop_replay": 2}},
 			{ID: 1, CPU: 3, Counters: map[string]uint64{"drop_bad_tag": 4}},
 		},
-		Handshakes: router.HandshakeCounts{Initiated: 5, Completed: 4, Answered: 3, CookieDemanded: 2, Refused: 1, RateLimited: 7},
+		Handshakes: router.HandshakeCounts{Initiated: 5, Completed: 4, Answered: 3, CookieDemanded: 2, Refused: 1, RateLimited: 7, CookieCapped: 12},
 		Offloads:   map[string]string{"udp-gro": "on", "tso": "on", "uso": "off: kernel too old", "gro": "off: disabled", "udp-gso": "on", "zz-new": "on"},
 		Kernel:     router.KernelDrops{TUNTxDropped: 8, TUNRxDropped: 9, SocketDrops: 11},
 		Peers: []router.PeerStatus{
@@ -42,7 +42,7 @@ func TestDump(t *testing.T) {
 	var b bytes.Buffer
 	writeDump(&b, []*router.Status{cannedStatus()})
 	want := "yip-router-dump\t1\n" +
-		"interface\tyip0\t" + keyA + "\t51820\t2\t3723\ttso,udp-gso,udp-gro,zz-new\t5\t4\t3\t2\t1\t7\t7\t8\t9\t11\n" +
+		"interface\tyip0\t" + keyA + "\t51820\t2\t3723\ttso,udp-gso,udp-gro,zz-new\t5\t4\t3\t2\t1\t7\t7\t8\t9\t11\t12\n" +
 		"peer\tyip0\t" + keyB + "\t192.0.2.2:51820\t10.77.0.2/32,192.168.2.0/24\t1800000000\t1000\t2000\t10\t20\t2\t3\t1\t6\t25\n" +
 		"peer\tyip0\t" + keyC + "\t(none)\t(none)\t0\t0\t0\t0\t0\t0\t0\t0\t0\toff\n"
 	if b.String() != want {

@@ -89,10 +89,21 @@ func Open(name string, queues int, want Offloads) (*Device, error) {
 			d.Close()
 			return nil, fmt.Errorf("tun: interface name %q: %w", d.Name, err)
 		}
-		ifr.SetUint16(flags)
+		f := flags
+		if i == 0 {
+			// The device must be new: without IFF_TUN_EXCL a second
+			// router with the same Name would attach queues to a live
+			// router's device (and change its offloads) before anything
+			// else noticed.
+			f |= unix.IFF_TUN_EXCL
+		}
+		ifr.SetUint16(f)
 		if err := unix.IoctlIfreq(fd, unix.TUNSETIFF, ifr); err != nil {
 			unix.Close(fd)
 			d.Close()
+			if i == 0 && errors.Is(err, unix.EBUSY) {
+				return nil, fmt.Errorf("tun: interface %s already exists (another router, or a device of that name): %w", name, err)
+			}
 			if queues > 1 && errors.Is(err, unix.EINVAL) {
 				return nil, fmt.Errorf("tun: queue %d of %s: multiqueue TUN not supported here (run with --shards 1): %w", i, name, err)
 			}

@@ -84,6 +84,11 @@ func TestOpenOffloads(t *testing.T) {
 				t.Errorf("queue %d without the virtio-net header", i)
 			}
 		}
+		// A second Open of a live device's name is refused, whatever
+		// the queue count: it must not attach to another router's device.
+		if _, err := Open(d.Name, 2, Offloads{}); err == nil || !strings.Contains(err.Error(), "already exists") {
+			t.Errorf("second open of %s: %v", d.Name, err)
+		}
 		p, err := Open("yipplain%d", 1, Offloads{TSO: true})
 		if err != nil {
 			return err
