@@ -768,21 +768,7 @@ type capture struct {
 }
 
 func startCapture(t *testing.T, l *lab.Lab, n int, timeout time.Duration) *capture {
-	var fd int
-	err := netns.Do(l.NS[lab.B], func() error {
-		ifi, err := net.InterfaceByName(l.Veth(lab.B))
-		if err != nil {
-			return err
-		}
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(htons(unix.ETH_P_IP)))
-		if err != nil {
-			return err
-		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fd := captureVeth(t, l, lab.B)
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100000})
 	c := &capture{done: make(chan [][]byte, 1)}
 	src := l.Underlay[lab.A].As4()

@@ -114,21 +114,7 @@ func TestReplayedCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Capture IP packets arriving on B's veth.
-	var fd int
-	err := netns.Do(l.NS[lab.B], func() error {
-		ifi, err := net.InterfaceByName(l.Veth(lab.B))
-		if err != nil {
-			return err
-		}
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(htons(unix.ETH_P_IP)))
-		if err != nil {
-			return err
-		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fd := captureVeth(t, l, lab.B)
 	defer unix.Close(fd)
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
 	streamDone := make(chan struct{})
@@ -231,4 +217,26 @@ func TestReplayedCapture(t *testing.T) {
 	if rtts, err := l.Ping(lab.A, l.Inner4[lab.B], 3, 20*time.Millisecond); err != nil || len(rtts) != 3 {
 		t.Fatalf("tunnel after the replay: %d/3, %v", len(rtts), err)
 	}
+}
+
+// captureVeth opens an AF_PACKET socket that receives the IP packets
+// arriving on side's veth (in its namespace).
+func captureVeth(t *testing.T, l *lab.Lab, side lab.Side) int {
+	t.Helper()
+	var fd int
+	err := netns.Do(l.NS[side], func() error {
+		ifi, err := net.InterfaceByName(l.Veth(side))
+		if err != nil {
+			return err
+		}
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(htons(unix.ETH_P_IP)))
+		if err != nil {
+			return err
+		}
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fd
 }
