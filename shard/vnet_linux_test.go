@@ -9,7 +9,6 @@ import (
 	"github.com/yip-router/yip-router/fec"
 	"github.com/yip-router/yip-router/ring"
 	"github.com/yip-router/yip-router/shard/offload"
-	"github.com/yip-router/yip-router/shard/udp"
 	"golang.org/x/sys/unix"
 )
 
@@ -172,17 +171,7 @@ func TestVnetZeroAlloc(t *testing.T) {
 	var reads [][]byte
 	a, b := vnetSides(t, &reads)
 	sa, sb := a.shards[0], b.shards[0]
-	store := make([][]byte, 64)
-	for i := range store {
-		store[i] = make([]byte, BufSize)
-	}
-	nw := 0
-	sa.sendHook = func(c int, bt *udp.Batch, k int) {
-		for j := range k {
-			store[nw] = store[nw][:copy(store[nw][:BufSize], bt.Bufs[j][:bt.Sizes[j]])]
-			nw++
-		}
-	}
+	rl := newRelay(sa, 64)
 	writes := 0
 	sb.tunOut = func([]byte) error { writes++; return nil }
 	once := [][]byte{frame}
@@ -194,16 +183,10 @@ func TestVnetZeroAlloc(t *testing.T) {
 		return copy(buf, frame), nil
 	}
 	round := func() {
-		nw = 0
 		once = once[:1]
 		sa.readTun()
 		sa.flushAll()
-		for _, d := range store[:nw] {
-			p := sb.pool.Get()
-			p.N, p.Addr = copy(p.Buf, d), addrA
-			sb.ingress(0, p.Buf[:p.N], p.Addr)
-			sb.pool.Put(p)
-		}
+		rl.deliver(sb)
 		sb.flushAll()
 	}
 	round()
