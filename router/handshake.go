@@ -403,6 +403,8 @@ const noReplyAfter = 5 * time.Second
 // handshake for peers that stopped answering.
 func (r *Router) checkLiveness(now time.Time) {
 	lastTx, lastRx := map[shard.PeerID]time.Time{}, map[shard.PeerID]time.Time{}
+	lane0 := map[shard.PeerID]netip.AddrPort{}
+	asked := time.Now()
 	for _, s := range r.shards {
 		var ls []shard.LaneStatus
 		if s.Query(func(sh *shard.Shard) { ls = sh.LaneStatuses() }, time.Second) != nil {
@@ -415,10 +417,14 @@ func (r *Router) checkLiveness(now time.Time) {
 			if l.LastRx.After(lastRx[l.Peer]) {
 				lastRx[l.Peer] = l.LastRx
 			}
+			if l.Index == 0 {
+				lane0[l.Peer] = l.Remote
+			}
 		}
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.followRoaming(lane0, asked)
 	for id, tx := range lastTx {
 		p := r.byID[id]
 		if p == nil || p.sess == nil || (p.init != nil && now.Sub(p.initAt) < handshakeTimeout) {
@@ -432,6 +438,50 @@ func (r *Router) checkLiveness(now time.Time) {
 			r.log.Info("peer stopped answering; new handshake", zap.String("peer", p.cfg.PublicKey.String()))
 			r.initiate(p, now)
 		}
+	}
+}
+
+// peerMoved runs on shard sh's goroutine when an authenticated datagram
+// moved one of peer's lanes to a new address: the peer's lanes on the other
+// shards follow at once, and the endpoint for handshakes follows too, on
+// another goroutine so the shard never waits for the router lock. The
+// shard list never changes, so reading it needs no lock.
+func (r *Router) peerMoved(sh int, peer shard.PeerID, from, to netip.Addr) {
+	for i, s := range r.shards {
+		if i != sh {
+			s.Do(func(x *shard.Shard) { x.FollowPeer(peer, from, to) })
+		}
+	}
+	go func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if p := r.byID[peer]; p != nil && p.endpoint.Addr() == from {
+			r.log.Info("peer roamed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", from), zap.Stringer("to", to))
+			p.endpoint = netip.AddrPortFrom(to, p.endpoint.Port())
+			r.refreshKnown()
+		}
+	}()
+}
+
+// followRoaming points each peer's endpoint (where handshakes go) at its
+// lane 0's remote, which a shard moves when an authenticated datagram
+// arrives from a new address (shard/roam.go): lane 0 talks to the address
+// handshakes use, the responder's listening port or the initiator's lane-0
+// socket. A session installed after asked (when the lanes were read) is
+// newer than what the lanes said. Caller holds r.mu.
+func (r *Router) followRoaming(lane0 map[shard.PeerID]netip.AddrPort, asked time.Time) {
+	moved := false
+	for id, remote := range lane0 {
+		p := r.byID[id]
+		if p == nil || p.sess == nil || p.sessAt.After(asked) || !remote.IsValid() || remote == p.endpoint {
+			continue
+		}
+		r.log.Info("peer roamed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", p.endpoint), zap.Stringer("to", remote))
+		p.endpoint = remote
+		moved = true
+	}
+	if moved {
+		r.refreshKnown()
 	}
 }
 

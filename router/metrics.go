@@ -78,6 +78,10 @@ func shardFamily(name string) (family, label, value, help string) {
 		return "yip_shard_handed_off_total", "", "", "Inner packets passed to the shard owning the lane."
 	case "taken_over":
 		return "yip_shard_taken_over_total", "", "", "Packets received from other shards over the mesh."
+	case "roam_trials":
+		return "yip_shard_roam_trials_total", "", "", "Tag checks of datagrams that matched no lane at their source address against the shard's lanes (looking for a peer that moved); bounded by a rate limit."
+	case "lane_moved":
+		return "yip_shard_lane_moves_total", "", "", "Lanes whose remote address moved on an authenticated, non-replayed datagram from a new address (peer roamed)."
 	case "foreign_lane":
 		return "yip_shard_foreign_lane_total", "", "", "Datagrams that arrived on this shard for a lane another shard owns (source port rewritten by a NAT); handed to the owner."
 	}

@@ -252,6 +252,7 @@ func New(cfg *Config, opts Options) (*Router, error) {
 			Mesh:  r.mesh, Table: &r.table,
 			Unmatched: r.unmatched,
 			NoSession: r.noSession,
+			Moved:     r.peerMoved,
 			// Writing TCP superpackets needs only the header; UDP ones
 			// need a kernel with USO, which the device's grant proves.
 			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,

@@ -57,6 +57,9 @@ type PeerStatus struct {
 	TxPackets     uint64    `json:"tx_packets"`
 	FECRecovered  uint64    `json:"fec_recovered"`
 	FECLost       uint64    `json:"fec_unrecovered"`
+	// EndpointMoves counts the lanes moved to a new address by an
+	// authenticated datagram (the peer roamed), over the session's lanes.
+	EndpointMoves uint64 `json:"endpoint_moves"`
 	// PersistentKeepalive is the peer's configured keepalive interval
 	// (0 = off).
 	PersistentKeepalive time.Duration `json:"persistent_keepalive_ns"`
@@ -77,6 +80,7 @@ type LaneStatus struct {
 	Recovered uint64    `json:"fec_recovered"`
 	Confirmed bool      `json:"confirmed"`
 	PrevKeys  bool      `json:"prev_keys"`
+	Moves     uint64    `json:"moves"`
 }
 
 // Status collects the figures from every shard (each answers on its own
@@ -143,8 +147,9 @@ func (r *Router) Status() Status {
 					Index: l.Index, Shard: l.Shard, Remote: l.Remote.String(),
 					RxPackets: l.RxPackets, TxPackets: l.TxPackets, RxBytes: l.RxBytes, TxBytes: l.TxBytes,
 					LastRx: l.LastRx, FEC: fecString(l.K, l.R), Recovered: l.Recovered,
-					Confirmed: l.Confirmed, PrevKeys: l.PrevKeys,
+					Confirmed: l.Confirmed, PrevKeys: l.PrevKeys, Moves: l.Moves,
 				})
+				ps.EndpointMoves += l.Moves
 				ps.RxBytes += l.RxBytes
 				ps.TxBytes += l.TxBytes
 				ps.RxPackets += l.RxPackets

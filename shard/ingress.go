@@ -14,7 +14,9 @@ import (
 // deliverSymbol: opened, checked against the peer's AllowedIPs, then written
 // to the TUN queue (or the coalescer, vnet_linux.go). Control symbols go to
 // control.go. A datagram for a lane another shard owns is copied and handed
-// over; one that matches no lane goes to the router (Config.Unmatched).
+// over. One that matches no lane at its address is tried against the lanes
+// this shard owns (roam.go: the peer moved); failing that it goes to the
+// router (Config.Unmatched), which handles handshakes.
 
 // ingress handles one received datagram, data from from, on conn (-1:
 // handed over by another shard). data is the caller's: a datagram for a
@@ -26,36 +28,57 @@ func (s *Shard) ingress(conn int, data []byte, from netip.AddrPort) {
 			s.handIngress(f.owner, data, from)
 			return
 		}
-		if s.cfg.Unmatched == nil || !s.cfg.Unmatched(s.id, conn, data, from) {
-			s.count(DropUnknownLane)
+	} else {
+		keys, h, sym, err := s.deframe(ln, data)
+		switch err {
+		case nil:
+			s.receive(ln, keys, h, sym)
+			return
+		case crypto.ErrTag, crypto.ErrShort:
+			// Another lane's datagram from this address, or a handshake
+			// (a re-handshake from the same address looks like this).
+		default:
+			s.count(DropBadHeader)
+			return
 		}
+	}
+	if s.roam(ln, data, from) {
 		return
 	}
+	if s.cfg.Unmatched != nil && s.cfg.Unmatched(s.id, conn, data, from) {
+		return
+	}
+	if ln == nil {
+		s.count(DropUnknownLane)
+	} else {
+		s.count(DropBadTag)
+	}
+}
+
+// deframe checks data's tag under ln's keys, then under its previous
+// keys (during a rekey), and returns the keys that matched. On ErrTag and
+// ErrShort data is untouched.
+func (s *Shard) deframe(ln *lane, data []byte) (*lane, crypto.Header, []byte, error) {
 	h, sym, err := ln.rxf.Deframe(data)
 	if err == crypto.ErrTag && ln.prev != nil {
 		if h2, sym2, err2 := ln.prev.rxf.Deframe(data); err2 != crypto.ErrTag {
-			ln, h, sym, err = ln.prev, h2, sym2, err2
+			return ln.prev, h2, sym2, err2
 		}
 	} else if err == nil && !ln.confirmed {
 		ln.confirmed = true // the peer has the new keys: send with them
 	}
-	switch err {
-	case nil:
-	case crypto.ErrTag, crypto.ErrShort:
-		// A re-handshake from the same address looks like this too.
-		if s.cfg.Unmatched == nil || !s.cfg.Unmatched(s.id, conn, data, from) {
-			s.count(DropBadTag)
-		}
-		return
-	default:
-		s.count(DropBadHeader)
-		return
-	}
+	return ln, h, sym, err
+}
+
+// receive handles a datagram whose tag verified under keys (ln's current
+// or previous keys): data and parity to the lane's decoder, control
+// symbols opened here.
+func (s *Shard) receive(ln, keys *lane, h crypto.Header, sym []byte) {
 	switch h.Kind {
 	case crypto.KindData, crypto.KindParity:
-		ln.dec.Push(fec.Meta{Kind: fec.Kind(h.Kind), Group: h.Group, Index: h.Index, K: h.K, R: h.R}, sym, s.now, ln.deliver)
+		keys.dec.Push(fec.Meta{Kind: fec.Kind(h.Kind), Group: h.Group, Index: h.Index, K: h.K, R: h.R}, sym, s.now, keys.deliver)
 	case crypto.KindControl:
-		body, err := ln.opener.OpenSymbol(controlAD[:], sym)
+		body, err := keys.opener.OpenSymbol(controlAD[:], sym)
 		if err == crypto.ErrReplay {
 			s.count(DropReplay)
 			break
@@ -64,7 +87,8 @@ func (s *Shard) ingress(conn int, data []byte, from netip.AddrPort) {
 			s.count(DropDecrypt)
 			break
 		}
-		ln.lastRx = s.now
+		keys.lastRx = s.now
+		s.authed++
 		s.count(ControlIn)
 		s.control(ln, body)
 	}
@@ -108,6 +132,7 @@ func (s *Shard) deliverSymbol(ln *lane, sym []byte) {
 		return
 	}
 	ln.lastRx = s.now // authenticated and not a replay: the peer is alive
+	s.authed++
 	if s.cfg.Table.Load().LookupPacket(pt, true) != ln.cfg.Peer {
 		s.count(DropNotAllowed)
 		return

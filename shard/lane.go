@@ -61,6 +61,12 @@ type lane struct {
 	txPackets, txBytes, rxPackets, rxBytes uint64
 	lastTx                                 time.Time
 
+	// slot is the lane's index in Shard.owned (-1: not there); moves
+	// counts the times an authenticated datagram from a new address moved
+	// its remote (roam.go), carried over rekeys.
+	slot  int
+	moves uint64
+
 	// folded is the decoder's counters as last added to the shard's:
 	// the shard keeps the totals because a rekey or removal drops the
 	// decoder with its counts (Shard.foldDecoder).
@@ -87,6 +93,7 @@ func newLane(cfg LaneConfig) (*lane, error) {
 		opener: crypto.NewOpener(&cfg.Recv.AEAD),
 		rxf:    crypto.NewFramer(&cfg.Recv),
 		dec:    fec.NewDecoder(cfg.Window),
+		slot:   -1,
 	}, nil
 }
 
@@ -115,7 +122,14 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	ln.installed = s.now
 	ln.deliver = func(sym []byte) { s.deliverSymbol(ln, sym) }
 	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
-	if old := pl.local[cfg.Index]; old != nil {
+	top := pl.local[cfg.Index]
+	s.own(ln, top)
+	if old := top; old != nil {
+		if s.lanes[top.cfg.Remote] == top {
+			delete(s.lanes, top.cfg.Remote)
+		}
+		ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = top.txPackets, top.txBytes, top.rxPackets, top.rxBytes
+		ln.moves = top.moves
 		if !old.confirmed && old.prev != nil {
 			// The peer never used old's keys (e.g. our response to its
 			// rekey was lost and it retried): the keys it still has are
@@ -127,17 +141,23 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 			s.foldDecoder(old.prev)
 		}
 		old.prev = nil
+		// The peer that holds the previous keys is the one that just
+		// handshook (a restarted peer holds none): at its new address.
+		old.cfg.Remote = cfg.Remote
 		ln.prev = old
-		ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = old.txPackets, old.txBytes, old.rxPackets, old.rxBytes
-		if old.cfg.Remote != cfg.Remote && s.lanes[old.cfg.Remote] == old {
-			delete(s.lanes, old.cfg.Remote)
-		}
 	}
 	ln.confirmed = !cfg.HoldTx
 	pl.local[cfg.Index] = ln
 	pl.owners[cfg.Index] = s.id
-	s.lanes[cfg.Remote] = ln
-	delete(s.foreign, cfg.Remote)
+	// A handshake's source address is not proof: anyone can send an
+	// initiation from another peer's address (or share its NAT address).
+	// So a lane takes an address only if no other peer's lane holds it;
+	// otherwise it is found by trial (roam.go) until a datagram under its
+	// keys proves the address.
+	if cur := s.lanes[cfg.Remote]; cur == nil || cur.cfg.Peer == cfg.Peer {
+		s.lanes[cfg.Remote] = ln
+		delete(s.foreign, cfg.Remote)
+	}
 	s.releaseWaiting(cfg.Peer)
 	return nil
 }
@@ -155,6 +175,7 @@ func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.
 	}
 	if ln := pl.local[index]; ln != nil {
 		s.foldLane(ln)
+		s.disown(ln)
 		pl.local[index] = nil // the lane moved away
 		if s.lanes[ln.cfg.Remote] == ln {
 			delete(s.lanes, ln.cfg.Remote)
@@ -172,6 +193,7 @@ func (s *Shard) RemovePeer(peer PeerID) {
 	if pl := s.peers[peer]; pl != nil {
 		for _, ln := range pl.local {
 			s.foldLane(ln)
+			s.disown(ln)
 		}
 	}
 	for addr, ln := range s.lanes {
@@ -209,6 +231,7 @@ func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
 			// shards): the old lanes go.
 			for _, ln := range pl.local {
 				s.foldLane(ln)
+				s.disown(ln)
 				if ln != nil && s.lanes[ln.cfg.Remote] == ln {
 					delete(s.lanes, ln.cfg.Remote)
 				}

@@ -59,6 +59,11 @@ type Config struct {
 	// second per peer) that traffic is waiting for a peer without lanes:
 	// the router starts a handshake. The packets wait in a bounded queue.
 	NoSession func(shard int, peer PeerID)
+	// Moved is told (on the shard's goroutine) that an authenticated
+	// datagram moved one of peer's lanes from one address to another
+	// (roam.go); the router has the peer's other shards follow
+	// (FollowPeer). Rare: only the peer's keys can cause it.
+	Moved func(shard int, peer PeerID, from, to netip.Addr)
 }
 
 // Shard is one data-plane worker. Everything below is owned by the shard's
@@ -75,6 +80,15 @@ type Shard struct {
 	lanes   map[netip.AddrPort]*lane       // ingress: remote address → owned lane
 	foreign map[netip.AddrPort]foreignLane // ingress: remote address → owner shard
 	peers   map[PeerID]*peerLanes
+	owned   []*lane // every lane this shard owns, for roam's trials
+
+	// Roaming (roam.go): a token bucket of tag trials, the round-robin
+	// position, and a count of authenticated symbols, which tells roam
+	// whether the datagram it handed on proved itself.
+	roamTokens int
+	roamAt     time.Time
+	roamNext   int
+	authed     uint64
 
 	// Control commands: an unbounded list, because the router issues them
 	// while holding its own lock and must never block or lose one. The
@@ -128,11 +142,12 @@ func New(cfg Config) (*Shard, error) {
 	s := &Shard{
 		id: cfg.ID, cfg: cfg, pool: pool, mesh: cfg.Mesh, waker: cfg.Mesh.wakers[cfg.ID],
 		lanes: map[netip.AddrPort]*lane{}, foreign: map[netip.AddrPort]foreignLane{}, peers: map[PeerID]*peerLanes{},
-		waiting: map[PeerID]*waitQueue{},
-		rx:      udp.NewBatch(cfg.Batch),
-		handoff: make([][]*ring.Packet, n),
-		retOut:  make([][]*ring.Packet, n),
-		popBuf:  make([]*ring.Packet, cfg.Batch),
+		waiting:    map[PeerID]*waitQueue{},
+		roamTokens: roamTrialBurst,
+		rx:         udp.NewBatch(cfg.Batch),
+		handoff:    make([][]*ring.Packet, n),
+		retOut:     make([][]*ring.Packet, n),
+		popBuf:     make([]*ring.Packet, cfg.Batch),
 	}
 	for i := range n {
 		s.handoff[i] = make([]*ring.Packet, 0, cfg.Batch)

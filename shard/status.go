@@ -23,6 +23,7 @@ type LaneStatus struct {
 	Unrecov   uint64
 	Confirmed bool // the peer has sent under the current keys
 	PrevKeys  bool // previous keys still accepted (after a rekey)
+	Moves     uint64
 }
 
 // LaneStatuses returns the lanes this shard owns. Call it on the shard's
@@ -41,7 +42,7 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 				TxPackets: ln.txPackets, TxBytes: ln.txBytes, RxPackets: ln.rxPackets, RxBytes: ln.rxBytes,
 				LastRx: ln.lastRx, LastTx: ln.lastTx, K: k, R: r,
 				Recovered: st.Recovered, Unrecov: st.LostData,
-				Confirmed: ln.confirmed, PrevKeys: ln.prev != nil,
+				Confirmed: ln.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
 			})
 		}
 	}

@@ -33,7 +33,8 @@ func (s *Shard) flushAll() {
 // returns the earliest pending FEC deadline (zero if none).
 func (s *Shard) tick() time.Time {
 	var next time.Time
-	for _, ln := range s.lanes {
+	s.refillRoam()
+	for _, ln := range s.owned {
 		for _, l := range []*lane{ln, ln.prev} {
 			if l == nil {
 				continue

@@ -43,4 +43,13 @@ const (
 	// under the router's no-reply limit (5 s): Periodic runs about once a
 	// second, so the peer hears from us within about 3 s.
 	passiveKeepalive = 2 * time.Second
+
+	// roamTrialRate and roamTrialBurst bound the tag trials a shard spends
+	// on datagrams that match no lane at their address (roam.go): one
+	// trial is a SipHash pass over the datagram, so 32768 a second cost at
+	// most a few percent of a core under any flood, and a burst of 1024
+	// finds a moved peer among that many lanes at once while never stalling
+	// the loop for more than about a millisecond.
+	roamTrialRate  = 32768
+	roamTrialBurst = 1024
 )

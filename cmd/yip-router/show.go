@@ -159,7 +159,11 @@ func printStatus(w io.Writer, st *router.Status) {
 	for _, p := range st.Peers {
 		fmt.Fprintf(w, "\npeer: %s\n", p.PublicKey)
 		if p.Endpoint != "" {
-			fmt.Fprintf(w, "  endpoint: %s\n", p.Endpoint)
+			if p.EndpointMoves > 0 {
+				fmt.Fprintf(w, "  endpoint: %s (roamed: %d lane moves)\n", p.Endpoint, p.EndpointMoves)
+			} else {
+				fmt.Fprintf(w, "  endpoint: %s\n", p.Endpoint)
+			}
 		}
 		fmt.Fprintf(w, "  allowed ips: %s\n", strings.Join(p.AllowedIPs, ", "))
 		fmt.Fprintf(w, "  latest handshake: %s (%d in all)\n", ago(p.LastHandshake), p.Handshakes)

@@ -1,0 +1,168 @@
+package shard
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/yip-router/yip-router/crypto"
+)
+
+// Roaming: a datagram that matches no lane at its source address (ingress.go)
+// may be a lane's peer writing from a new address (renumbering, a failover
+// to another uplink, a NAT rebinding) or a second peer behind the address of
+// another (a shared NAT). No byte on the wire names the lane, so the shard
+// tries the tags of the lanes it owns. A tag that verifies proves the key
+// holder framed the datagram but not that it is fresh: the datagram is
+// processed as usual, and only if one of its symbols then opens and passes
+// the replay check (an authenticated datagram the lane has not seen) does
+// the lane's remote move to the new address, with its previous keys', and
+// the address map follow. A replayed or unauthenticated datagram never moves
+// a lane, and a handshake never takes an address another peer's lane holds
+// (InstallLane): the address goes to whichever lane last proved it.
+//
+// Tag trials cost a SipHash pass over the datagram per lane tried, and
+// anyone can send datagrams from new addresses, so they are paid from a
+// token bucket (roamTrialRate, roamTrialBurst); trials continue round-robin
+// across the owned lanes, so a flood that drains the bucket delays a moved
+// peer's detection but cannot make it skip one lane for ever. A peer that
+// cannot be found this way is found by its next handshake.
+
+// roam tries data's tag against the lanes this shard owns (except skip,
+// already tried) and, on a match, processes it and moves the lane to from
+// if the datagram proves itself. It reports whether a lane took data.
+func (s *Shard) roam(skip *lane, data []byte, from netip.AddrPort) bool {
+	n := len(s.owned)
+	for range n {
+		if s.roamTokens <= 0 {
+			return false
+		}
+		s.roamNext++
+		if s.roamNext >= n {
+			s.roamNext = 0
+		}
+		ln := s.owned[s.roamNext]
+		if ln == skip {
+			continue
+		}
+		s.roamTokens--
+		s.count(RoamTrials)
+		keys, h, sym, err := s.deframe(ln, data)
+		switch err {
+		case nil:
+		case crypto.ErrTag:
+			continue
+		case crypto.ErrShort:
+			return false // too short for any lane
+		default:
+			s.count(DropBadHeader) // the tag verified: it was this lane's
+			return true
+		}
+		before := s.authed
+		s.receive(ln, keys, h, sym)
+		if s.authed != before && s.lanes[from] != ln {
+			s.moveLane(ln, from)
+		}
+		return true
+	}
+	return false
+}
+
+// moveLane makes from ln's remote and gives it the address in the map; a
+// lane of another peer that held it is reached again by trial when it
+// next proves itself.
+func (s *Shard) moveLane(ln *lane, to netip.AddrPort) {
+	if s.lanes[ln.cfg.Remote] == ln {
+		delete(s.lanes, ln.cfg.Remote)
+	}
+	s.lanes[to] = ln
+	delete(s.foreign, to)
+	from := ln.cfg.Remote
+	if from == to {
+		return
+	}
+	s.setRemote(ln, to)
+	if from.Addr() != to.Addr() && s.cfg.Moved != nil {
+		s.cfg.Moved(s.id, ln.cfg.Peer, from.Addr(), to.Addr())
+	}
+}
+
+func (s *Shard) setRemote(ln *lane, to netip.AddrPort) {
+	ln.cfg.Remote = to
+	if ln.prev != nil {
+		ln.prev.cfg.Remote = to
+	}
+	ln.moves++
+	s.count(LaneMoved)
+}
+
+// FollowPeer moves peer's lanes on this shard that talk to from over to to,
+// keeping their ports: another shard saw one of the peer's lanes prove
+// itself at to, so the peer's address changed (renumbering, failover),
+// and waiting for each lane's own traffic would leave a lane that only we
+// send on talking to the old address. A lane whose port a NAT rewrote
+// moves on its own datagrams. Call it on the shard's goroutine (Do).
+func (s *Shard) FollowPeer(peer PeerID, from, to netip.Addr) {
+	pl := s.peers[peer]
+	if pl == nil {
+		return
+	}
+	for _, ln := range pl.local {
+		if ln == nil || ln.cfg.Remote.Addr() != from {
+			continue
+		}
+		next := netip.AddrPortFrom(to, ln.cfg.Remote.Port())
+		if s.lanes[ln.cfg.Remote] == ln {
+			delete(s.lanes, ln.cfg.Remote)
+		}
+		if cur := s.lanes[next]; cur == nil || cur.cfg.Peer == peer {
+			s.lanes[next] = ln
+		}
+		s.setRemote(ln, next)
+	}
+	for addr, f := range s.foreign {
+		if f.peer == peer && addr.Addr() == from {
+			delete(s.foreign, addr)
+			next := netip.AddrPortFrom(to, addr.Port())
+			if _, mine := s.lanes[next]; !mine {
+				s.foreign[next] = f
+			}
+		}
+	}
+}
+
+// refillRoam adds the tokens earned since the last refill (tick calls it).
+func (s *Shard) refillRoam() {
+	if !s.roamAt.IsZero() {
+		earned := int(s.now.Sub(s.roamAt) * roamTrialRate / time.Second)
+		if earned <= 0 {
+			return
+		}
+		s.roamTokens = min(s.roamTokens+earned, roamTrialBurst)
+	}
+	s.roamAt = s.now
+}
+
+// own adds ln to the lanes roam tries, in old's place if old was there.
+func (s *Shard) own(ln, old *lane) {
+	if old != nil && old.slot >= 0 && old.slot < len(s.owned) && s.owned[old.slot] == old {
+		ln.slot = old.slot
+		s.owned[ln.slot] = ln
+		old.slot = -1
+		return
+	}
+	ln.slot = len(s.owned)
+	s.owned = append(s.owned, ln)
+}
+
+// disown removes ln from the lanes roam tries.
+func (s *Shard) disown(ln *lane) {
+	if ln == nil || ln.slot < 0 || ln.slot >= len(s.owned) || s.owned[ln.slot] != ln {
+		return
+	}
+	last := len(s.owned) - 1
+	s.owned[ln.slot] = s.owned[last]
+	s.owned[ln.slot].slot = ln.slot
+	s.owned[last] = nil
+	s.owned = s.owned[:last]
+	ln.slot = -1
+}

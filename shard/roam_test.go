@@ -1,0 +1,229 @@
+package shard
+
+import (
+	"crypto/rand"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
+)
+
+var (
+	addrNew  = netip.MustParseAddrPort("203.0.113.9:40000") // where A moved
+	addrEvil = netip.MustParseAddrPort("198.51.100.66:999") // an attacker
+)
+
+// feed hands one datagram to s as received from from.
+func feed(s *Shard, from netip.AddrPort, data []byte) {
+	p := s.pool.Get()
+	p.N = copy(p.Buf, data)
+	s.ingress(0, p.Buf[:p.N], from)
+	s.pool.Put(p)
+}
+
+// sendOne makes shard s send one inner packet and returns the datagram.
+func sendOne(t *testing.T, sd *side, i int, src, dst string, seq int) wireDgram {
+	t.Helper()
+	inject(t, sd.shards[i], ipPacket(src, dst, 200, seq))
+	sd.shards[i].flushAll()
+	if len(sd.sent[i]) != 1 {
+		t.Fatalf("shard %d sent %d datagrams, want 1", i, len(sd.sent[i]))
+	}
+	d := sd.sent[i][0]
+	sd.sent[i] = nil
+	return d
+}
+
+// An authenticated datagram from a new address moves the lane there: the
+// next reply goes to the new address, and the move is counted.
+func TestRoamMovesLane(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sb := b.shards[0]
+	feed(sb, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
+	feed(sb, addrNew, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 2).data)
+	if len(b.tun[0]) != 2 {
+		t.Fatalf("delivered %d of 2", len(b.tun[0]))
+	}
+	if d := sendOne(t, b, 0, "10.2.0.9", "10.1.0.5", 3); d.to != addrNew {
+		t.Fatalf("reply went to %s, want the new address %s", d.to, addrNew)
+	}
+	sb.publish()
+	if sn := sb.Snapshot(); sn.Get(LaneMoved) != 1 || sn.Get(RoamTrials) != 1 {
+		t.Fatalf("lane_moved %d roam_trials %d, want 1 and 1", sn.Get(LaneMoved), sn.Get(RoamTrials))
+	}
+	if st := sb.LaneStatuses(); len(st) != 1 || st[0].Remote != addrNew || st[0].Moves != 1 {
+		t.Fatalf("lane status %+v", st)
+	}
+	// The old address no longer finds the lane by lookup; traffic from
+	// the new one does, without trials.
+	feed(sb, addrNew, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 4).data)
+	sb.publish()
+	if sn := sb.Snapshot(); sn.Get(RoamTrials) != 1 || len(b.tun[0]) != 3 {
+		t.Fatalf("after the move: roam_trials %d, delivered %d", sn.Get(RoamTrials), len(b.tun[0]))
+	}
+}
+
+// A replayed datagram, a parity replay and garbage from another address
+// never move the lane, and the peer's traffic goes on at its own address.
+func TestRoamRefusesReplayAndForgery(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 2, R: 1})
+	sb := b.shards[0]
+	d1 := sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1)
+	inject(t, a.shards[0], ipPacket("10.1.0.5", "10.2.0.9", 200, 2)) // completes the group: data + parity
+	a.shards[0].flushAll()
+	rest := a.sent[0]
+	a.sent[0] = nil
+	feed(sb, addrA, d1.data)
+	for _, d := range rest {
+		feed(sb, addrA, d.data)
+	}
+	for _, d := range append([]wireDgram{d1}, rest...) {
+		feed(sb, addrEvil, d.data) // replays from elsewhere
+	}
+	junk := make([]byte, 300)
+	rand.Read(junk)
+	feed(sb, addrEvil, junk)
+	if len(b.tun[0]) != 2 {
+		t.Fatalf("delivered %d, want the 2 genuine packets only", len(b.tun[0]))
+	}
+	sb.publish()
+	if sn := sb.Snapshot(); sn.Get(LaneMoved) != 0 {
+		t.Fatalf("lane moved %d times on replays", sn.Get(LaneMoved))
+	}
+	if d := sendOne(t, b, 0, "10.2.0.9", "10.1.0.5", 3); d.to != addrA {
+		t.Fatalf("reply went to %s after replays, want %s", d.to, addrA)
+	}
+	feed(sb, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 4).data)
+	if len(b.tun[0]) != 3 {
+		t.Fatalf("the peer's traffic stopped after the replays")
+	}
+}
+
+// Trials are paid from a token bucket: with none left a moved peer is not
+// looked for (the datagram is dropped as from an unknown address); the
+// bucket refills with time and the next datagram moves the lane.
+func TestRoamTrialBudget(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sb := b.shards[0]
+	sb.tick() // starts the refill clock
+	sb.roamTokens = 0
+	feed(sb, addrNew, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
+	sb.publish()
+	if sn := sb.Snapshot(); len(b.tun[0]) != 0 || sn.Get(DropUnknownLane) != 1 || sn.Get(RoamTrials) != 0 {
+		t.Fatalf("without tokens: delivered %d, unknown %d, trials %d", len(b.tun[0]), sn.Get(DropUnknownLane), sn.Get(RoamTrials))
+	}
+	sb.now = sb.now.Add(10 * time.Millisecond)
+	sb.tick()
+	if sb.roamTokens != roamTrialRate/100 {
+		t.Fatalf("%d tokens after 10 ms, want %d", sb.roamTokens, roamTrialRate/100)
+	}
+	sb.now = sb.now.Add(time.Hour)
+	sb.tick()
+	if sb.roamTokens != roamTrialBurst {
+		t.Fatalf("%d tokens after an hour, want the burst %d", sb.roamTokens, roamTrialBurst)
+	}
+	feed(sb, addrNew, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 2).data)
+	if len(b.tun[0]) != 1 || sb.LaneStatuses()[0].Remote != addrNew {
+		t.Fatalf("after the refill: delivered %d, remote %s", len(b.tun[0]), sb.LaneStatuses()[0].Remote)
+	}
+}
+
+// When one lane moves, the peer's lanes on the other shards follow with
+// their own ports (the peer changed address, not sockets).
+func TestRoamOtherShardsFollow(t *testing.T) {
+	a, b := newSide(t, 2, routesA), newSide(t, 2, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	b.shards[1].cfg.Moved = func(sh int, peer PeerID, from, to netip.Addr) {
+		b.shards[0].FollowPeer(peer, from, to)
+	}
+	moved := netip.AddrPortFrom(addrNew.Addr(), addrA.Port()+1)
+	feed(b.shards[1], moved, sendOne(t, a, 1, "10.1.0.5", "10.2.0.9", 1).data)
+	if len(b.tun[1]) != 1 {
+		t.Fatalf("delivered %d", len(b.tun[1]))
+	}
+	if st := b.shards[0].LaneStatuses(); st[0].Remote != netip.AddrPortFrom(addrNew.Addr(), addrA.Port()) {
+		t.Fatalf("lane 0 at %s, want the new address with its own port", st[0].Remote)
+	}
+	// Lane 0 now finds its datagrams from the new address by lookup.
+	feed(b.shards[0], netip.AddrPortFrom(addrNew.Addr(), addrA.Port()), sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 2).data)
+	b.shards[0].publish()
+	sn := b.shards[0].Snapshot()
+	if len(b.tun[0]) != 1 || sn.Get(RoamTrials) != 0 {
+		t.Fatalf("lane 0 after following: delivered %d, trials %d", len(b.tun[0]), sn.Get(RoamTrials))
+	}
+}
+
+// pairLane installs one lane between shard 0 of a (knowing b as bPeer, at
+// bAddr) and shard 0 of b (knowing a as aPeer, at aAddr) with fresh keys.
+func pairLane(t *testing.T, a, b *side, aPeer, bPeer PeerID, aAddr, bAddr netip.AddrPort) {
+	t.Helper()
+	var k1, k2 [32]byte
+	rand.Read(k1[:])
+	rand.Read(k2[:])
+	ka, kb := crypto.NewSessionKeys(k1, k2, true), crypto.NewSessionKeys(k1, k2, false)
+	for _, x := range []struct {
+		sd     *side
+		keys   crypto.SessionKeys
+		peer   PeerID
+		remote netip.AddrPort
+	}{{a, ka, bPeer, bAddr}, {b, kb, aPeer, aAddr}} {
+		if err := x.sd.shards[0].InstallLane(LaneConfig{
+			Peer: x.peer, Index: 0, Lanes: 1, Remote: x.remote, Conn: 0,
+			Send: x.keys.SendLane(0), Recv: x.keys.RecvLane(0), FEC: fec.EncoderConfig{K: 4},
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// Finding: a peer that handshakes from another peer's address (spoofed, or
+// behind the same NAT address) must not take that peer's lane. The
+// address stays with the lane that last proved it; both peers' traffic is
+// delivered throughout.
+func TestInstallKeepsOtherPeersAddress(t *testing.T) {
+	shared := netip.MustParseAddrPort("192.0.2.50:40000")
+	routes := []Route{{netip.MustParsePrefix("10.1.0.0/16"), 1}, {netip.MustParsePrefix("10.3.0.0/16"), 3}}
+	hub := newSide(t, 1, routes)
+	c := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
+	x := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
+	pairLane(t, c, hub, 1, 9, shared, addrB) // C, the victim, at shared
+	sh := hub.shards[0]
+	feed(sh, shared, sendOne(t, c, 0, "10.1.0.5", "10.9.0.1", 1).data)
+	pairLane(t, x, hub, 3, 9, shared, addrB) // X handshakes "from" shared
+	if sh.lanes[shared].cfg.Peer != 1 {
+		t.Fatalf("X's handshake took C's address")
+	}
+	want := 1
+	check := func(what string) {
+		t.Helper()
+		if len(hub.tun[0]) != want {
+			t.Fatalf("%s: delivered %d, want %d", what, len(hub.tun[0]), want)
+		}
+	}
+	feed(sh, shared, sendOne(t, c, 0, "10.1.0.5", "10.9.0.1", 2).data)
+	want++
+	check("C after X's handshake")
+	// X really is behind the same address and proves it: it gets the
+	// address; C's next datagram is found by trial and takes it back.
+	feed(sh, shared, sendOne(t, x, 0, "10.3.0.5", "10.9.0.1", 1).data)
+	want++
+	check("X from the shared address")
+	if sh.lanes[shared].cfg.Peer != 3 {
+		t.Fatalf("X proved the address but does not hold it")
+	}
+	feed(sh, shared, sendOne(t, c, 0, "10.1.0.5", "10.9.0.1", 3).data)
+	want++
+	check("C after X proved the address")
+	if sh.lanes[shared].cfg.Peer != 1 {
+		t.Fatalf("C proved the address last but does not hold it")
+	}
+	sh.publish()
+	if sn := sh.Snapshot(); sn.Get(LaneMoved) != 0 || sn.Get(DropBadTag) != 0 {
+		t.Fatalf("lane_moved %d (no remote changed), drop_bad_tag %d", sn.Get(LaneMoved), sn.Get(DropBadTag))
+	}
+}

@@ -1,0 +1,126 @@
+package e2e
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/yip-router/yip-router/internal/lab"
+)
+
+// TestRoaming renumbers each gateway's underlay address in turn (the new
+// address added, the old one removed, as after a DHCP renumbering or an LTE
+// failover) and checks that the tunnel follows at once: the other side moves
+// its lanes on the first authenticated datagram from the new address, with
+// no handshake, and nothing sent after the tunnel came back is lost.
+func TestRoaming(t *testing.T) {
+	l := newLab(t, lab.Options{Shards: [2]int{2, 2}})
+	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	before, err := l.Status(lab.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hsBefore := before.Handshakes.Completed + before.Handshakes.Answered
+
+	// The initiator moves; it sends first, so the responder must follow.
+	moveUnderlay(t, l, lab.A, netip.MustParseAddr("172.31.250.11"))
+	recovered := waitPings(t, l, lab.A, l.Inner4[lab.B], 10*time.Second)
+	t.Logf("initiator moved: tunnel back after %s", recovered.Round(time.Millisecond))
+	if recovered > time.Second {
+		t.Errorf("tunnel back %s after the initiator moved; want within 1 s (no handshake)", recovered)
+	}
+	pingAll(t, l, lab.A, l.Inner4[lab.B], 20)
+	pingAll(t, l, lab.B, l.Inner4[lab.A], 20)
+	checkEndpoint(t, l, lab.B, "172.31.250.11")
+
+	// The responder moves; the initiator's configured Endpoint is now
+	// stale, and only the responder's data can tell it where B went.
+	moveUnderlay(t, l, lab.B, netip.MustParseAddr("172.31.250.12"))
+	recovered = waitPings(t, l, lab.B, l.Inner4[lab.A], 10*time.Second)
+	t.Logf("responder moved: tunnel back after %s", recovered.Round(time.Millisecond))
+	if recovered > time.Second {
+		t.Errorf("tunnel back %s after the responder moved; want within 1 s (no handshake)", recovered)
+	}
+	pingAll(t, l, lab.B, l.Inner4[lab.A], 20)
+	pingAll(t, l, lab.A, l.Inner4[lab.B], 20)
+	checkEndpoint(t, l, lab.A, "172.31.250.12")
+
+	after, err := l.Status(lab.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hs := after.Handshakes.Completed + after.Handshakes.Answered; hs != hsBefore {
+		t.Errorf("B's handshakes went from %d to %d: roaming must not need one", hsBefore, hs)
+	}
+}
+
+// moveUnderlay gives side's veth the address to and removes its old one
+// (the kernel keeps the subnet route through the promoted address).
+func moveUnderlay(t *testing.T, l *lab.Lab, s lab.Side, to netip.Addr) {
+	t.Helper()
+	veth := l.Veth(s)
+	old := l.Underlay[s]
+	for _, args := range [][]string{
+		{"sysctl", "-qw", "net.ipv4.conf." + veth + ".promote_secondaries=1"},
+		{"ip", "addr", "add", to.String() + "/24", "dev", veth},
+		{"ip", "addr", "del", old.String() + "/24", "dev", veth},
+	} {
+		if out, err := l.Exec(s, args[0], args[1:]...); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+	}
+	l.Underlay[s] = to
+}
+
+// waitPings pings dst from side until a reply comes and returns how long
+// that took.
+func waitPings(t *testing.T, l *lab.Lab, s lab.Side, dst netip.Addr, timeout time.Duration) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < timeout {
+		if rtts, _ := l.Ping(s, dst, 1, 100*time.Millisecond); len(rtts) == 1 {
+			return time.Since(start)
+		}
+	}
+	t.Fatalf("no ping reply from %s within %s of the move", dst, timeout)
+	return 0
+}
+
+// pingAll sends n pings 20 ms apart and fails on any loss.
+func pingAll(t *testing.T, l *lab.Lab, s lab.Side, dst netip.Addr, n int) {
+	t.Helper()
+	rtts, err := l.Ping(s, dst, n, 20*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rtts) != n {
+		t.Errorf("%d of %d pings to %s answered after the tunnel came back", len(rtts), n, dst)
+	}
+}
+
+// checkEndpoint checks that side sees its peer at addr, on every lane, and
+// counts the move.
+func checkEndpoint(t *testing.T, l *lab.Lab, s lab.Side, addr string) {
+	t.Helper()
+	st, err := l.Status(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Peers) != 1 {
+		t.Fatalf("%d peers in status", len(st.Peers))
+	}
+	p := st.Peers[0]
+	if ep, err := netip.ParseAddrPort(p.Endpoint); err != nil || ep.Addr().String() != addr {
+		t.Errorf("peer endpoint %s, want %s", p.Endpoint, addr)
+	}
+	for _, ln := range p.Lanes {
+		if ep, err := netip.ParseAddrPort(ln.Remote); err != nil || ep.Addr().String() != addr {
+			t.Errorf("lane %d remote %s, want %s", ln.Index, ln.Remote, addr)
+		}
+	}
+	if p.EndpointMoves == 0 {
+		t.Errorf("peer shows no endpoint moves")
+	}
+}
