@@ -63,7 +63,7 @@ type InterfaceConfig struct {
 	Name          string            // TUN interface name; default "yip0"; may contain one %d
 	PrivateKey    crypto.PrivateKey // from PrivateKey or PrivateKeyFile
 	ListenPort    uint16            // default 51820
-	ListenAddress netip.Addr        // underlay address to bind; default 0.0.0.0 (unspecified)
+	ListenAddress netip.Addr        // underlay address to bind; default :: (both families)
 	Addresses     []netip.Prefix    // key Address; with host bits, e.g. 10.1.0.1/24
 	MTU           int               // default DefaultMTU; 576..MaxMTU, >= 1280 with an IPv6 Address
 	ShardsAuto    bool              // Shards = auto (the default)
@@ -275,7 +275,7 @@ func cfgParse(name string, r io.Reader, opt cfgOptions) (*Config, error) {
 	p.iface = InterfaceConfig{
 		Name:          cfgDefaultName,
 		ListenPort:    cfgDefaultPort,
-		ListenAddress: netip.IPv4Unspecified(),
+		ListenAddress: netip.IPv6Unspecified(),
 		MTU:           DefaultMTU,
 		ShardsAuto:    true,
 		FEC:           fec.Mode{Kind: fec.ModeAuto},
@@ -717,7 +717,9 @@ func (p *cfgParser) endpoint(ps *cfgPeerState) {
 		return
 	}
 	la := p.iface.ListenAddress.Unmap()
-	specific := !la.IsUnspecified()
+	// Bound to :: the sockets carry both families; to anything else
+	// (0.0.0.0 included) one.
+	specific := la != netip.IPv6Unspecified()
 	compatible := func(a netip.Addr) bool { return !specific || a.Is4() == la.Is4() }
 	family := "IPv4"
 	if la.Is6() {

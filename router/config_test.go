@@ -261,6 +261,8 @@ func TestConfigErrors(t *testing.T) {
 			[]string{`t.conf:5: [Peer] Endpoint: |cannot resolve "gw.invalid": lookup gw.invalid: no such host`}},
 		{"endpoint family vs listen address", []string{"[Interface]", "PrivateKey = {PRIV}", "ListenAddress = 192.0.2.9", "[Peer]", "PublicKey = {PUB1}", "Endpoint = [2001:db8::1]:51820"},
 			[]string{"t.conf:6: [Peer] Endpoint: |[2001:db8::1]:51820 is not IPv4 like ListenAddress 192.0.2.9 (line 3)"}},
+		{"IPv6 endpoint vs IPv4-only listen", []string{"[Interface]", "PrivateKey = {PRIV}", "ListenAddress = 0.0.0.0", "[Peer]", "PublicKey = {PUB1}", "Endpoint = [2001:db8::1]:51820"},
+			[]string{"t.conf:6: [Peer] Endpoint: |[2001:db8::1]:51820 is not IPv4 like ListenAddress 0.0.0.0 (line 3)"}},
 		{"endpoint host family vs listen address", []string{"[Interface]", "PrivateKey = {PRIV}", "ListenAddress = 2001:db8::9", "[Peer]", "PublicKey = {PUB1}", "Endpoint = gw.v4:51820"},
 			[]string{`t.conf:6: [Peer] Endpoint: |"gw.v4" has no IPv6 address to match ListenAddress 2001:db8::9 (line 3)`}},
 		{"line too long", []string{"[Interface]", "PrivateKey = {PRIV}", "# " + long},
@@ -377,7 +379,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	ic := c.Interface
-	if ic.Name != "yip0" || ic.ListenPort != 51820 || ic.ListenAddress != netip.IPv4Unspecified() ||
+	if ic.Name != "yip0" || ic.ListenPort != 51820 || ic.ListenAddress != netip.IPv6Unspecified() ||
 		ic.MTU != DefaultMTU || !ic.ShardsAuto || ic.Shards != 0 || ic.FEC != (fec.Mode{Kind: fec.ModeAuto}) ||
 		ic.MetricsListen != "" || ic.Addresses != nil || c.Peers != nil || c.Path != "" {
 		t.Errorf("defaults: %+v", c)
@@ -402,7 +404,7 @@ func TestConfigMTUConstants(t *testing.T) {
 func TestConfigEndpointResolution(t *testing.T) {
 	for _, tc := range []struct{ listen, host, want string }{
 		{"", "gw.both", "192.0.2.1:7"}, // IPv4 preferred, 4in6 unmapped
-		{"0.0.0.0", "gw.v6", "[2001:db8::1]:7"},
+		{"", "gw.v6", "[2001:db8::1]:7"}, // the default carries both families
 		{"::", "gw.v4", "192.0.2.1:7"},
 		{"2001:db8::5", "gw.both", "[2001:db8::1]:7"},
 		{"192.0.2.5", "gw.both", "192.0.2.1:7"},

@@ -222,15 +222,22 @@ func New(cfg *Config, opts Options) (*Router, error) {
 	}
 	bind := cfg.Interface.ListenAddress
 	if !bind.IsValid() {
+		bind = netip.IPv6Unspecified()
+	}
+	r.group, err = udp.ListenGroup(netip.AddrPortFrom(bind, cfg.Interface.ListenPort), nsh)
+	if udp.NoIPv6(err) && bind == netip.IPv6Unspecified() {
+		// A kernel without IPv6 (ipv6.disable=1): IPv4 only.
+		r.log.Warn("no IPv6 in this kernel: listening on IPv4 only")
 		bind = netip.IPv4Unspecified()
+		r.group, err = udp.ListenGroup(netip.AddrPortFrom(bind, cfg.Interface.ListenPort), nsh)
+	}
+	if err != nil {
+		return nil, err
 	}
 	for _, p := range cfg.Peers {
 		if err := sameFamily(p, bind); err != nil {
 			return nil, err
 		}
-	}
-	if r.group, err = udp.ListenGroup(netip.AddrPortFrom(bind, cfg.Interface.ListenPort), nsh); err != nil {
-		return nil, err
 	}
 	for i := range nsh {
 		c, err := udp.ListenLane(bind, i, randIntn)
@@ -315,9 +322,22 @@ func (r *Router) setPeers(pcs []PeerConfig) error {
 			}
 			p.cp = cp
 		}
+		was := p.cfg.Endpoint
 		p.cfg = pc
-		if pc.Endpoint.IsValid() && !p.endpoint.IsValid() {
+		switch {
+		case pc.Endpoint.IsValid() && !p.endpoint.IsValid():
 			p.endpoint = pc.Endpoint
+		case pc.Endpoint.IsValid() && was.IsValid() && pc.Endpoint != was && pc.Endpoint != p.endpoint:
+			// The operator moved the peer: handshakes go there, and so
+			// do the lanes that talk to its endpoint (as initiator, all
+			// of them); the peer's lanes follow our datagrams' new
+			// source on their side (roaming).
+			r.log.Info("peer endpoint changed", zap.String("peer", pc.PublicKey.String()), zap.Stringer("from", p.endpoint), zap.Stringer("to", pc.Endpoint))
+			from, to, id := p.endpoint, pc.Endpoint, p.id
+			p.endpoint = to
+			for _, s := range r.shards {
+				s.Do(func(x *shard.Shard) { x.MoveRemote(id, from, to) })
+			}
 		}
 		for _, pfx := range pc.AllowedIPs {
 			routes = append(routes, shard.Route{Prefix: pfx, Peer: p.id})
@@ -420,15 +440,15 @@ func (r *Router) closeResources() {
 	}
 }
 
-// sameFamily refuses a peer Endpoint of the other address family than the
-// underlay sockets bound to bind: one underlay family per router, the
-// sockets are IPv4 or IPv6-only.
+// sameFamily refuses a peer Endpoint the underlay sockets bound to bind
+// cannot reach: sockets bound to :: carry both families, any other
+// address one.
 func sameFamily(p PeerConfig, bind netip.Addr) error {
-	if p.Endpoint.IsValid() && p.Endpoint.Addr().Is6() != bind.Is6() {
-		return fmt.Errorf("peer at line %d: Endpoint %s is %s but ListenAddress %s is not (set ListenAddress = :: for an IPv6 underlay)",
-			p.Line, p.Endpoint, map[bool]string{true: "IPv6", false: "IPv4"}[p.Endpoint.Addr().Is6()], bind)
+	if bind == netip.IPv6Unspecified() || !p.Endpoint.IsValid() || p.Endpoint.Addr().Is6() == bind.Is6() {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("peer at line %d: Endpoint %s is %s but the underlay sockets are bound to %s (ListenAddress = :: or unset carries both families)",
+		p.Line, p.Endpoint, map[bool]string{true: "IPv6", false: "IPv4"}[p.Endpoint.Addr().Is6()], bind)
 }
 
 // ErrReloadPartial marks a Reload error after part of the new configuration

@@ -102,15 +102,33 @@ func (s *Shard) setRemote(ln *lane, to netip.AddrPort) {
 // send on talking to the old address. A lane whose port a NAT rewrote
 // moves on its own datagrams. Call it on the shard's goroutine (Do).
 func (s *Shard) FollowPeer(peer PeerID, from, to netip.Addr) {
+	s.relocate(peer, func(a netip.AddrPort) (netip.AddrPort, bool) {
+		return netip.AddrPortFrom(to, a.Port()), a.Addr() == from
+	})
+}
+
+// MoveRemote moves peer's lanes on this shard that talk to from over to to
+// (the operator changed the peer's Endpoint). Call it through Do.
+func (s *Shard) MoveRemote(peer PeerID, from, to netip.AddrPort) {
+	s.relocate(peer, func(a netip.AddrPort) (netip.AddrPort, bool) { return to, a == from })
+}
+
+// relocate moves peer's lanes and hand-over entries whose remote move
+// maps elsewhere. A lane takes its new address in the map unless another
+// peer's lane holds it (as InstallLane).
+func (s *Shard) relocate(peer PeerID, move func(netip.AddrPort) (netip.AddrPort, bool)) {
 	pl := s.peers[peer]
 	if pl == nil {
 		return
 	}
 	for _, ln := range pl.local {
-		if ln == nil || ln.cfg.Remote.Addr() != from {
+		if ln == nil {
 			continue
 		}
-		next := netip.AddrPortFrom(to, ln.cfg.Remote.Port())
+		next, ok := move(ln.cfg.Remote)
+		if !ok || next == ln.cfg.Remote {
+			continue
+		}
 		if s.lanes[ln.cfg.Remote] == ln {
 			delete(s.lanes, ln.cfg.Remote)
 		}
@@ -120,9 +138,8 @@ func (s *Shard) FollowPeer(peer PeerID, from, to netip.Addr) {
 		s.setRemote(ln, next)
 	}
 	for addr, f := range s.foreign {
-		if f.peer == peer && addr.Addr() == from {
+		if next, ok := move(addr); ok && f.peer == peer {
 			delete(s.foreign, addr)
-			next := netip.AddrPortFrom(to, addr.Port())
 			if _, mine := s.lanes[next]; !mine {
 				s.foreign[next] = f
 			}

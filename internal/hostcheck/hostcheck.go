@@ -524,7 +524,7 @@ func (e Env) ports(cfg *router.Config) []Finding {
 	var out []Finding
 	bind := cfg.Interface.ListenAddress
 	if !bind.IsValid() {
-		bind = netip.IPv4Unspecified()
+		bind = netip.IPv6Unspecified() // as the router: both families
 	}
 	ap := netip.AddrPortFrom(bind, cfg.Interface.ListenPort)
 	if err := e.ListenUDP(ap); err != nil {

@@ -165,7 +165,7 @@ func TestHealthyHost(t *testing.T) {
 		"OK    forwarding: net.ipv4.ip_forward = 1",
 		"OK    underlay: 203.0.113.2:51820 via eth0: MTU 1500 fits the largest datagram (1480 bytes)",
 		"OK    offloads: eth0: generic-receive-offload on",
-		"OK    listen port: UDP 0.0.0.0:51820 is free",
+		"OK    listen port: UDP [::]:51820 is free",
 	)
 	if e, w := Counts(fs); e != 0 || w != 0 {
 		t.Errorf("Counts = %d errors, %d warnings", e, w)
@@ -216,7 +216,7 @@ func TestErrors(t *testing.T) {
 		"ERROR CPUs: affinity mask 2-3: 2 CPUs on 2 physical cores; --shards 4: 4 shards requested but the CPU affinity mask has 2 CPUs",
 		"ERROR TUN: cannot open a 4-queue TUN device: invalid argument",
 		"      fix: run with --shards 1",
-		"ERROR listen port: cannot bind UDP 0.0.0.0:51820: address already in use",
+		"ERROR listen port: cannot bind UDP [::]:51820: address already in use",
 	)
 	if e, _ := Counts(fs); e != 3 {
 		t.Errorf("Counts: %d errors, want 3", e)

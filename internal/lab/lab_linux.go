@@ -45,6 +45,9 @@ type Options struct {
 	// CPUs per side: a taskset CPU list the router starts under (its
 	// shards are chosen from that affinity mask); "" inherits ours.
 	CPUs [2]string
+	// Endpoint6 gives A B's IPv6 underlay address as Endpoint (the veth
+	// carries both families; the routers listen on both by default).
+	Endpoint6 bool
 }
 
 // Lab is a running two-gateway setup.
@@ -56,11 +59,12 @@ type Lab struct {
 	keys   [2]crypto.PrivateKey
 	procs  [2]*exec.Cmd
 	logs   [2]*os.File
-	// Underlay and inner addresses.
-	Underlay [2]netip.Addr
-	Inner4   [2]netip.Addr
-	Inner6   [2]netip.Addr
-	closed   bool
+	// Underlay (IPv4 and IPv6) and inner addresses.
+	Underlay  [2]netip.Addr
+	Underlay6 [2]netip.Addr
+	Inner4    [2]netip.Addr
+	Inner6    [2]netip.Addr
+	closed    bool
 }
 
 // Port is the listen port of both routers.
@@ -80,11 +84,12 @@ func New(opts Options) (*Lab, error) {
 	}
 	l := &Lab{
 		opts: opts, Dir: dir,
-		NS:       [2]string{"yipA-" + id, "yipB-" + id},
-		Ifname:   [2]string{"ya" + id, "yb" + id},
-		Underlay: [2]netip.Addr{netip.MustParseAddr("172.31.250.1"), netip.MustParseAddr("172.31.250.2")},
-		Inner4:   [2]netip.Addr{netip.MustParseAddr("10.201.0.1"), netip.MustParseAddr("10.202.0.1")},
-		Inner6:   [2]netip.Addr{netip.MustParseAddr("fd00:201::1"), netip.MustParseAddr("fd00:202::1")},
+		NS:        [2]string{"yipA-" + id, "yipB-" + id},
+		Ifname:    [2]string{"ya" + id, "yb" + id},
+		Underlay:  [2]netip.Addr{netip.MustParseAddr("172.31.250.1"), netip.MustParseAddr("172.31.250.2")},
+		Underlay6: [2]netip.Addr{netip.MustParseAddr("fd00:250::1"), netip.MustParseAddr("fd00:250::2")},
+		Inner4:    [2]netip.Addr{netip.MustParseAddr("10.201.0.1"), netip.MustParseAddr("10.202.0.1")},
+		Inner6:    [2]netip.Addr{netip.MustParseAddr("fd00:201::1"), netip.MustParseAddr("fd00:202::1")},
 	}
 	ok := false
 	defer func() {
@@ -99,6 +104,12 @@ func New(opts Options) (*Lab, error) {
 	}
 	if err := netns.Veth(l.NS[0], "va"+id, l.Underlay[0].String()+"/24", l.NS[1], "vb"+id, l.Underlay[1].String()+"/24"); err != nil {
 		return nil, err
+	}
+	for s := range 2 {
+		// nodad: usable at once, not after duplicate address detection.
+		if err := netns.IP("-n", l.NS[s], "addr", "add", l.Underlay6[s].String()+"/64", "dev", l.Veth(Side(s)), "nodad"); err != nil {
+			return nil, err
+		}
 	}
 	for i := range l.keys {
 		if l.keys[i], err = crypto.GeneratePrivateKey(); err != nil {
@@ -142,13 +153,24 @@ func (l *Lab) WriteConfig(s Side, extra string) error {
 	fmt.Fprintf(&b, "[Peer]\nPublicKey = %s\nAllowedIPs = %s, %s\n",
 		l.keys[o].Public(), netip.PrefixFrom(l.Inner4[o], 16).Masked(), netip.PrefixFrom(l.Inner6[o], 64).Masked())
 	if s == A || l.opts.Symmetric {
-		fmt.Fprintf(&b, "Endpoint = %s\n", netip.AddrPortFrom(l.Underlay[o], Port))
+		ep := netip.AddrPortFrom(l.Underlay[o], Port)
+		if l.opts.Endpoint6 && s == A {
+			ep = netip.AddrPortFrom(l.Underlay6[o], Port)
+		}
+		fmt.Fprintf(&b, "Endpoint = %s\n", ep)
 	}
 	if l.opts.Symmetric {
 		b.WriteString("PersistentKeepalive = 1\n")
 	}
 	b.WriteString(extra)
 	return os.WriteFile(l.ConfigPath(s), b.Bytes(), 0o600)
+}
+
+// SetEndpoint6 rewrites A's configuration with B's IPv6 (or IPv4)
+// underlay address as Endpoint; a SIGHUP applies it.
+func (l *Lab) SetEndpoint6(v6 bool) error {
+	l.opts.Endpoint6 = v6
+	return l.WriteConfig(A, "")
 }
 
 // Start runs side's router.

@@ -34,8 +34,11 @@ const skfNetOff = -0x100000
 
 // Conn is one UDP socket driven by a shard.
 type Conn struct {
-	fd    int
-	v6    bool
+	fd int
+	v6 bool
+	// dual: an IPv6 socket bound to :: that also carries IPv4 (as
+	// v4-mapped addresses, which Recv unmaps and Send makes).
+	dual  bool
 	local netip.AddrPort
 	// gso is read and cleared by the owning shard's Send, read by
 	// status from other goroutines; gro is set before the shard runs.
@@ -81,13 +84,20 @@ func newSocket(local netip.AddrPort, reuse bool) (*Conn, error) {
 	if err != nil {
 		return nil, os.NewSyscallError("socket", err)
 	}
-	c := &Conn{fd: fd, v6: v6}
+	// Bound to :: the socket takes both families (one socket per role, so
+	// steering and batching stay as they are, and a lane can move between
+	// families); bound to a specific IPv6 address, only IPv6.
+	c := &Conn{fd: fd, v6: v6, dual: local.Addr() == netip.IPv6Unspecified()}
 	fail := func(what string, err error) (*Conn, error) {
 		c.Close()
 		return nil, fmt.Errorf("udp %s: %s: %w", local, what, err)
 	}
 	if v6 {
-		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, 1); err != nil {
+		only := 1
+		if c.dual {
+			only = 0
+		}
+		if err := unix.SetsockoptInt(fd, unix.IPPROTO_IPV6, unix.IPV6_V6ONLY, only); err != nil {
 			return fail("IPV6_V6ONLY", err)
 		}
 	}
@@ -116,17 +126,34 @@ func newSocket(local netip.AddrPort, reuse bool) (*Conn, error) {
 
 // steeringProgram returns (UDP source port & LaneMask). If that is not
 // below the group's size the kernel falls back to its hash, which is fine
-// for handshakes (any shard may take them).
-func steeringProgram(v6 bool) ([]unix.SockFilter, error) {
-	ipLen := 20 // IPv4 without options; the kernel strips none for us
-	if v6 {
-		ipLen = 40
+// for handshakes (any shard may take them). The UDP header follows an
+// IPv4 header without options (20 bytes) or an IPv6 header without
+// extension headers (40); a dual-stack group reads the IP version first.
+func steeringProgram(v6, dual bool) ([]unix.SockFilter, error) {
+	const v4Len, v6Len = 20, 40
+	net := int32(skfNetOff) // loads are relative to the network header
+	port := func(ipLen int32) []bpf.Instruction {
+		return []bpf.Instruction{
+			bpf.LoadAbsolute{Off: uint32(net + ipLen), Size: 2},
+			bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: LaneMask},
+			bpf.RetA{},
+		}
 	}
-	raw, err := bpf.Assemble([]bpf.Instruction{
-		bpf.LoadAbsolute{Off: uint32(skfNetOff + ipLen), Size: 2},
-		bpf.ALUOpConstant{Op: bpf.ALUOpAnd, Val: LaneMask},
-		bpf.RetA{},
-	})
+	var prog []bpf.Instruction
+	switch {
+	case dual:
+		prog = append(prog,
+			bpf.LoadAbsolute{Off: uint32(net), Size: 1},
+			bpf.ALUOpConstant{Op: bpf.ALUOpShiftRight, Val: 4},
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: 6, SkipTrue: 3},
+		)
+		prog = append(append(prog, port(v4Len)...), port(v6Len)...)
+	case v6:
+		prog = port(v6Len)
+	default:
+		prog = port(v4Len)
+	}
+	raw, err := bpf.Assemble(prog)
 	if err != nil {
 		return nil, err
 	}
@@ -136,6 +163,10 @@ func steeringProgram(v6 bool) ([]unix.SockFilter, error) {
 	}
 	return f, nil
 }
+
+// NoIPv6 reports whether err says the kernel has no IPv6 (booted with
+// ipv6.disable=1), so a caller that asked for :: can fall back to IPv4.
+func NoIPv6(err error) bool { return errors.Is(err, unix.EAFNOSUPPORT) }
 
 // ListenGroup binds n sockets to local in one SO_REUSEPORT group and
 // attaches the steering program, so a datagram whose source port's low
@@ -175,7 +206,7 @@ func ListenGroup(local netip.AddrPort, n int) ([]*Conn, error) {
 		}
 		if i == 0 {
 			local = c.local // port 0: every socket joins the port the first got
-			prog, err := steeringProgram(c.v6)
+			prog, err := steeringProgram(c.v6, c.dual)
 			if err != nil {
 				c.Close()
 				return nil, err
@@ -399,8 +430,10 @@ func fromRaw(rs *unix.RawSockaddrInet6) netip.AddrPort {
 		p := (*[2]byte)(unsafe.Pointer(&r4.Port))
 		return netip.AddrPortFrom(netip.AddrFrom4(r4.Addr), uint16(p[0])<<8|uint16(p[1]))
 	case unix.AF_INET6:
+		// Unmapped: an IPv4 peer on a dual-stack socket is the same peer
+		// as on an IPv4 socket (lane lookup, cookies, rate limits).
 		p := (*[2]byte)(unsafe.Pointer(&rs.Port))
-		return netip.AddrPortFrom(netip.AddrFrom16(rs.Addr), uint16(p[0])<<8|uint16(p[1]))
+		return netip.AddrPortFrom(netip.AddrFrom16(rs.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
 	}
 	return netip.AddrPort{}
 }
@@ -423,7 +456,11 @@ func toRaw(rs *unix.RawSockaddrInet6, ap netip.AddrPort, v6 bool) uint32 {
 // SendTo sends one datagram; for the control plane (handshakes), which may
 // call it from any goroutine: the kernel serialises sends on a socket.
 func (c *Conn) SendTo(b []byte, to netip.AddrPort) error {
-	sa, _ := sockaddr(to) // the router keeps one family per socket
+	sa, v6 := sockaddr(to)
+	if c.v6 && !v6 {
+		// An IPv6 socket sends to IPv4 as a v4-mapped address.
+		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
+	}
 	if err := unix.Sendto(c.fd, b, unix.MSG_DONTWAIT, sa); err != nil {
 		return os.NewSyscallError("sendto", err)
 	}

@@ -32,13 +32,15 @@ func recvAll(t *testing.T, c *Conn, b *Batch, want int) []netip.AddrPort {
 }
 
 // A datagram from a lane-i socket reaches socket i of the group, for every
-// lane, IPv4 and IPv6: steering is deterministic, not hash luck.
+// lane, IPv4 and IPv6, and both on a dual-stack group bound to :: (which
+// reports IPv4 senders unmapped): steering is deterministic, not hash luck.
 func TestSteeringByLanePort(t *testing.T) {
-	for _, ip := range []string{"127.0.0.1", "::1"} {
-		t.Run(ip, func(t *testing.T) {
-			addr := netip.MustParseAddr(ip)
+	for _, tc := range []struct{ bind, senders string }{
+		{"127.0.0.1", "127.0.0.1"}, {"::1", "::1"}, {"::", "127.0.0.1 ::1"},
+	} {
+		t.Run(tc.bind, func(t *testing.T) {
 			const n = 4
-			group, err := ListenGroup(netip.AddrPortFrom(addr, 0), n)
+			group, err := ListenGroup(netip.AddrPortFrom(netip.MustParseAddr(tc.bind), 0), n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -54,9 +56,11 @@ func TestSteeringByLanePort(t *testing.T) {
 				}
 			}
 			rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 1))
-			const perLane = 3 // distinct source sockets per lane
+			const perLane = 3 // distinct source sockets per lane and family
+			senders := strings.Fields(tc.senders)
 			for lane := range n {
-				for range perLane {
+				for k := range perLane * len(senders) {
+					addr := netip.MustParseAddr(senders[k%len(senders)])
 					s, err := ListenLane(addr, lane, rng.IntN)
 					if err != nil {
 						t.Fatal(err)
@@ -68,7 +72,7 @@ func TestSteeringByLanePort(t *testing.T) {
 					for i := range 8 {
 						b.Bufs[i] = []byte(fmt.Sprint(s.LocalAddr().Port()))
 						b.Sizes[i] = len(b.Bufs[i])
-						b.Addrs[i] = group[0].LocalAddr()
+						b.Addrs[i] = netip.AddrPortFrom(addr, port)
 					}
 					if sent, err := s.Send(b, 8); err != nil || sent != 8 {
 						t.Fatalf("sent %d: %v", sent, err)
@@ -81,13 +85,23 @@ func TestSteeringByLanePort(t *testing.T) {
 				for i := range b.Bufs {
 					b.Bufs[i] = make([]byte, 64)
 				}
-				from := recvAll(t, c, b, perLane*8)
-				if len(from) != perLane*8 {
-					t.Fatalf("socket %d got %d datagrams, want %d", lane, len(from), perLane*8)
+				want := perLane * len(senders) * 8
+				from := recvAll(t, c, b, want)
+				if len(from) != want {
+					t.Fatalf("socket %d got %d datagrams, want %d", lane, len(from), want)
 				}
 				for _, f := range from {
 					if int(f.Port())&LaneMask != lane {
 						t.Fatalf("socket %d got a datagram from port %d (lane %d)", lane, f.Port(), int(f.Port())&LaneMask)
+					}
+					if !strings.Contains(tc.senders, f.Addr().String()) {
+						t.Fatalf("datagram from %s, want one of %s (IPv4 unmapped)", f.Addr(), tc.senders)
+					}
+				}
+				// Replies go back to both families from the one socket.
+				for _, f := range from[:min(len(from), 2)] {
+					if err := c.SendTo([]byte("x"), f); err != nil {
+						t.Fatalf("reply to %s: %v", f, err)
 					}
 				}
 			}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"net/netip"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,7 +34,7 @@ func TestRoaming(t *testing.T) {
 	}
 	pingAll(t, l, lab.A, l.Inner4[lab.B], 20)
 	pingAll(t, l, lab.B, l.Inner4[lab.A], 20)
-	checkEndpoint(t, l, lab.B, "172.31.250.11")
+	checkEndpoint(t, l, lab.B, "172.31.250.11", true)
 
 	// The responder moves; the initiator's configured Endpoint is now
 	// stale, and only the responder's data can tell it where B went.
@@ -45,7 +46,7 @@ func TestRoaming(t *testing.T) {
 	}
 	pingAll(t, l, lab.B, l.Inner4[lab.A], 20)
 	pingAll(t, l, lab.A, l.Inner4[lab.B], 20)
-	checkEndpoint(t, l, lab.A, "172.31.250.12")
+	checkEndpoint(t, l, lab.A, "172.31.250.12", true)
 
 	after, err := l.Status(lab.B)
 	if err != nil {
@@ -101,8 +102,8 @@ func pingAll(t *testing.T, l *lab.Lab, s lab.Side, dst netip.Addr, n int) {
 }
 
 // checkEndpoint checks that side sees its peer at addr, on every lane, and
-// counts the move.
-func checkEndpoint(t *testing.T, l *lab.Lab, s lab.Side, addr string) {
+// (if moved) counts the move.
+func checkEndpoint(t *testing.T, l *lab.Lab, s lab.Side, addr string, moved bool) {
 	t.Helper()
 	st, err := l.Status(s)
 	if err != nil {
@@ -120,7 +121,50 @@ func checkEndpoint(t *testing.T, l *lab.Lab, s lab.Side, addr string) {
 			t.Errorf("lane %d remote %s, want %s", ln.Index, ln.Remote, addr)
 		}
 	}
-	if p.EndpointMoves == 0 {
+	if moved && p.EndpointMoves == 0 {
 		t.Errorf("peer shows no endpoint moves")
+	}
+}
+
+// TestDualStack: routers listening on both families (the default) build
+// the tunnel over IPv6; then A loses its IPv6 uplink (its address goes) and
+// its operator points it at B's IPv4 address (SIGHUP): B follows A's first
+// datagram from IPv4, with no handshake — a peer roams between families.
+// (While the old path still works, the latest authenticated datagram
+// decides, as in WireGuard, so the old address is removed first.)
+func TestDualStack(t *testing.T) {
+	l := newLab(t, lab.Options{Shards: [2]int{2, 2}, Endpoint6: true})
+	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	pingAll(t, l, lab.B, l.Inner6[lab.A], 5)
+	checkEndpoint(t, l, lab.B, l.Underlay6[lab.A].String(), false)
+	checkEndpoint(t, l, lab.A, l.Underlay6[lab.B].String(), false)
+	before, err := l.Status(lab.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	if out, err := l.Exec(lab.A, "ip", "addr", "del", l.Underlay6[lab.A].String()+"/64", "dev", l.Veth(lab.A)); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if err := l.SetEndpoint6(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Signal(lab.A, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	recovered := waitPings(t, l, lab.A, l.Inner4[lab.B], 10*time.Second)
+	t.Logf("IPv6 to IPv4: tunnel back after %s", recovered.Round(time.Millisecond))
+	pingAll(t, l, lab.A, l.Inner4[lab.B], 20)
+	pingAll(t, l, lab.B, l.Inner4[lab.A], 20)
+	checkEndpoint(t, l, lab.B, l.Underlay[lab.A].String(), true)
+	checkEndpoint(t, l, lab.A, l.Underlay[lab.B].String(), false)
+	after, err := l.Status(lab.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a, b := after.Handshakes, before.Handshakes; a.Completed+a.Answered != b.Completed+b.Answered {
+		t.Errorf("B's handshakes went from %d to %d: the family change must not need one", b.Completed+b.Answered, a.Completed+a.Answered)
 	}
 }
