@@ -403,7 +403,7 @@ func TestConfigMTUConstants(t *testing.T) {
 
 func TestConfigEndpointResolution(t *testing.T) {
 	for _, tc := range []struct{ listen, host, want string }{
-		{"", "gw.both", "192.0.2.1:7"}, // IPv4 preferred, 4in6 unmapped
+		{"", "gw.both", "192.0.2.1:7"},   // IPv4 preferred, 4in6 unmapped
 		{"", "gw.v6", "[2001:db8::1]:7"}, // the default carries both families
 		{"::", "gw.v4", "192.0.2.1:7"},
 		{"2001:db8::5", "gw.both", "[2001:db8::1]:7"},
