@@ -146,6 +146,21 @@ func (f *Framer) Deframe(dgram []byte) (Header, []byte, error) {
 	return h, dgram[HeaderLen:n], nil
 }
 
+// Matches reports whether dgram's tag verifies under f, leaving dgram
+// exactly as it was: for a shard that only finds out which other shard
+// owns a datagram's lane and hands it over still framed.
+func (f *Framer) Matches(dgram []byte) bool {
+	if len(dgram) < FrameOverhead+1 {
+		return false
+	}
+	n := len(dgram) - TagLen
+	tag := binary.LittleEndian.Uint64(dgram[n:])
+	f.mask(dgram[:n], tag)
+	ok := siphash.Hash(f.t0, f.t1, dgram[:n]) == tag
+	f.mask(dgram[:n], tag)
+	return ok
+}
+
 // mask XORs the header-protection mask derived from tag over the first
 // MaskLen bytes of b.
 func (f *Framer) mask(b []byte, tag uint64) {

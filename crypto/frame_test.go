@@ -158,3 +158,24 @@ func TestDataPathZeroAlloc(t *testing.T) {
 		t.Fatalf("seal+frame+deframe+open allocates %.1f times per packet", allocs)
 	}
 }
+
+// Matches tells a datagram of its lane from others and never changes it.
+func TestFrameMatches(t *testing.T) {
+	s, fs, _, fr := lanePair(1)
+	_, _, _, other := lanePair(7)
+	buf := make([]byte, 2048)
+	d := sealFrame(t, s, &fs, buf, []byte("inner packet"), Header{Kind: KindData, Group: 5, K: 4})
+	orig := bytes.Clone(d)
+	if !fr.Matches(d) || !bytes.Equal(d, orig) {
+		t.Fatal("own lane: no match, or the datagram changed")
+	}
+	if other.Matches(d) || !bytes.Equal(d, orig) {
+		t.Fatal("other lane: matched, or the datagram changed")
+	}
+	if fr.Matches(d[:FrameOverhead]) {
+		t.Fatal("a too-short datagram matched")
+	}
+	if _, _, err := fr.Deframe(d); err != nil {
+		t.Fatalf("the datagram no longer deframes after Matches: %v", err)
+	}
+}

@@ -173,7 +173,7 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 	// source as seen (a NAT may have rewritten the port); the other lanes'
 	// ports are as offered.
 	sess.Remote.Ports[0] = from.Port()
-	r.install(p, sess, from.Addr(), false, now)
+	r.install(p, sess, from.Addr(), sh, now)
 	if err := r.sendHS(sh, conn, resp, from); err != nil {
 		r.log.Warn("sending handshake response", zap.Stringer("to", from), zap.Error(err))
 	}
@@ -221,7 +221,7 @@ func (r *Router) handleResponse(idx uint32, data []byte, from netip.AddrPort) bo
 	p.attempts = 0
 	p.endpoint = from
 	r.refreshKnown()
-	r.install(p, sess, from.Addr(), true, now)
+	r.install(p, sess, from.Addr(), -1, now)
 	r.hs.completed.Add(1)
 	r.log.Info("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))
 	return true
@@ -253,36 +253,60 @@ func (r *Router) handleCookieReply(data []byte, from netip.AddrPort) bool {
 	return false
 }
 
-// install gives the session's lanes to the shards: lane i to shard i, and
-// every other shard learns the owner. Caller holds r.mu.
-func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, initiator bool, now time.Time) {
+// install gives the session's lanes to the shards, and every other shard
+// learns each lane's owner and receive keys. As initiator (arrived < 0)
+// lane i goes to shard i, which owns the lane socket its datagrams come
+// back to. As responder lane i goes where it was before a rekey (p.place),
+// and lane 0 to the shard the initiation arrived on (arrived): lane 0's
+// datagrams come from the same socket through the same NAT mapping.
+// Caller holds r.mu.
+func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, arrived int, now time.Time) {
 	lanes := min(len(r.shards), sess.Remote.Lanes())
 	encCfg, mode := r.fecConfig()
 	if p.sess != nil && p.lanes != lanes {
 		r.dropSession(p)
 	}
+	initiator := arrived < 0
 	conn := connGroup
 	if initiator {
 		conn = connLane
 	}
+	if initiator || len(p.place) != lanes {
+		p.place = make([]int, lanes)
+		for i := range p.place {
+			p.place[i] = i
+		}
+	}
+	if !initiator && arrived != p.place[0] {
+		// Lane 0 goes where its datagrams arrive; the lane there, if
+		// any, takes lane 0's old shard.
+		for i, o := range p.place {
+			if o == arrived {
+				p.place[i] = p.place[0]
+			}
+		}
+		p.place[0] = arrived
+	}
 	for i := range lanes {
 		remote := netip.AddrPortFrom(remoteIP, sess.Remote.Ports[i])
+		recv := sess.Keys.RecvLane(i)
 		lc := shard.LaneConfig{
 			Peer: p.id, Index: i, Lanes: lanes, Remote: remote, Conn: conn,
-			Send: sess.Keys.SendLane(i), Recv: sess.Keys.RecvLane(i),
+			Send: sess.Keys.SendLane(i), Recv: recv,
 			FEC: encCfg, Mode: mode, HoldTx: !initiator,
 		}
-		r.shards[i].Do(func(s *shard.Shard) {
+		owner := p.place[i]
+		r.shards[owner].Do(func(s *shard.Shard) {
 			if err := s.InstallLane(lc); err != nil {
 				r.log.Error("install lane", zap.Int("lane", i), zap.Error(err))
 			}
 		})
 		for j, s := range r.shards {
-			if j == i {
+			if j == owner {
 				continue
 			}
 			id, idx := p.id, i
-			s.Do(func(sh *shard.Shard) { sh.SetLaneOwner(id, lanes, idx, idx, remote) })
+			s.Do(func(sh *shard.Shard) { sh.SetLaneOwner(id, lanes, idx, owner, remote, &recv) })
 		}
 	}
 	// Shards beyond the lane count still read TUN packets for the peer:
@@ -459,6 +483,32 @@ func (r *Router) peerMoved(sh int, peer shard.PeerID, from, to netip.Addr) {
 			r.log.Info("peer roamed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", from), zap.Stringer("to", to))
 			p.endpoint = netip.AddrPortFrom(to, p.endpoint.Port())
 			r.refreshKnown()
+		}
+	}()
+}
+
+// laneMisplaced runs on shard from's goroutine when lane index of peer,
+// which it owns, proved to receive its datagrams on shard via (a NAT
+// rewrote the lane's port): the lane moves there, so its datagrams stop
+// taking a ring hop. On another goroutine: the shard never waits for the
+// router lock.
+func (r *Router) laneMisplaced(from int, peer shard.PeerID, index, via int) {
+	go func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		p := r.byID[peer]
+		if p == nil || p.sess == nil || p.initiator || index >= len(p.place) || p.place[index] != from || via < 0 || via >= len(r.shards) {
+			return
+		}
+		p.place[index] = via
+		lanes, to := p.lanes, r.shards[via]
+		r.log.Debug("lane moves to the shard its datagrams arrive on", zap.String("peer", p.cfg.PublicKey.String()),
+			zap.Int("lane", index), zap.Int("from", from), zap.Int("to", via))
+		r.shards[from].Do(func(s *shard.Shard) { s.MoveLane(peer, index, to) })
+		for j, s := range r.shards {
+			if j != from && j != via {
+				s.Do(func(sh *shard.Shard) { sh.SetLaneOwner(peer, lanes, index, via, netip.AddrPort{}, nil) })
+			}
 		}
 	}()
 }

@@ -82,6 +82,8 @@ func shardFamily(name string) (family, label, value, help string) {
 		return "yip_shard_roam_trials_total", "", "", "Tag checks of datagrams that matched no lane at their source address against the shard's lanes (looking for a peer that moved); bounded by a rate limit."
 	case "lane_moved":
 		return "yip_shard_lane_moves_total", "", "", "Lanes whose remote address moved on an authenticated, non-replayed datagram from a new address (peer roamed)."
+	case "lane_adopted":
+		return "yip_shard_lane_adoptions_total", "", "", "Lanes moved to this shard because their datagrams arrive here (a NAT rewrote the lane's port), so they stop taking a ring hop."
 	case "foreign_lane":
 		return "yip_shard_foreign_lane_total", "", "", "Datagrams that arrived on this shard for a lane another shard owns (source port rewritten by a NAT); handed to the owner."
 	}

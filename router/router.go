@@ -156,6 +156,10 @@ type peer struct {
 	initiator bool
 	lastHS    time.Time
 	nHS       uint64
+	// place[i] is the shard that owns lane i: i, unless the lane's
+	// datagrams proved to arrive elsewhere (a NAT rewrote its port; see
+	// shard/place.go) and it was moved there. Kept across rekeys.
+	place []int
 }
 
 func (r *Router) rekeyAfter() time.Duration {
@@ -260,6 +264,7 @@ func New(cfg *Config, opts Options) (*Router, error) {
 			Unmatched: r.unmatched,
 			NoSession: r.noSession,
 			Moved:     r.peerMoved,
+			Misplaced: r.laneMisplaced,
 			// Writing TCP superpackets needs only the header; UDP ones
 			// need a kernel with USO, which the device's grant proves.
 			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,
@@ -364,6 +369,7 @@ func (r *Router) dropSession(p *peer) {
 		return
 	}
 	p.sess = nil
+	p.place = nil
 	r.forget(p.id)
 }
 

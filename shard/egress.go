@@ -31,8 +31,13 @@ func (s *Shard) egress(p *ring.Packet) {
 		s.wait(peer, p)
 		return
 	}
-	// An inner flow is on one TUN queue, hence one shard, hence one lane.
+	// An inner flow is on one TUN queue, hence one shard, hence one lane:
+	// lane (shard mod lanes), or if that one lives elsewhere (moved to
+	// where its datagrams arrive, place.go) a lane this shard owns.
 	li := s.id % len(pl.owners)
+	if pl.local[li] == nil && pl.mine >= 0 {
+		li = pl.mine
+	}
 	if ln := pl.local[li]; ln != nil {
 		s.sendData(ln, p)
 		return

@@ -18,10 +18,17 @@ import (
 // this shard owns (roam.go: the peer moved); failing that it goes to the
 // router (Config.Unmatched), which handles handshakes.
 
-// ingress handles one received datagram, data from from, on conn (-1:
-// handed over by another shard). data is the caller's: a datagram for a
-// lane another shard owns is copied into a pool buffer to hand it over.
+// ingress handles one datagram received on conn, data from from. data is
+// the caller's: a datagram for a lane another shard owns is copied into a
+// pool buffer to hand it over.
 func (s *Shard) ingress(conn int, data []byte, from netip.AddrPort) {
+	s.ingressVia(conn, s.id, data, from)
+}
+
+// ingressVia is ingress for a datagram that arrived on shard via (another
+// shard handed it over: conn is -1). A lane that proves to receive on
+// another shard is reported misplaced (place.go).
+func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
 	ln := s.lanes[from]
 	if ln == nil {
 		if f, ok := s.foreign[from]; ok && f.owner != s.id {
@@ -32,7 +39,15 @@ func (s *Shard) ingress(conn int, data []byte, from netip.AddrPort) {
 		keys, h, sym, err := s.deframe(ln, data)
 		switch err {
 		case nil:
+			if via == s.id {
+				s.receive(ln, keys, h, sym)
+				return
+			}
+			before := s.authed
 			s.receive(ln, keys, h, sym)
+			if s.authed != before {
+				s.misplaced(ln, via)
+			}
 			return
 		case crypto.ErrTag, crypto.ErrShort:
 			// Another lane's datagram from this address, or a handshake
@@ -42,7 +57,7 @@ func (s *Shard) ingress(conn int, data []byte, from netip.AddrPort) {
 			return
 		}
 	}
-	if s.roam(ln, data, from) {
+	if s.roam(ln, via, data, from) || (via == s.id && s.tryCandidates(data, from)) {
 		return
 	}
 	if s.cfg.Unmatched != nil && s.cfg.Unmatched(s.id, conn, data, from) {

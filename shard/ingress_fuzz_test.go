@@ -150,7 +150,8 @@ func (h *ingressFuzz) connect(holdB bool) {
 			}
 			for j, s := range x.sd.shards {
 				if j != i {
-					s.SetLaneOwner(x.peer, lanes, i, i, x.remote)
+					recv := x.keys.RecvLane(i)
+					s.SetLaneOwner(x.peer, lanes, i, i, x.remote, &recv)
 				}
 			}
 		}

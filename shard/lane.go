@@ -66,6 +66,9 @@ type lane struct {
 	// its remote (roam.go), carried over rekeys.
 	slot  int
 	moves uint64
+	// misplacedAt is when the lane was last reported arriving on another
+	// shard (place.go).
+	misplacedAt time.Time
 
 	// folded is the decoder's counters as last added to the shard's:
 	// the shard keeps the totals because a rekey or removal drops the
@@ -100,8 +103,10 @@ func newLane(cfg LaneConfig) (*lane, error) {
 // peerLanes is how a shard reaches a peer: the owner shard of each lane and,
 // for lanes this shard owns, the lane itself.
 type peerLanes struct {
-	owners []int   // owners[i] is the shard owning lane i
-	local  []*lane // local[i] != nil iff this shard owns lane i
+	owners []int        // owners[i] is the shard owning lane i
+	local  []*lane      // local[i] != nil iff this shard owns lane i
+	cand   []*candidate // cand[i]: lane i's tag keys, when another shard owns it (place.go)
+	mine   int          // the first lane this shard owns; -1: none
 }
 
 // InstallLane adds a lane this shard owns, or replaces the lane's keys
@@ -149,6 +154,8 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	ln.confirmed = !cfg.HoldTx
 	pl.local[cfg.Index] = ln
 	pl.owners[cfg.Index] = s.id
+	s.dropCandidate(pl, cfg.Index)
+	s.updateMine(pl)
 	// A handshake's source address is not proof: anyone can send an
 	// initiation from another peer's address (or share its NAT address).
 	// So a lane takes an address only if no other peer's lane holds it;
@@ -163,11 +170,13 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 }
 
 // SetLaneOwner records that lane index of peer is owned by shard owner and
-// reached at remote, so this shard hands that lane's packets over. A remote
+// reached at remote (invalid: not known here), so this shard hands that
+// lane's packets over; recv (nil: unchanged) are the lane's receive keys,
+// kept to recognise its datagrams if they arrive here (place.go). A remote
 // shared with a lane this shard owns (an initiator's lanes all talk to the
 // responder's one listening port, told apart by our local socket) stays
 // with the local lane: the kernel already steered it by local port.
-func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.AddrPort) {
+func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.AddrPort, recv *crypto.LaneKeys) {
 	pl := s.peerEntry(peer, lanes)
 	pl.owners[index] = owner
 	if owner == s.id {
@@ -177,11 +186,15 @@ func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.
 		s.foldLane(ln)
 		s.disown(ln)
 		pl.local[index] = nil // the lane moved away
+		s.updateMine(pl)
 		if s.lanes[ln.cfg.Remote] == ln {
 			delete(s.lanes, ln.cfg.Remote)
 		}
 	}
-	if _, mine := s.lanes[remote]; !mine {
+	if recv != nil {
+		s.setCandidate(pl, peer, index, recv)
+	}
+	if _, mine := s.lanes[remote]; !mine && remote.IsValid() {
 		s.foreign[remote] = foreignLane{owner: owner, peer: peer}
 	}
 	s.releaseWaiting(peer)
@@ -195,6 +208,7 @@ func (s *Shard) RemovePeer(peer PeerID) {
 			s.foldLane(ln)
 			s.disown(ln)
 		}
+		s.dropCandidates(pl)
 	}
 	for addr, ln := range s.lanes {
 		if ln.cfg.Peer == peer {
@@ -241,8 +255,9 @@ func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
 					delete(s.foreign, addr)
 				}
 			}
+			s.dropCandidates(pl)
 		}
-		pl = &peerLanes{owners: make([]int, lanes), local: make([]*lane, lanes)}
+		pl = &peerLanes{owners: make([]int, lanes), local: make([]*lane, lanes), cand: make([]*candidate, lanes), mine: -1}
 		for i := range pl.owners {
 			pl.owners[i] = i % s.mesh.Size()
 		}

@@ -99,7 +99,7 @@ func level2(b *testing.B, n, size, count int) {
 	for i := range shards {
 		for j, s := range shards {
 			if i != j {
-				s.SetLaneOwner(1, n, i, i, lanes[i].LocalAddr())
+				s.SetLaneOwner(1, n, i, i, lanes[i].LocalAddr(), nil)
 			}
 		}
 	}

@@ -107,7 +107,7 @@ func (s *Shard) takeMesh() int {
 					}
 					s.sendData(pl.local[p.Lane], p)
 				case meshIngress:
-					s.ingress(-1, p.Buf[:p.N], p.Addr)
+					s.ingressVia(-1, from, p.Buf[:p.N], p.Addr)
 					s.release(p)
 				default:
 					s.release(p)

@@ -363,7 +363,8 @@ func TestNamespaceShards(t *testing.T) {
 					}
 					for j, s := range x.g.shards {
 						if j != i {
-							s.SetLaneOwner(x.peer, n, i, i, x.remote)
+							recv := x.keys.RecvLane(i)
+							s.SetLaneOwner(x.peer, n, i, i, x.remote, &recv)
 						}
 					}
 				}

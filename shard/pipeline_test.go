@@ -105,7 +105,8 @@ func connectHold(t testing.TB, a, b *side, fc fec.EncoderConfig, holdB bool) {
 			}
 			for j, s := range x.sd.shards {
 				if j != i {
-					s.SetLaneOwner(x.peer, lanes, i, i, x.remote)
+					recv := x.keys.RecvLane(i)
+					s.SetLaneOwner(x.peer, lanes, i, i, x.remote, &recv)
 				}
 			}
 		}
@@ -476,7 +477,7 @@ func TestPipelineOwnInstallArrivesLast(t *testing.T) {
 	a, b := newSide(t, 2, routesA), newSide(t, 2, routesB)
 	a1 := a.shards[1]
 	inject(t, a1, ipPacket("10.1.0.5", "10.2.0.9", 60, 1)) // waits: no lanes yet
-	a1.SetLaneOwner(2, 2, 0, 0, addrB)                     // lane 0 is shard 0's
+	a1.SetLaneOwner(2, 2, 0, 0, addrB, nil)                // lane 0 is shard 0's
 	a1.flushAll()                                          // used to panic on a nil ring
 	connect(t, a, b, fec.EncoderConfig{K: 8, R: 1})        // now lane 1 arrives
 	deliverAll(t, a, b, nil)

@@ -29,8 +29,9 @@ import (
 
 // roam tries data's tag against the lanes this shard owns (except skip,
 // already tried) and, on a match, processes it and moves the lane to from
-// if the datagram proves itself. It reports whether a lane took data.
-func (s *Shard) roam(skip *lane, data []byte, from netip.AddrPort) bool {
+// if the datagram proves itself (and reports the lane misplaced if it
+// arrived on another shard, via). It reports whether a lane took data.
+func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool {
 	n := len(s.owned)
 	for range n {
 		if s.roamTokens <= 0 {
@@ -59,8 +60,13 @@ func (s *Shard) roam(skip *lane, data []byte, from netip.AddrPort) bool {
 		}
 		before := s.authed
 		s.receive(ln, keys, h, sym)
-		if s.authed != before && s.lanes[from] != ln {
-			s.moveLane(ln, from)
+		if s.authed != before {
+			if s.lanes[from] != ln {
+				s.moveLane(ln, from)
+			}
+			if via != s.id {
+				s.misplaced(ln, via)
+			}
 		}
 		return true
 	}

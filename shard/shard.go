@@ -64,6 +64,11 @@ type Config struct {
 	// (roam.go); the router has the peer's other shards follow
 	// (FollowPeer). Rare: only the peer's keys can cause it.
 	Moved func(shard int, peer PeerID, from, to netip.Addr)
+	// Misplaced is told (on the shard's goroutine, at most once a second
+	// per lane) that lane index of peer, which this shard owns, proved to
+	// arrive on shard via (a NAT rewrote its port): the router moves it
+	// there (MoveLane).
+	Misplaced func(shard int, peer PeerID, index, via int)
 }
 
 // Shard is one data-plane worker. Everything below is owned by the shard's
@@ -80,7 +85,8 @@ type Shard struct {
 	lanes   map[netip.AddrPort]*lane       // ingress: remote address → owned lane
 	foreign map[netip.AddrPort]foreignLane // ingress: remote address → owner shard
 	peers   map[PeerID]*peerLanes
-	owned   []*lane // every lane this shard owns, for roam's trials
+	owned   []*lane      // every lane this shard owns, for roam's trials
+	cands   []*candidate // lanes other shards own, for the same (place.go)
 
 	// Roaming (roam.go): a token bucket of tag trials, the round-robin
 	// position, and a count of authenticated symbols, which tells roam
@@ -88,6 +94,7 @@ type Shard struct {
 	roamTokens int
 	roamAt     time.Time
 	roamNext   int
+	candNext   int
 	authed     uint64
 
 	// Control commands: an unbounded list, because the router issues them

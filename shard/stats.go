@@ -45,6 +45,7 @@ const (
 	UDPSuperIn                     // UDP GRO messages received (several datagrams each)
 	RoamTrials                     // tag trials of datagrams that matched no lane at their address
 	LaneMoved                      // lanes moved to a new remote by an authenticated datagram
+	LaneAdopted                    // lanes moved here from another shard (their datagrams arrive here)
 	numCounters
 )
 
@@ -57,7 +58,7 @@ var counterNames = [numCounters]string{
 	"drop_oversize", "drop_seal", "drop_duplicate", "drop_fec_window",
 	"control_in", "control_out", "pool_high_water", "ring_high_water",
 	"tun_super_in", "tun_super_out", "drop_tun_bad", "udp_super_in",
-	"roam_trials", "lane_moved",
+	"roam_trials", "lane_moved", "lane_adopted",
 }
 
 // IsGauge reports whether c is a level (a high-water mark) rather than a

@@ -48,6 +48,10 @@ type Options struct {
 	// Endpoint6 gives A B's IPv6 underlay address as Endpoint (the veth
 	// carries both families; the routers listen on both by default).
 	Endpoint6 bool
+	// NAT puts A behind a middle namespace that masquerades A's IPv4
+	// traffic with random source ports (iptables MASQUERADE
+	// --random-fully), as carrier-grade and many home NATs do. IPv4 only.
+	NAT bool
 }
 
 // Lab is a running two-gateway setup.
@@ -64,7 +68,11 @@ type Lab struct {
 	Underlay6 [2]netip.Addr
 	Inner4    [2]netip.Addr
 	Inner6    [2]netip.Addr
-	closed    bool
+	// NATNS is the middle namespace with Options.NAT ("" otherwise);
+	// NATAddr is A's address as B sees it.
+	NATNS   string
+	NATAddr netip.Addr
+	closed  bool
 }
 
 // Port is the listen port of both routers.
@@ -102,7 +110,11 @@ func New(opts Options) (*Lab, error) {
 			return nil, err
 		}
 	}
-	if err := netns.Veth(l.NS[0], "va"+id, l.Underlay[0].String()+"/24", l.NS[1], "vb"+id, l.Underlay[1].String()+"/24"); err != nil {
+	if opts.NAT {
+		if err := l.natLinks(id); err != nil {
+			return nil, err
+		}
+	} else if err := netns.Veth(l.NS[0], "va"+id, l.Underlay[0].String()+"/24", l.NS[1], "vb"+id, l.Underlay[1].String()+"/24"); err != nil {
 		return nil, err
 	}
 	for s := range 2 {
@@ -123,6 +135,34 @@ func New(opts Options) (*Lab, error) {
 	}
 	ok = true
 	return l, nil
+}
+
+// natLinks joins A and B through a middle namespace that routes between
+// two veth links and masquerades what A sends towards B with random ports.
+func (l *Lab) natLinks(id string) error {
+	l.NATNS = "yipM-" + id
+	l.Underlay[A] = netip.MustParseAddr("172.31.251.1")
+	l.NATAddr = netip.MustParseAddr("172.31.250.254")
+	if err := netns.Add(l.NATNS); err != nil {
+		l.NATNS = ""
+		return err
+	}
+	if err := netns.Veth(l.NS[A], l.Veth(A), l.Underlay[A].String()+"/24", l.NATNS, "ma"+id, "172.31.251.254/24"); err != nil {
+		return err
+	}
+	if err := netns.Veth(l.NATNS, "mb"+id, l.NATAddr.String()+"/24", l.NS[B], l.Veth(B), l.Underlay[B].String()+"/24"); err != nil {
+		return err
+	}
+	for _, cmd := range [][]string{
+		{"ip", "netns", "exec", l.NS[A], "ip", "route", "add", "default", "via", "172.31.251.254"},
+		{"ip", "netns", "exec", l.NATNS, "sysctl", "-qw", "net.ipv4.ip_forward=1"},
+		{"ip", "netns", "exec", l.NATNS, "iptables", "-t", "nat", "-A", "POSTROUTING", "-o", "mb" + id, "-j", "MASQUERADE", "--random-fully"},
+	} {
+		if out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput(); err != nil {
+			return fmt.Errorf("%s: %v: %s", strings.Join(cmd, " "), err, out)
+		}
+	}
+	return nil
 }
 
 // Veth is the name of side's veth interface.
@@ -278,6 +318,9 @@ func (l *Lab) Close() {
 	}
 	for _, ns := range l.NS {
 		_ = netns.Del(ns)
+	}
+	if l.NATNS != "" {
+		_ = netns.Del(l.NATNS)
 	}
 	if !l.opts.Keep {
 		os.RemoveAll(l.Dir)

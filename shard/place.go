@@ -1,0 +1,171 @@
+package shard
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/yip-router/yip-router/crypto"
+)
+
+// Where a lane lives. Lane i of a session starts on the shard the router
+// picks (shard i, as the lane ports steer), and a datagram reaches a shard
+// by the kernel's steering on its source port (package udp): the port a
+// peer offers for lane i has i in its low bits. A NAT that rewrites ports
+// breaks that, and lane i's datagrams arrive on whichever shard the new
+// port steers to. So every shard keeps, for each lane another shard owns,
+// the lane's receive tag keys (a candidate): a datagram that matches no
+// lane of its own is tried against them (roam.go's trial budget) and
+// handed, still framed, to the owner. When a datagram that came that way
+// proves itself on the owner (it opens and is no replay), the owner
+// reports the lane misplaced (Config.Misplaced, at most once a second per
+// lane) and the router moves the lane, keys, counters, FEC and replay
+// state, to the shard its datagrams arrive on (MoveLane): at steady state
+// nothing takes a ring hop.
+
+// candidate is a lane another shard owns, as far as finding its datagrams
+// goes.
+type candidate struct {
+	peer  PeerID
+	index int
+	rxf   crypto.Framer
+	slot  int // index in Shard.cands
+}
+
+// misplacedEvery bounds how often a lane is reported misplaced while the
+// router moves it.
+const misplacedEvery = time.Second
+
+// setCandidate records lane index of peer, owned by another shard, under
+// its receive keys.
+func (s *Shard) setCandidate(pl *peerLanes, peer PeerID, index int, recv *crypto.LaneKeys) {
+	if c := pl.cand[index]; c != nil {
+		c.rxf = crypto.NewFramer(recv)
+		return
+	}
+	c := &candidate{peer: peer, index: index, rxf: crypto.NewFramer(recv), slot: len(s.cands)}
+	pl.cand[index] = c
+	s.cands = append(s.cands, c)
+}
+
+// dropCandidate forgets lane index of pl as a candidate (this shard owns
+// it now, or the peer went).
+func (s *Shard) dropCandidate(pl *peerLanes, index int) {
+	c := pl.cand[index]
+	if c == nil {
+		return
+	}
+	pl.cand[index] = nil
+	last := len(s.cands) - 1
+	s.cands[c.slot] = s.cands[last]
+	s.cands[c.slot].slot = c.slot
+	s.cands[last] = nil
+	s.cands = s.cands[:last]
+}
+
+// dropCandidates forgets every candidate of pl.
+func (s *Shard) dropCandidates(pl *peerLanes) {
+	for i := range pl.cand {
+		s.dropCandidate(pl, i)
+	}
+}
+
+// tryCandidates hands data to the owner of the first candidate whose tag
+// it matches; it reports whether one did. Trials come from the roam budget.
+func (s *Shard) tryCandidates(data []byte, from netip.AddrPort) bool {
+	n := len(s.cands)
+	for range n {
+		if s.roamTokens <= 0 {
+			return false
+		}
+		s.candNext++
+		if s.candNext >= n {
+			s.candNext = 0
+		}
+		c := s.cands[s.candNext]
+		s.roamTokens--
+		s.count(RoamTrials)
+		if !c.rxf.Matches(data) {
+			continue
+		}
+		pl := s.peers[c.peer]
+		if owner := pl.owners[c.index]; owner != s.id {
+			s.handIngress(owner, data, from)
+			return true
+		}
+		return false
+	}
+	return false
+}
+
+// misplaced reports that ln's datagrams arrive on shard via.
+func (s *Shard) misplaced(ln *lane, via int) {
+	if s.cfg.Misplaced == nil || (!ln.misplacedAt.IsZero() && s.now.Sub(ln.misplacedAt) < misplacedEvery) {
+		return
+	}
+	ln.misplacedAt = s.now
+	s.cfg.Misplaced(s.id, ln.cfg.Peer, ln.cfg.Index, via)
+}
+
+// MoveLane gives lane index of peer, which this shard owns, to shard to:
+// this shard forgets it (it keeps the lane as a candidate and hands the
+// lane's datagrams on) and to adopts it on its own goroutine. The caller
+// tells the other shards the new owner (SetLaneOwner). Call it on this
+// shard's goroutine (Do).
+func (s *Shard) MoveLane(peer PeerID, index int, to *Shard) {
+	pl := s.peers[peer]
+	if pl == nil || index >= len(pl.local) || pl.local[index] == nil || to == s {
+		return
+	}
+	ln := pl.local[index]
+	s.foldLane(ln)
+	s.disown(ln)
+	pl.local[index] = nil
+	pl.owners[index] = to.id
+	s.updateMine(pl)
+	if s.lanes[ln.cfg.Remote] == ln {
+		delete(s.lanes, ln.cfg.Remote)
+	}
+	s.foreign[ln.cfg.Remote] = foreignLane{owner: to.id, peer: peer}
+	s.setCandidate(pl, peer, index, &ln.cfg.Recv)
+	to.Do(func(t *Shard) { t.adoptLane(ln) })
+}
+
+// adoptLane makes ln, moved from another shard, this shard's. A lane
+// installed here meanwhile (a rekey raced the move) wins.
+func (s *Shard) adoptLane(ln *lane) {
+	pl := s.peers[ln.cfg.Peer]
+	idx := ln.cfg.Index
+	if pl == nil || len(pl.local) != ln.cfg.Lanes || pl.local[idx] != nil {
+		return
+	}
+	for l := ln; l != nil; l = l.prev {
+		l.deliver = func(sym []byte) { s.deliverSymbol(l, sym) }
+	}
+	pl.local[idx] = ln
+	pl.owners[idx] = s.id
+	s.updateMine(pl)
+	s.own(ln, nil)
+	s.dropCandidate(pl, idx)
+	if cur := s.lanes[ln.cfg.Remote]; cur == nil || cur.cfg.Peer == ln.cfg.Peer {
+		s.lanes[ln.cfg.Remote] = ln
+	}
+	delete(s.foreign, ln.cfg.Remote)
+	if d, ok := ln.enc.Deadline(); ok && (s.fecDue.IsZero() || d.Before(s.fecDue)) {
+		s.fecDue = d
+	}
+	s.count(LaneAdopted)
+	s.releaseWaiting(ln.cfg.Peer)
+}
+
+// updateMine records the first lane of pl this shard owns: egress sends a
+// peer's packets read here on it rather than handing them to another shard
+// when the lane its index picks lives elsewhere.
+func (s *Shard) updateMine(pl *peerLanes) {
+	pl.mine = -1
+	for i, ln := range pl.local {
+		if ln != nil {
+			pl.mine = i
+			return
+		}
+	}
+}

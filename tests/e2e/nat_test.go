@@ -1,0 +1,66 @@
+package e2e
+
+import (
+	"testing"
+	"time"
+
+	"github.com/yip-router/yip-router/internal/lab"
+)
+
+// foreignLane sums side's foreign_lane counter (datagrams that arrived on
+// a shard that does not own their lane and took a ring hop).
+func foreignLane(t *testing.T, l *lab.Lab, s lab.Side) uint64 {
+	t.Helper()
+	st, err := l.Status(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var n uint64
+	for _, sh := range st.Shards {
+		n += sh.Counters["foreign_lane"]
+	}
+	return n
+}
+
+// TestNATPortRewrite puts A behind a NAT that gives every flow a random
+// source port, so the lane ports A offered never arrive as offered and
+// B's port steering lands lanes on arbitrary shards. Every lane must carry
+// traffic both ways, and at steady state no datagram may take a ring hop
+// on B (B moves each lane to the shard its datagrams arrive on).
+func TestNATPortRewrite(t *testing.T) {
+	l := newLab(t, lab.Options{Shards: [2]int{2, 2}, NAT: true})
+	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// Warm up: flows on every lane, so B sees each lane's real port.
+	if res, err := l.TCPTransfer(lab.A, l.Inner4[lab.B], 8<<20, 16); err != nil || !res.Match {
+		t.Fatalf("warm-up transfer: %+v %v", res, err)
+	}
+	time.Sleep(200 * time.Millisecond) // counters are published every 50 ms
+	before := foreignLane(t, l, lab.B)
+	res, err := l.TCPTransfer(lab.A, l.Inner4[lab.B], 32<<20, 16)
+	if err != nil || !res.Match {
+		t.Fatalf("transfer through the NAT: %+v %v", res, err)
+	}
+	t.Logf("through the NAT: %.2f Gbit/s", res.Gbps())
+	pingAll(t, l, lab.B, l.Inner4[lab.A], 10)
+	time.Sleep(200 * time.Millisecond)
+	if hops := foreignLane(t, l, lab.B) - before; hops != 0 {
+		t.Errorf("%d datagrams took a ring hop on B at steady state", hops)
+	}
+	st, err := l.Status(lab.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var adopted uint64
+	for _, sh := range st.Shards {
+		adopted += sh.Counters["lane_adopted"]
+	}
+	t.Logf("B moved lanes between shards %d times", adopted)
+	for _, ln := range st.Peers[0].Lanes {
+		t.Logf("B lane %d on shard %d ← %s: rx %d, tx %d", ln.Index, ln.Shard, ln.Remote, ln.RxPackets, ln.TxPackets)
+		if ln.RxPackets == 0 || ln.TxPackets == 0 {
+			t.Errorf("lane %d carried rx %d tx %d packets", ln.Index, ln.RxPackets, ln.TxPackets)
+		}
+	}
+}
