@@ -1,6 +1,7 @@
 package crypto
 
 import (
+	"crypto/ecdh"
 	"crypto/subtle"
 	"io"
 	"sync"
@@ -13,35 +14,93 @@ import (
 // cachedDH is a noise.DHFunc that remembers the static–static DH between our
 // private key and each configured peer. IK's first message costs the
 // responder es + ss; ss never changes for a configured peer, so computing it
-// once at configuration time (Trevor Perrin's suggestion, seed 002) takes one
-// of the two scalar multiplications off every initiation it answers. The
-// initiator's ss for the same pair is the same value and hits the cache too.
+// once at configuration time takes one of the two scalar multiplications
+// off every initiation it answers. The initiator's ss for the same pair is
+// the same value and hits the cache too.
 //
-// Shards run handshakes concurrently, so the table is an immutable map behind
-// an atomic pointer: readers never lock, writers (config changes) copy it.
+// Shards run handshakes concurrently and a hub configures thousands of
+// peers at start, so the table is a sync.Map: reads of keys that no longer
+// change take no lock, and adding a peer costs O(1) (a copy-on-write map
+// made starting 10,000 peers quadratic: 9 s).
 type cachedDH struct {
-	priv    PrivateKey
+	priv PrivateKey
+	// static is priv as a crypto/ecdh key, made once: x/crypto's X25519
+	// builds an ecdh.PrivateKey per call, which derives the public key, a
+	// second scalar multiplication as costly as the DH itself.
+	static  *ecdh.PrivateKey
 	enabled bool
-	mu      sync.Mutex // serialises writers
-	table   atomic.Pointer[map[PublicKey][32]byte]
+	eph     ephemerals
+	table   sync.Map      // PublicKey → *[32]byte
 	scalar  atomic.Uint64 // real X25519 calls; tests and benchmarks read it
 }
 
 func newCachedDH(priv PrivateKey, enabled bool) *cachedDH {
 	d := &cachedDH{priv: priv, enabled: enabled}
-	m := map[PublicKey][32]byte{}
-	d.table.Store(&m)
+	// Clamping happens inside ECDH, so any 32 bytes make a key.
+	d.static, _ = ecdh.X25519().NewPrivateKey(priv[:])
 	return d
 }
 
 func (d *cachedDH) x25519(priv, pub []byte) ([]byte, error) {
 	d.scalar.Add(1)
+	if d.static != nil && subtle.ConstantTimeCompare(priv, d.priv[:]) == 1 {
+		p, err := ecdh.X25519().NewPublicKey(pub)
+		if err != nil {
+			return nil, err
+		}
+		// Like X25519, ECDH refuses a low-order point (all-zero result).
+		return d.static.ECDH(p)
+	}
+	if k := d.eph.find(priv); k != nil {
+		p, err := ecdh.X25519().NewPublicKey(pub)
+		if err != nil {
+			return nil, err
+		}
+		return k.ECDH(p)
+	}
 	return curve25519.X25519(priv, pub)
+}
+
+// ephemerals remembers the ecdh keys of the last ephemeral keys generated,
+// for the same reason as cachedDH.static: each handshake uses its ephemeral
+// in two DHs (responder: ee and se), and rebuilding the ecdh key for each
+// costs a scalar multiplication. A key that has rotated out (an initiator's
+// response arriving after many other handshakes) takes the slow path.
+type ephemerals struct {
+	mu   sync.Mutex
+	raw  [64][KeyLen]byte
+	keys [64]*ecdh.PrivateKey
+	next int
+}
+
+func (e *ephemerals) add(k *ecdh.PrivateKey) {
+	e.mu.Lock()
+	copy(e.raw[e.next][:], k.Bytes())
+	e.keys[e.next] = k
+	e.next = (e.next + 1) % len(e.keys)
+	e.mu.Unlock()
+}
+
+func (e *ephemerals) find(priv []byte) *ecdh.PrivateKey {
+	if len(priv) != KeyLen {
+		return nil
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for i := range e.keys {
+		if e.keys[i] != nil && subtle.ConstantTimeCompare(e.raw[i][:], priv) == 1 {
+			return e.keys[i]
+		}
+	}
+	return nil
 }
 
 // add computes and caches ss with pub. It returns the error X25519 gives for
 // a low-order peer key, which is a configuration error worth reporting.
 func (d *cachedDH) add(pub PublicKey) error {
+	if _, ok := d.table.Load(pub); ok {
+		return nil // ss depends on the two keys only
+	}
 	ss, err := d.x25519(d.priv[:], pub[:])
 	if err != nil {
 		return err
@@ -49,44 +108,34 @@ func (d *cachedDH) add(pub PublicKey) error {
 	if !d.enabled {
 		return nil
 	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old := *d.table.Load()
-	m := make(map[PublicKey][32]byte, len(old)+1)
-	for k, v := range old {
-		m[k] = v
-	}
-	var v [32]byte
+	v := new([32]byte)
 	copy(v[:], ss)
-	m[pub] = v
-	d.table.Store(&m)
+	d.table.Store(pub, v)
 	return nil
 }
 
-func (d *cachedDH) remove(pub PublicKey) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	old := *d.table.Load()
-	if _, ok := old[pub]; !ok {
-		return
-	}
-	m := make(map[PublicKey][32]byte, len(old))
-	for k, v := range old {
-		if k != pub {
-			m[k] = v
-		}
-	}
-	d.table.Store(&m)
-}
+func (d *cachedDH) remove(pub PublicKey) { d.table.Delete(pub) }
 
+// GenerateKeypair reads the private key from rng exactly as
+// noise.DH25519 does (32 bytes, nothing more: Initiation.rebuild replays
+// them) and keeps its ecdh key for the DHs that follow.
 func (d *cachedDH) GenerateKeypair(rng io.Reader) (noise.DHKey, error) {
-	return noise.DH25519.GenerateKeypair(rng)
+	var priv [KeyLen]byte
+	if _, err := io.ReadFull(rng, priv[:]); err != nil {
+		return noise.DHKey{}, err
+	}
+	k, err := ecdh.X25519().NewPrivateKey(priv[:])
+	if err != nil {
+		return noise.DHKey{}, err
+	}
+	d.eph.add(k)
+	return noise.DHKey{Private: priv[:], Public: k.PublicKey().Bytes()}, nil
 }
 
 func (d *cachedDH) DH(priv, pub []byte) ([]byte, error) {
 	if d.enabled && len(pub) == KeyLen && subtle.ConstantTimeCompare(priv, d.priv[:]) == 1 {
-		if v, ok := (*d.table.Load())[PublicKey(pub)]; ok {
-			return v[:], nil
+		if v, ok := d.table.Load(PublicKey(pub)); ok {
+			return v.(*[32]byte)[:], nil
 		}
 	}
 	return d.x25519(priv, pub)

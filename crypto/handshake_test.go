@@ -246,6 +246,48 @@ func TestSSCacheSavesOneDH(t *testing.T) {
 	}
 }
 
+// Prepare computes the ss of many peers up front: AddPeer then costs no
+// scalar multiplication, and handshakes with them still complete.
+func TestPrepareFillsSSCache(t *testing.T) {
+	p := newParties(t, PresharedKey{}, true)
+	var keys []PrivateKey
+	var pubs []PublicKey
+	for range 100 {
+		k, err := GeneratePrivateKey()
+		if err != nil {
+			t.Fatal(err)
+		}
+		keys = append(keys, k)
+		pubs = append(pubs, k.Public())
+	}
+	p.b.Prepare(pubs)
+	before := p.b.scalarMults()
+	if before < 100 {
+		t.Fatalf("Prepare made %d scalar multiplications for 100 keys", before)
+	}
+	for _, pub := range pubs {
+		if _, err := p.b.AddPeer(pub, PresharedKey{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := p.b.scalarMults() - before; got != 0 {
+		t.Fatalf("AddPeer after Prepare made %d scalar multiplications, want 0", got)
+	}
+	a := NewLocal(keys[42], true)
+	pb, err := a.AddPeer(p.b.PublicKey(), PresharedKey{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, d, err := a.Initiate(pb, 1, offer(1, 1), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := p.b.ConsumeInitiation(d)
+	if err != nil || in.Peer().PublicKey() != pubs[42] {
+		t.Fatalf("initiation from a prepared peer: %v", err)
+	}
+}
+
 func TestHandshakeLengthsVaryAndTopBit(t *testing.T) {
 	p := newParties(t, PresharedKey{}, true)
 	lens := map[int]bool{}

@@ -309,6 +309,13 @@ func (r *Router) setPeers(pcs []PeerConfig) error {
 	defer r.mu.Unlock()
 	keep := map[crypto.PublicKey]bool{}
 	var routes []shard.Route
+	var fresh []crypto.PublicKey
+	for _, pc := range pcs {
+		if r.peers[pc.PublicKey] == nil {
+			fresh = append(fresh, pc.PublicKey)
+		}
+	}
+	r.local.Prepare(fresh)
 	for _, pc := range pcs {
 		keep[pc.PublicKey] = true
 		p := r.peers[pc.PublicKey]
