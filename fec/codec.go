@@ -98,6 +98,16 @@ type codecCache struct {
 	ents  [codecCacheSize]codecEntry
 }
 
+// empty reports whether no codec is cached.
+func (c *codecCache) empty() bool {
+	for i := range c.ents {
+		if c.ents[i].enc != nil {
+			return false
+		}
+	}
+	return true
+}
+
 // forRecovery returns the K:R codec for one more recovery, replacing it
 // first if its inversion cache may have reached the budget.
 func (c *codecCache) forRecovery(k, r int) (reedsolomon.Encoder, error) {

@@ -145,6 +145,25 @@ func (d *Decoder) Head() (group uint32, ok bool) { return d.head, d.started }
 // StoredBytes is the symbol storage currently allocated, never above the cap.
 func (d *Decoder) StoredBytes() int { return len(d.arena) * slabLen }
 
+// Trim releases the symbol arena and the cached codecs when no group holds
+// symbols (a lane gone quiet: groups expire after GroupTTL), so an idle
+// lane keeps only its window bookkeeping, not the up to MaxBytes of slabs
+// and codec inversion caches a burst of loss left behind. The next symbol
+// grows them again. It reports whether anything was released.
+func (d *Decoder) Trim() bool {
+	if len(d.arena) == 0 && d.codecs.empty() {
+		return false
+	}
+	for i := range d.slots {
+		if d.slots[i].nStored > 0 {
+			return false
+		}
+	}
+	d.arena, d.free = nil, d.free[:0]
+	d.codecs = codecCache{}
+	return true
+}
+
 // CapBytes is the effective storage cap (MaxBytes, raised to one full group).
 func (d *Decoder) CapBytes() int { return d.maxSlabs * slabLen }
 

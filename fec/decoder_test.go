@@ -474,3 +474,53 @@ func TestHead(t *testing.T) {
 		}
 	}
 }
+
+// Trim gives back the arena and codecs of a decoder with nothing stored,
+// never while a group holds symbols, and the decoder recovers as before
+// afterwards.
+func TestTrimReleasesIdleMemory(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	e, _ := NewEncoder(EncoderConfig{K: 4, R: 2})
+	d := NewDecoder(DecoderConfig{})
+	s := newSink(t)
+	group := func(now time.Time, lose ...int) [][]byte {
+		syms := make([][]byte, 4)
+		for i := range syms {
+			syms[i] = payload(rng, rng.Uint64(), 1000)
+			s.expect(syms[i])
+		}
+		wire := emitGroup(t, e, syms, now)
+		for i, w := range wire {
+			if !slices.Contains(lose, i) {
+				d.Push(w.m, w.b, now, s.deliver)
+			}
+		}
+		return syms
+	}
+	for _, b := range group(t0, 1, 2) { // recovered: slabs and a codec used
+		if !s.has(b) {
+			t.Fatal("not recovered")
+		}
+	}
+	if d.StoredBytes() == 0 || d.codecs.empty() {
+		t.Fatalf("nothing held after a recovery: %d bytes, codecs empty %v", d.StoredBytes(), d.codecs.empty())
+	}
+	// An open group holding symbols (its parity lost) blocks the trim.
+	group(t0.Add(time.Millisecond), 4, 5, 3)
+	if d.Trim() {
+		t.Fatal("trimmed while a group holds symbols")
+	}
+	d.Tick(t0.Add(time.Second)) // the group expires
+	if !d.Trim() || d.StoredBytes() != 0 || !d.codecs.empty() {
+		t.Fatalf("after expiry: %d bytes held, codecs empty %v", d.StoredBytes(), d.codecs.empty())
+	}
+	if d.Trim() {
+		t.Fatal("a second trim released something")
+	}
+	later := t0.Add(2 * time.Second)
+	for _, b := range group(later, 0, 3) {
+		if !s.has(b) {
+			t.Fatal("not recovered after the trim")
+		}
+	}
+}

@@ -227,3 +227,32 @@ func TestInstallKeepsOtherPeersAddress(t *testing.T) {
 		t.Fatalf("lane_moved %d (no remote changed), drop_bad_tag %d", sn.Get(LaneMoved), sn.Get(DropBadTag))
 	}
 }
+
+// A lane idle for laneIdleTrim gives its FEC decoder's memory back; one
+// with recent traffic keeps it.
+func TestIdleLaneTrimmed(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 8, R: 1})
+	sb := b.shards[0]
+	for i := range 3 { // an incomplete group: its symbols stay stored
+		feed(sb, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", i).data)
+	}
+	ln := sb.owned[0]
+	if ln.dec.StoredBytes() == 0 {
+		t.Fatal("decoder holds nothing after traffic")
+	}
+	sb.now = sb.now.Add(2 * time.Second)
+	sb.tick()
+	if ln.dec.StoredBytes() == 0 {
+		t.Fatal("trimmed a lane that received 2 s ago")
+	}
+	sb.now = sb.now.Add(laneIdleTrim)
+	sb.tick()
+	if ln.dec.StoredBytes() != 0 {
+		t.Fatalf("idle lane still holds %d bytes", ln.dec.StoredBytes())
+	}
+	feed(sb, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 9).data)
+	if len(b.tun[0]) != 4 {
+		t.Fatalf("delivered %d of 4", len(b.tun[0]))
+	}
+}

@@ -121,6 +121,7 @@ type Shard struct {
 	sendHook func(conn int, b *udp.Batch, n int) // tests: replaces sendmmsg
 	now      time.Time
 	fecDue   time.Time // earliest FEC flush deadline known; zero: none
+	trimAt   time.Time // last trimIdle
 	stop     atomic.Bool
 
 	waiting   map[PeerID]*waitQueue // packets for peers still handshaking

@@ -53,7 +53,26 @@ func (s *Shard) tick() time.Time {
 		}
 	}
 	s.expireWaiting()
+	if s.now.Sub(s.trimAt) >= time.Second {
+		s.trimAt = s.now
+		s.trimIdle()
+	}
 	return next
+}
+
+// trimIdle releases the FEC decoder memory (symbol slabs, codec caches) of
+// lanes that received nothing for laneIdleTrim: at a hub most sessions sit
+// idle, and a burst of loss can leave a decoder holding up to a MiB.
+func (s *Shard) trimIdle() {
+	for _, ln := range s.owned {
+		if s.now.Sub(ln.lastRx) < laneIdleTrim {
+			continue
+		}
+		ln.dec.Trim()
+		if ln.prev != nil {
+			ln.prev.dec.Trim()
+		}
+	}
 }
 
 func (s *Shard) publish() {

@@ -52,4 +52,9 @@ const (
 	// the loop for more than about a millisecond.
 	roamTrialRate  = 32768
 	roamTrialBurst = 1024
+
+	// laneIdleTrim: a lane that received nothing for this long gives back
+	// its FEC decoder's symbol slabs and codec caches (timers.go). Its
+	// groups expired long before (250 ms); the next datagram regrows them.
+	laneIdleTrim = 10 * time.Second
 )
