@@ -178,7 +178,7 @@ func BenchmarkConsumeInitiation(b *testing.B) {
 			_, d1, _ := p.a.Initiate(p.pa, 1, offer(4, 1), t0)
 			for b.Loop() {
 				// Replaying the same initiation exercises all of its
-				// crypto (as in seed 002); forget the timestamp so it is
+				// crypto; forget the timestamp so it is
 				// accepted every time.
 				p.pb.lastTS = Timestamp{}
 				if _, err := p.b.ConsumeInitiation(d1); err != nil {

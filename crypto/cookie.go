@@ -13,7 +13,7 @@ import (
 )
 
 // Cookies make a responder under load stateless and DH-free until the
-// initiator proves it can receive at its source address (seed 003: the
+// initiator proves it can receive at its source address (the TCP
 // syncookie idea, with SipHash as the keyed function).
 //
 // cookie = SipHash-2-4-128(secret, source address ‖ port ‖ time slot).

@@ -232,7 +232,7 @@ func (l *Local) Initiate(peer *Peer, index uint32, offer LaneOffer, now time.Tim
 	var rnd [4]byte
 	mustRand(rnd[:])
 	dgram := sealHandshake(&peer.wk, hsFields{typ: msgInit, sender: index,
-		receiver: uint32(rnd[0])<<24 | uint32(rnd[1])<<16 | uint32(rnd[2])<<8 | uint32(rnd[3]), noise: msg}, ck)
+		receiver: binary.BigEndian.Uint32(rnd[:]), noise: msg}, ck)
 	in := &Initiation{local: l, peer: peer, hs: hs, index: index, offer: offer,
 		cfg: cfg, ePriv: hs.LocalEphemeral().Private, payload: payload}
 	copy(in.mac1[:], mac1Of(dgram))

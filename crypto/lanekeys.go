@@ -12,7 +12,8 @@ type LaneKeys struct {
 // SessionKeys are the two secret keys of Noise's Split(), seen from one side.
 // They are derived from the chaining key, which mixes every DH and the PSK,
 // so an observer who recomputes the public transcript hash learns nothing
-// (the reference design derived wire keys from that hash).
+// (wire keys derived from that hash would be known to anyone holding both
+// public keys and a capture of the handshake).
 type SessionKeys struct {
 	send, recv [32]byte
 }

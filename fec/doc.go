@@ -1,7 +1,7 @@
 // Package fec adds cross-packet forward error correction to a lane.
 //
-// The reference design coded every packet as its own object and padded each
-// symbol to a fixed size, so a 60-byte ACK cost two full-size datagrams. Here
+// Coding every packet as its own object, with each symbol padded to a fixed
+// size, would make a 60-byte ACK cost two full-size datagrams. Here
 // sealed packets are the data symbols of a systematic Reed–Solomon code that
 // spans several packets: a data symbol goes out the moment it exists (a clean
 // path adds no latency and small packets stay small), and only after every

@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-var simTable = flag.Bool("fec.sim", false, "print the full loss-simulation table (docs/BENCHMARKS_FEC.md)")
+var simTable = flag.Bool("fec.sim", false, "print the full loss-simulation table (docs/BENCHMARKS.md, \"FEC: benchmarks and loss simulation\")")
 
 // imixSize is a 7:4:1 mix of small, medium and full-size inner packets, each
 // plus the 24 bytes of AEAD counter and tag the data symbol carries.
@@ -130,8 +130,8 @@ func simulate(t testing.TB, k, r int, p float64, n int, seed uint64) simResult {
 const targetLoss, targetOverhead = 0.002, 0.25
 
 // TestLossSimulationTarget asserts the target with the smallest
-// group that meets it at ≤25% overhead (12:3; 8:2 does not, see
-// docs/BENCHMARKS_FEC.md) and with what auto mode picks at 5% loss.
+// group that meets it at ≤25% overhead (12:3; 8:2 does not, see the loss
+// simulation in docs/BENCHMARKS.md) and with what auto mode picks at 5% loss.
 func TestLossSimulationTarget(t *testing.T) {
 	n := 200000
 	if testing.Short() {
@@ -161,7 +161,8 @@ func TestLossSimulationMatchesModel(t *testing.T) {
 	}
 }
 
-// TestLossSimulationTable prints the table for docs/BENCHMARKS_FEC.md:
+// TestLossSimulationTable prints the loss-simulation table of
+// docs/BENCHMARKS.md:
 //
 //	go test -count=1 -cpu 1 -run TestLossSimulationTable -v ./fec/ -args -fec.sim
 func TestLossSimulationTable(t *testing.T) {

@@ -868,17 +868,8 @@ func cfgParsePrefix(s string) (netip.Prefix, string) {
 
 // cfgParseUint parses plain decimal digits (no sign, no spaces) up to max.
 func cfgParseUint(s string, max int) (int, bool) {
-	if s == "" || len(s) > 10 {
-		return 0, false
-	}
-	n := 0
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return 0, false
-		}
-		n = n*10 + int(s[i]-'0')
-	}
-	return n, n <= max
+	n, err := strconv.ParseUint(s, 10, 32)
+	return int(n), err == nil && n <= uint64(max)
 }
 
 func cfgParsePort(s string) (uint16, string) {

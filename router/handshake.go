@@ -361,6 +361,11 @@ func (r *Router) initiate(p *peer, now time.Time) {
 	}
 	r.clearInit(p)
 	index := randUint32()
+	for r.pending[index] != nil {
+		// Responses find their initiation by this index: another
+		// pending initiation's must not be overwritten.
+		index = randUint32()
+	}
 	in, dgram, err := r.local.Initiate(p.cp, index, crypto.LaneOffer{Ports: ports}, now)
 	if err != nil {
 		r.log.Error("initiate", zap.Error(err))

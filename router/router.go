@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	mrand "math/rand/v2"
 	"net/netip"
 	"os"
 	"slices"
@@ -22,7 +23,10 @@ import (
 	"github.com/yip-router/yip-router/shard/udp"
 )
 
-// Session timing, as in WireGuard.
+// Session timing. Rekey and handshake timeout are WireGuard's values; a
+// session is rejected after 3 × the rekey interval (360 s; WireGuard: 180 s),
+// so a responder whose initiator went quiet keeps the session while it
+// re-initiates itself (at 1.25 × rekey).
 const (
 	// DefaultRekeyAfter is when the initiator of a session starts a new
 	// handshake.
@@ -289,11 +293,9 @@ func New(cfg *Config, opts Options) (*Router, error) {
 	return r, nil
 }
 
-func randIntn(n int) int {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return int(binary.LittleEndian.Uint64(b[:]) % uint64(n))
-}
+// randIntn is for retry jitter and lane port choice, which need spread,
+// not secrecy.
+func randIntn(n int) int { return mrand.IntN(n) }
 
 func randUint32() uint32 {
 	var b [4]byte
@@ -415,7 +417,8 @@ func (r *Router) Start() {
 		zap.String("public_key", r.local.PublicKey().String()), zap.Any("offloads", r.offloadState()))
 }
 
-// Errors reports shard failures (a closed channel after Close).
+// Errors reports shard failures: a shard whose loop stopped with an error
+// sends it here (buffered, one per shard). The channel is never closed.
 func (r *Router) Errors() <-chan error { return r.runErrs }
 
 // Close stops the shards and timers and releases the TUN device (which the

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"slices"
 )
@@ -65,7 +66,7 @@ func NewTable(routes []Route) *Table {
 
 func key4(a netip.Addr, bits int) uint64 {
 	b := a.As4()
-	v := uint32(b[0])<<24 | uint32(b[1])<<16 | uint32(b[2])<<8 | uint32(b[3])
+	v := binary.BigEndian.Uint32(b[:])
 	if bits < 32 {
 		v &^= (1<<(32-bits) - 1)
 	}
@@ -74,7 +75,7 @@ func key4(a netip.Addr, bits int) uint64 {
 
 // Lookup4 finds the peer for an IPv4 address given as its 4 bytes.
 func (t *Table) Lookup4(ip [4]byte) PeerID {
-	v := uint32(ip[0])<<24 | uint32(ip[1])<<16 | uint32(ip[2])<<8 | uint32(ip[3])
+	v := binary.BigEndian.Uint32(ip[:])
 	for _, l := range t.lens4 {
 		m := v
 		if l < 32 {

@@ -9,6 +9,7 @@
 package udp
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -428,12 +429,12 @@ func fromRaw(rs *unix.RawSockaddrInet6) netip.AddrPort {
 	case unix.AF_INET:
 		r4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(rs))
 		p := (*[2]byte)(unsafe.Pointer(&r4.Port))
-		return netip.AddrPortFrom(netip.AddrFrom4(r4.Addr), uint16(p[0])<<8|uint16(p[1]))
+		return netip.AddrPortFrom(netip.AddrFrom4(r4.Addr), binary.BigEndian.Uint16(p[:]))
 	case unix.AF_INET6:
 		// Unmapped: an IPv4 peer on a dual-stack socket is the same peer
 		// as on an IPv4 socket (lane lookup, cookies, rate limits).
 		p := (*[2]byte)(unsafe.Pointer(&rs.Port))
-		return netip.AddrPortFrom(netip.AddrFrom16(rs.Addr).Unmap(), uint16(p[0])<<8|uint16(p[1]))
+		return netip.AddrPortFrom(netip.AddrFrom16(rs.Addr).Unmap(), binary.BigEndian.Uint16(p[:]))
 	}
 	return netip.AddrPort{}
 }
@@ -443,13 +444,11 @@ func toRaw(rs *unix.RawSockaddrInet6, ap netip.AddrPort, v6 bool) uint32 {
 	if !v6 {
 		r4 := (*unix.RawSockaddrInet4)(unsafe.Pointer(rs))
 		*r4 = unix.RawSockaddrInet4{Family: unix.AF_INET, Addr: ap.Addr().Unmap().As4()}
-		p := (*[2]byte)(unsafe.Pointer(&r4.Port))
-		p[0], p[1] = byte(port>>8), byte(port)
+		binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&r4.Port))[:], port)
 		return unix.SizeofSockaddrInet4
 	}
 	*rs = unix.RawSockaddrInet6{Family: unix.AF_INET6, Addr: ap.Addr().As16()}
-	p := (*[2]byte)(unsafe.Pointer(&rs.Port))
-	p[0], p[1] = byte(port>>8), byte(port)
+	binary.BigEndian.PutUint16((*[2]byte)(unsafe.Pointer(&rs.Port))[:], port)
 	return unix.SizeofSockaddrInet6
 }
 
