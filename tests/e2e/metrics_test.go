@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yip-router/yip-router/internal/dashboard"
 	"github.com/yip-router/yip-router/internal/lab"
 	"github.com/yip-router/yip-router/internal/netns"
 )
@@ -83,6 +84,25 @@ func TestMetricsScrape(t *testing.T) {
 		if !c.ok(c.v) {
 			t.Errorf("%s = %v", c.what, c.v)
 		}
+	}
+	// Every metric and label the dashboard and the alert rules name is in
+	// the live scrape (label values only as far as this traffic produced
+	// them: the router unit test checks those against the collector).
+	exp, err := dashboard.FromText(strings.NewReader(string(body)))
+	if err != nil {
+		t.Fatalf("parsing the scrape: %v", err)
+	}
+	dash, vars, err := dashboard.DashboardQueries("../../deploy/grafana/yip-router.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	alerts, err := dashboard.AlertQueries("../../deploy/prometheus/alerts.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, _ := dashboard.Check(exp, append(dash, alerts...), vars, false)
+	for _, p := range problems {
+		t.Errorf("live scrape: %s", p)
 	}
 	if t.Failed() {
 		t.Logf("scrape:\n%s", body)
