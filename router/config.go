@@ -62,7 +62,7 @@ func (c *Config) ExposedSecretFiles() []string {
 type InterfaceConfig struct {
 	Name          string            // TUN interface name; default "yip0"; may contain one %d
 	PrivateKey    crypto.PrivateKey // from PrivateKey or PrivateKeyFile
-	ListenPort    uint16            // default 51820
+	ListenPort    uint16            // 0 (default): a free port the kernel picks at each start
 	ListenAddress netip.Addr        // underlay address to bind; default :: (both families)
 	Addresses     []netip.Prefix    // key Address; with host bits, e.g. 10.1.0.1/24
 	MTU           int               // default DefaultMTU; 576..MaxMTU, >= 1280 with an IPv6 Address
@@ -144,7 +144,7 @@ const (
 	cfgMinIPv6MTU    = 1280
 	cfgMaxShards     = 64
 	cfgDefaultName   = "yip0"
-	cfgDefaultPort   = 51820
+	cfgDefaultPort   = 0 // no well-known port: a DPI box maps 51820 to WireGuard
 	cfgLookupTimeout = 5 * time.Second
 	cfgIfNameMax     = 15 // IFNAMSIZ - 1
 )

@@ -18,8 +18,11 @@ import (
 func cfgFormat(c *Config) string {
 	var b strings.Builder
 	ic := c.Interface
-	fmt.Fprintf(&b, "[Interface]\nName = %s\nPrivateKey = %s\nListenPort = %d\nListenAddress = %s\n",
-		ic.Name, ic.PrivateKey, ic.ListenPort, ic.ListenAddress)
+	fmt.Fprintf(&b, "[Interface]\nName = %s\nPrivateKey = %s\nListenAddress = %s\n",
+		ic.Name, ic.PrivateKey, ic.ListenAddress)
+	if ic.ListenPort != 0 {
+		fmt.Fprintf(&b, "ListenPort = %d\n", ic.ListenPort)
+	}
 	for _, a := range ic.Addresses {
 		fmt.Fprintf(&b, "Address = %s\n", a)
 	}
@@ -108,7 +111,7 @@ func cfgCheckValid(t *testing.T, c *Config) {
 	if msg := cfgCheckIfName(ic.Name); msg != "" {
 		t.Fatalf("accepted name: %s", msg)
 	}
-	if ic.PrivateKey.IsZero() || ic.ListenPort == 0 || !ic.ListenAddress.IsValid() {
+	if ic.PrivateKey.IsZero() || !ic.ListenAddress.IsValid() {
 		t.Fatalf("accepted interface %+v", ic)
 	}
 	if ic.MTU < cfgMinMTU || ic.MTU > MaxMTU {

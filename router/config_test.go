@@ -379,7 +379,7 @@ func TestConfigDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	ic := c.Interface
-	if ic.Name != "yip0" || ic.ListenPort != 51820 || ic.ListenAddress != netip.IPv6Unspecified() ||
+	if ic.Name != "yip0" || ic.ListenPort != 0 || ic.ListenAddress != netip.IPv6Unspecified() ||
 		ic.MTU != DefaultMTU || !ic.ShardsAuto || ic.Shards != 0 || ic.FEC != (fec.Mode{Kind: fec.ModeAuto}) ||
 		ic.MetricsListen != "" || ic.Addresses != nil || c.Peers != nil || c.Path != "" {
 		t.Errorf("defaults: %+v", c)

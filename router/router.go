@@ -247,6 +247,17 @@ func New(cfg *Config, opts Options) (*Router, error) {
 			return nil, err
 		}
 	}
+	if cfg.Interface.ListenPort == 0 {
+		r.log.Info("no ListenPort: listening on a port the kernel picked for this run",
+			zap.Uint16("port", r.group[0].LocalAddr().Port()))
+		for _, p := range cfg.Peers {
+			if !p.Endpoint.IsValid() {
+				r.log.Warn("a peer without Endpoint cannot reach this router on a port that changes at every start: set ListenPort",
+					zap.Int("peer_line", p.Line))
+				break
+			}
+		}
+	}
 	for i := range nsh {
 		c, err := udp.ListenLane(bind, i, randIntn)
 		if err != nil {

@@ -17,7 +17,7 @@ func TestCheckExample(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, stderr)
 	}
 	for _, want := range []string{
-		"OK    config: ../../examples/gw-a.conf: interface yip0, listen port 51820, 1 peer(s), MTU 1410\n",
+		"OK    config: ../../examples/gw-a.conf: interface yip0, listen port 47133, 1 peer(s), MTU 1410\n",
 		"socket buffers: rmem_max ", "socket buffers: wmem_max ", "TUN: ", "CPUs: affinity mask ",
 		"forwarding: net.ipv4.ip_forward", "listen port: ", "metrics: ", "error(s), ",
 	} {
@@ -42,7 +42,7 @@ func TestCheckFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conf := strings.Replace(string(b), "ListenPort = 51820", "ListenPort = "+strconv.Itoa(port)+"\nListenAddress = 127.0.0.1", 1)
+	conf := strings.Replace(string(b), "ListenPort = 47133", "ListenPort = "+strconv.Itoa(port)+"\nListenAddress = 127.0.0.1", 1)
 	p := filepath.Join(t.TempDir(), "busy.conf")
 	if err := os.WriteFile(p, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)

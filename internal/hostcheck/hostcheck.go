@@ -527,6 +527,10 @@ func (e Env) ports(cfg *router.Config) []Finding {
 		bind = netip.IPv6Unspecified() // as the router: both families
 	}
 	ap := netip.AddrPortFrom(bind, cfg.Interface.ListenPort)
+	out = append(out, portChoice(cfg)...)
+	if cfg.Interface.ListenPort == 0 {
+		return append(out, e.metricsPort(cfg)...)
+	}
 	if err := e.ListenUDP(ap); err != nil {
 		fix := fmt.Sprintf("stop what holds it (ss -ulpn 'sport = :%d' names it; if it is this router, already running, that is expected) or change ListenPort", ap.Port())
 		if errors.Is(err, errPerm) {
@@ -536,6 +540,43 @@ func (e Env) ports(cfg *router.Config) []Finding {
 	} else {
 		out = append(out, Finding{Level: OK, Topic: "listen port", Msg: fmt.Sprintf("UDP %s is free; it is the only port peers need to reach (the lane sockets use ephemeral ports)", ap)})
 	}
+	return append(out, e.metricsPort(cfg)...)
+}
+
+// wellKnownUDP are UDP ports that DPI engines (nDPI, OpenGFW) map to a
+// protocol by port alone: a tunnel on one of them is classified, and
+// blockable, without looking at a byte.
+var wellKnownUDP = map[uint16]string{
+	51820: "WireGuard", 51821: "WireGuard", 1194: "OpenVPN", 500: "IKE (IPsec)", 4500: "IPsec NAT-T",
+	1701: "L2TP", 443: "QUIC", 53: "DNS", 123: "NTP", 3478: "STUN/TURN", 5060: "SIP",
+	4789: "VXLAN", 6081: "Geneve", 1812: "RADIUS", 1813: "RADIUS accounting",
+}
+
+// portChoice reports what the ListenPort setting means for peers and for
+// a classifier on the path.
+func portChoice(cfg *router.Config) []Finding {
+	port := cfg.Interface.ListenPort
+	if port == 0 {
+		for _, p := range cfg.Peers {
+			if !p.Endpoint.IsValid() {
+				return []Finding{{Level: Warn, Topic: "listen port",
+					Msg: fmt.Sprintf("no ListenPort: the router listens on a port the kernel picks at each start, but the peer at line %d has no Endpoint and can only reach this router at a fixed port", p.Line),
+					Fix: "set ListenPort to a port of your choosing (not a well-known one) and give it to that peer as Endpoint"}}
+			}
+		}
+		return []Finding{{Level: OK, Topic: "listen port", Msg: "no ListenPort: a port the kernel picks at each start (every peer has an Endpoint, so this router always initiates)"}}
+	}
+	if proto, ok := wellKnownUDP[port]; ok {
+		return []Finding{{Level: Warn, Topic: "listen port",
+			Msg: fmt.Sprintf("ListenPort %d is %s's port: DPI engines classify (and may block) the tunnel by the port alone", port, proto),
+			Fix: "choose another port (any unregistered high port), and tell the peers"}}
+	}
+	return nil
+}
+
+// metricsPort checks MetricsListen can be bound.
+func (e Env) metricsPort(cfg *router.Config) []Finding {
+	var out []Finding
 	if cfg.Interface.MetricsListen != "" {
 		m, err := netip.ParseAddrPort(cfg.Interface.MetricsListen)
 		if err == nil {

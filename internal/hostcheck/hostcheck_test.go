@@ -88,12 +88,12 @@ func (f *fakeHost) env(t *testing.T) Env {
 
 const confTmpl = `[Interface]
 PrivateKey = mEktyZiojIy60rG4S9RRaZ7YANfmaKua/Unus6HfIGg=
-ListenPort = 51820
+ListenPort = 47133
 Address = 10.77.0.1/24
 %s
 [Peer]
 PublicKey = aNIXAzi6ximvC5aN6U9ySX345YxOa6gtHjBu6FsZxVM=
-Endpoint = 203.0.113.2:51820
+Endpoint = 203.0.113.2:47133
 AllowedIPs = 10.77.0.2/32, 192.168.2.0/24
 `
 
@@ -163,9 +163,9 @@ func TestHealthyHost(t *testing.T) {
 		"OK    CPUs: affinity mask 0-3: 4 CPUs on 4 physical cores; Shards = auto (default) gives 4 shard(s) on CPUs 0-3",
 		"INFO  CPUs: every CPU of the machine runs a shard",
 		"OK    forwarding: net.ipv4.ip_forward = 1",
-		"OK    underlay: 203.0.113.2:51820 via eth0: MTU 1500 fits the largest datagram (1480 bytes)",
+		"OK    underlay: 203.0.113.2:47133 via eth0: MTU 1500 fits the largest datagram (1480 bytes)",
 		"OK    offloads: eth0: generic-receive-offload on",
-		"OK    listen port: UDP [::]:51820 is free",
+		"OK    listen port: UDP [::]:47133 is free",
 	)
 	if e, w := Counts(fs); e != 0 || w != 0 {
 		t.Errorf("Counts = %d errors, %d warnings", e, w)
@@ -191,7 +191,7 @@ func TestMistunedHost(t *testing.T) {
 		"WARN  CPUs: affinity mask 0-3: 4 CPUs on 2 physical cores (SMT on); Shards = 3 gives 3 shard(s) on CPUs 0-2; SMT siblings share a core: 0,2 (",
 		"      fix: use --shards auto (one shard per core), or at most 2 shards",
 		"WARN  forwarding: net.ipv4.ip_forward = 0",
-		"WARN  underlay: 203.0.113.2:51820 via eth0 (MTU 1400): the largest datagram is 1480 bytes",
+		"WARN  underlay: 203.0.113.2:47133 via eth0 (MTU 1400): the largest datagram is 1480 bytes",
 		"      fix: set MTU = 1330 in [Interface]",
 		"WARN  offloads: eth0: generic-receive-offload off",
 		"WARN  offloads: eth0: large-receive-offload on",
@@ -216,7 +216,7 @@ func TestErrors(t *testing.T) {
 		"ERROR CPUs: affinity mask 2-3: 2 CPUs on 2 physical cores; --shards 4: 4 shards requested but the CPU affinity mask has 2 CPUs",
 		"ERROR TUN: cannot open a 4-queue TUN device: invalid argument",
 		"      fix: run with --shards 1",
-		"ERROR listen port: cannot bind UDP [::]:51820: address already in use",
+		"ERROR listen port: cannot bind UDP [::]:47133: address already in use",
 	)
 	if e, _ := Counts(fs); e != 3 {
 		t.Errorf("Counts: %d errors, want 3", e)
@@ -261,7 +261,7 @@ func TestNotRootAndUnknowns(t *testing.T) {
 	expect(t, fs,
 		"WARN  privileges: not root",
 		"INFO  TUN: "+filepath.Join(f.dir, "dev/net/tun")+" exists; multiqueue support not tested",
-		"WARN  underlay: no route to peer endpoint 203.0.113.2:51820: network unreachable",
+		"WARN  underlay: no route to peer endpoint 203.0.113.2:47133: network unreachable",
 	)
 	f.route[netip.MustParseAddr("203.0.113.2")] = "eth0"
 	fs = Check(writeConf(t, ""), f.env(t), Options{})
@@ -292,4 +292,36 @@ func TestTunnelOffloads(t *testing.T) {
 	f.tunnel.USO = true
 	fs = Check(writeConf(t, "DisableOffload = all"), f.env(t), Options{})
 	expect(t, fs, "OK    tunnel offloads: on: none; off by DisableOffload: tso, uso, gro, udp-gso, udp-gro")
+}
+
+// The listen port: a well-known one is classified by DPI engines on the
+// port alone; none at all is fine when this router initiates to every
+// peer, and a warning when a peer must reach it.
+func TestListenPortChoice(t *testing.T) {
+	f := newFake(t)
+	withPort := func(port string, endpoint bool) string {
+		c := strings.Replace(confTmpl, "ListenPort = 47133\n", port, 1)
+		if !endpoint {
+			c = strings.Replace(c, "Endpoint = 203.0.113.2:47133\n", "", 1)
+		}
+		p := filepath.Join(t.TempDir(), "gw.conf")
+		if err := os.WriteFile(p, []byte(strings.Replace(c, "%s", "", 1)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, tc := range []struct {
+		port     string
+		endpoint bool
+		want     string
+	}{
+		{"ListenPort = 51820\n", true, "WARN  listen port: ListenPort 51820 is WireGuard's port"},
+		{"ListenPort = 1194\n", true, "WARN  listen port: ListenPort 1194 is OpenVPN's port"},
+		{"", true, "OK    listen port: no ListenPort: a port the kernel picks at each start"},
+		{"", false, "WARN  listen port: no ListenPort: the router listens on a port the kernel picks at each start, but the peer at line"},
+	} {
+		if r := report(Check(withPort(tc.port, tc.endpoint), f.env(t), Options{})); !strings.Contains(r, tc.want) {
+			t.Errorf("%q endpoint=%v: no %q in\n%s", tc.port, tc.endpoint, tc.want, r)
+		}
+	}
 }

@@ -75,8 +75,9 @@ type Lab struct {
 	closed  bool
 }
 
-// Port is the listen port of both routers.
-const Port = 51820
+// Port is the listen port of both routers (not a well-known one: see
+// docs/CONFIG.md, ListenPort).
+const Port = 47133
 
 // New creates the namespaces, the veth link, keys and configurations.
 func New(opts Options) (*Lab, error) {

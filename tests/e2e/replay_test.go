@@ -129,7 +129,7 @@ func TestReplayedCapture(t *testing.T) {
 		if err != nil || n < 28 || n > 1500 || buf[9] != unix.IPPROTO_UDP {
 			continue
 		}
-		if binary.BigEndian.Uint16(buf[22:24]) == 51820 { // to the router
+		if binary.BigEndian.Uint16(buf[22:24]) == lab.Port { // to the router
 			captured = append(captured, append([]byte(nil), buf[:n]...))
 		}
 	}

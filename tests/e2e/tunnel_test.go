@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/netip"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -157,7 +158,7 @@ func TestFECUnderLoss(t *testing.T) {
 			if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := l.Exec(lab.B, "iptables", "-A", "INPUT", "-i", l.Veth(lab.B), "-p", "udp", "--dport", "51820",
+			if _, err := l.Exec(lab.B, "iptables", "-A", "INPUT", "-i", l.Veth(lab.B), "-p", "udp", "--dport", strconv.Itoa(lab.Port),
 				"-m", "statistic", "--mode", "random", "--probability", "0.05", "-j", "DROP"); err != nil {
 				t.Fatal(err)
 			}
