@@ -2,6 +2,7 @@ package router
 
 import (
 	"bytes"
+	mrand "math/rand/v2"
 	"net/netip"
 	"sync/atomic"
 	"time"
@@ -294,6 +295,7 @@ func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, arr
 			Peer: p.id, Index: i, Lanes: lanes, Remote: remote, Conn: conn,
 			Send: sess.Keys.SendLane(i), Recv: recv,
 			FEC: encCfg, Mode: mode, HoldTx: !initiator,
+			Keepalive: p.cfg.PersistentKeepalive,
 		}
 		owner := p.place[i]
 		r.shards[owner].Do(func(s *shard.Shard) {
@@ -312,6 +314,8 @@ func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, arr
 	// Shards beyond the lane count still read TUN packets for the peer:
 	// they learn the owners too (done above for every j).
 	p.sess, p.sessAt, p.lanes, p.remoteIP, p.initiator = sess, now, lanes, remoteIP, initiator
+	// Rekeys come at no fixed period either: up to a tenth later.
+	p.rekeyJitter = time.Duration(mrand.Int64N(int64(r.rekeyAfter()/10) + 1))
 	p.want = false
 	p.lastHS = now
 	p.nHS++
@@ -393,30 +397,20 @@ func (r *Router) initiate(p *peer, now time.Time) {
 }
 
 // timers runs the control plane's clock: handshakes for waiting traffic,
-// retries, rekeys, session expiry, loss reports and keepalives.
+// retries, rekeys, session expiry, and once a second the liveness check.
+// Loss reports and keepalives are the shards' own (shard/control.go).
 func (r *Router) timers() {
 	t := time.NewTicker(timerPeriod)
 	defer t.Stop()
-	lastPeriodic := time.Now()
+	lastLiveness := time.Now()
 	for {
 		select {
 		case <-r.stop:
 			return
 		case now := <-t.C:
 			r.tick(now)
-			if now.Sub(lastPeriodic) >= time.Second {
-				lastPeriodic = now
-				ka := map[shard.PeerID]time.Duration{}
-				r.mu.Lock()
-				for _, p := range r.peers {
-					if p.cfg.PersistentKeepalive > 0 {
-						ka[p.id] = p.cfg.PersistentKeepalive
-					}
-				}
-				r.mu.Unlock()
-				for _, s := range r.shards {
-					s.Do(func(sh *shard.Shard) { sh.Periodic(ka) })
-				}
+			if now.Sub(lastLiveness) >= time.Second {
+				lastLiveness = now
 				r.checkLiveness(now)
 			}
 		}
@@ -554,9 +548,9 @@ func (r *Router) tick(now time.Time) {
 			// waiting for the response
 		case p.sess == nil && (p.want || p.cfg.PersistentKeepalive > 0) && !now.Before(p.nextTry):
 			r.initiate(p, now)
-		case p.sess != nil && p.initiator && age >= rekey && !now.Before(p.nextTry):
+		case p.sess != nil && p.initiator && age >= rekey+p.rekeyJitter && !now.Before(p.nextTry):
 			r.initiate(p, now)
-		case p.sess != nil && !p.initiator && age >= rekey+rekey/4 && (p.want || p.cfg.PersistentKeepalive > 0) && !now.Before(p.nextTry):
+		case p.sess != nil && !p.initiator && age >= rekey+rekey/4+p.rekeyJitter && (p.want || p.cfg.PersistentKeepalive > 0) && !now.Before(p.nextTry):
 			// The initiator did not rekey (it may be gone): we try.
 			r.initiate(p, now)
 		}

@@ -153,13 +153,14 @@ type peer struct {
 	attempts  int
 	nextTry   time.Time
 
-	sess      *crypto.Session
-	sessAt    time.Time
-	lanes     int
-	remoteIP  netip.Addr
-	initiator bool
-	lastHS    time.Time
-	nHS       uint64
+	sess        *crypto.Session
+	sessAt      time.Time
+	rekeyJitter time.Duration // added to the rekey time of this session
+	lanes       int
+	remoteIP    netip.Addr
+	initiator   bool
+	lastHS      time.Time
+	nHS         uint64
 	// place[i] is the shard that owns lane i: i, unless the lane's
 	// datagrams proved to arrive elsewhere (a NAT rewrote its port; see
 	// shard/place.go) and it was moved there. Kept across rekeys.
@@ -347,8 +348,14 @@ func (r *Router) setPeers(pcs []PeerConfig) error {
 			}
 			p.cp = cp
 		}
-		was := p.cfg.Endpoint
+		was, wasKA := p.cfg.Endpoint, p.cfg.PersistentKeepalive
 		p.cfg = pc
+		if pc.PersistentKeepalive != wasKA && p.sess != nil {
+			id, ka := p.id, pc.PersistentKeepalive
+			for _, s := range r.shards {
+				s.Do(func(x *shard.Shard) { x.SetKeepalive(id, ka) })
+			}
+		}
 		switch {
 		case pc.Endpoint.IsValid() && !p.endpoint.IsValid():
 			p.endpoint = pc.Endpoint

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"math/rand/v2"
 	"time"
 
 	"github.com/yip-router/yip-router/crypto"
@@ -9,9 +10,11 @@ import (
 
 // Control frames: encrypted control symbols on a lane, never FEC-coded.
 // Received ones come from ingress.go (keepalives, the peer's FEC loss
-// reports, which set our encoder's R in auto mode); the router sends ours
-// through Periodic and SendControl, and they leave through egress.go's
-// socket batches.
+// reports, which set our encoder's R in auto mode); ours are sent by the
+// lane's own timers (controlTimers, run with tick) and leave through
+// egress.go's socket batches. No period is fixed: loss reports and both
+// kinds of keepalive wait a fresh random time each round, so their timing
+// tells an observer nothing.
 
 // Control frame bodies: a type byte, then its payload.
 const (
@@ -38,34 +41,55 @@ func (s *Shard) control(ln *lane, body []byte) {
 	}
 }
 
-// Periodic sends each owned lane's loss report to the peer (whose encoder
-// adapts R to it) and, when keepalive > 0, a keepalive on lanes idle for
-// that long. The router calls it through Do about once a second.
-func (s *Shard) Periodic(keepalive map[PeerID]time.Duration) {
+// controlTimers sends what ln's timers call for: its loss report (which
+// the peer's encoder adapts R to) about once a second, and a keepalive
+// when the lane has been quiet for its persistent-keepalive wait, or when
+// it heard from the peer since it last sent and has been quiet for the
+// passive wait (as WireGuard: else the peer's liveness check would
+// re-handshake on one-way traffic). tick calls it for every owned lane.
+func (s *Shard) controlTimers(ln *lane) {
 	var buf [1 + 16]byte
-	for peer, pl := range s.peers {
-		for i, ln := range pl.local {
-			if ln == nil {
-				continue
-			}
-			rep := ln.dec.TakeLossReport()
-			if rep.Expected > 0 {
-				buf[0] = ctlLossReport
-				if b, err := rep.AppendBinary(buf[:1]); err == nil {
-					s.SendControl(peer, i, b)
-				}
-			}
-			// Passive keepalive (as WireGuard): we heard from the peer
-			// since we last sent, and have been quiet for a while —
-			// tell it we are alive, or its liveness check re-handshakes.
-			passive := ln.lastRx.After(ln.lastTx) && s.now.Sub(ln.lastTx) >= passiveKeepalive
-			if ka := keepalive[peer]; (ka > 0 && s.now.Sub(ln.lastTx) >= ka) || passive {
-				buf[0] = ctlKeepalive
-				s.SendControl(peer, i, buf[:1])
+	if !s.now.Before(ln.reportDue) {
+		ln.reportDue = s.now.Add(jitter(lossReportEvery))
+		if rep := ln.dec.TakeLossReport(); rep.Expected > 0 {
+			buf[0] = ctlLossReport
+			if b, err := rep.AppendBinary(buf[:1]); err == nil {
+				s.sendControl(ln, b)
 			}
 		}
 	}
-	s.flushAll()
+	quiet := s.now.Sub(ln.lastTx)
+	persistent := ln.cfg.Keepalive > 0 && quiet >= ln.kaWait
+	passive := ln.lastRx.After(ln.lastTx) && quiet >= ln.passiveWait
+	if persistent || passive {
+		buf[0] = ctlKeepalive
+		s.sendControl(ln, buf[:1])
+	}
+}
+
+// drawWaits draws ln's next keepalive waits (after it sent anything).
+func (ln *lane) drawWaits() {
+	ln.kaWait = jitter(ln.cfg.Keepalive)
+	ln.passiveWait = jitter(passiveKeepalive)
+}
+
+// jitter returns d scaled by a uniform factor in [1-jitterFraction,
+// 1+jitterFraction): no control frame keeps a fixed period.
+func jitter(d time.Duration) time.Duration {
+	return d + time.Duration((rand.Float64()*2-1)*jitterFraction*float64(d))
+}
+
+// SetKeepalive changes the persistent keepalive of peer's lanes on this
+// shard (a reload changed PersistentKeepalive). Call it through Do.
+func (s *Shard) SetKeepalive(peer PeerID, d time.Duration) {
+	if pl := s.peers[peer]; pl != nil {
+		for _, ln := range pl.local {
+			if ln != nil {
+				ln.cfg.Keepalive = d
+				ln.drawWaits()
+			}
+		}
+	}
 }
 
 // controlAD separates control frames from data: a control symbol cannot be
@@ -79,7 +103,10 @@ func (s *Shard) SendControl(peer PeerID, index int, body []byte) bool {
 	if pl == nil || index >= len(pl.local) || pl.local[index] == nil {
 		return false
 	}
-	ln := pl.local[index]
+	return s.sendControl(pl.local[index], body)
+}
+
+func (s *Shard) sendControl(ln *lane, body []byte) bool {
 	if !ln.confirmed && ln.prev != nil {
 		ln = ln.prev
 	}
@@ -100,6 +127,7 @@ func (s *Shard) SendControl(peer PeerID, index int, body []byte) bool {
 	}
 	d := ln.txf.Frame(p.Buf, crypto.Header{Kind: crypto.KindControl}, len(sym))
 	ln.lastTx = s.now
+	ln.drawWaits()
 	s.count(ControlOut)
 	s.queue(ln, p, len(d))
 	return true

@@ -362,7 +362,11 @@ func (h *ingressFuzz) step() {
 		// Loss reports and keepalives both ways.
 		for _, sd := range []*side{h.a, h.b} {
 			for _, s := range sd.shards {
-				s.Periodic(map[PeerID]time.Duration{1: time.Second, 2: time.Second})
+				for _, ln := range s.owned {
+					ln.cfg.Keepalive, ln.kaWait, ln.reportDue = time.Second, 0, time.Time{}
+				}
+				s.tick()
+				s.flushAll()
 			}
 		}
 		h.deliver(h.a, h.b, nil)

@@ -33,6 +33,9 @@ type LaneConfig struct {
 	// Mode, when auto, lets the peer's loss reports set R (fec.Adapter);
 	// FEC above is then only the starting ratio.
 	Mode fec.Mode
+	// Keepalive is the peer's PersistentKeepalive (0: off): a keepalive
+	// goes out after about this long without sending (control.go).
+	Keepalive time.Duration
 }
 
 // lane is one lane's state; it lives in exactly one shard and is touched
@@ -60,6 +63,10 @@ type lane struct {
 
 	txPackets, txBytes, rxPackets, rxBytes uint64
 	lastTx                                 time.Time
+
+	// Control-frame timers (control.go), redrawn each round.
+	reportDue           time.Time
+	kaWait, passiveWait time.Duration
 
 	// slot is the lane's index in Shard.owned (-1: not there); moves
 	// counts the times an authenticated datagram from a new address moved
@@ -125,6 +132,8 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		return err
 	}
 	ln.installed = s.now
+	ln.reportDue = s.now.Add(jitter(lossReportEvery))
+	ln.drawWaits()
 	ln.deliver = func(sym []byte) { s.deliverSymbol(ln, sym) }
 	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
 	top := pl.local[cfg.Index]

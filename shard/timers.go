@@ -35,6 +35,7 @@ func (s *Shard) tick() time.Time {
 	var next time.Time
 	s.refillRoam()
 	for _, ln := range s.owned {
+		s.controlTimers(ln)
 		for _, l := range []*lane{ln, ln.prev} {
 			if l == nil {
 				continue

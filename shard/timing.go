@@ -38,11 +38,20 @@ const (
 	prevKeep = 15 * time.Second
 
 	// passiveKeepalive: a lane that heard from its peer since it last sent
-	// and has sent nothing for this long sends a keepalive (Periodic), so
-	// one-way traffic does not look like a dead peer. It must stay well
-	// under the router's no-reply limit (5 s): Periodic runs about once a
-	// second, so the peer hears from us within about 3 s.
+	// and has sent nothing for about this long sends a keepalive
+	// (controlTimers), so one-way traffic does not look like a dead peer.
+	// With its jitter it stays well under the router's no-reply limit
+	// (5 s): the peer hears from us within 2.5 s.
 	passiveKeepalive = 2 * time.Second
+
+	// lossReportEvery is about how often a lane that received data
+	// reports its FEC loss to the peer (whose encoder adapts R to it).
+	lossReportEvery = time.Second
+
+	// jitterFraction spreads every control-frame wait (loss reports, both
+	// keepalives) uniformly over ±25% of its nominal value, drawn afresh
+	// each time: no fixed period for a classifier to find.
+	jitterFraction = 0.25
 
 	// roamTrialRate and roamTrialBurst bound the tag trials a shard spends
 	// on datagrams that match no lane at their address (roam.go): one

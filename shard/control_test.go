@@ -1,0 +1,71 @@
+package shard
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/yip-router/yip-router/fec"
+)
+
+// controlSends steps shard s's clock in 50 ms ticks for d and returns when
+// it sent a control frame (as counted by control_out).
+func controlSends(s *Shard, d time.Duration) []time.Duration {
+	var at []time.Duration
+	start := s.now
+	last := s.stats.c[ControlOut]
+	for el := time.Duration(0); el < d; el += 50 * time.Millisecond {
+		s.now = start.Add(el)
+		s.tick()
+		s.flushAll()
+		if c := s.stats.c[ControlOut]; c != last {
+			at = append(at, el)
+			last = c
+		}
+	}
+	return at
+}
+
+// Persistent keepalives come about every Keepalive, never at a fixed
+// period: the gaps spread over the jitter range.
+func TestKeepaliveJittered(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sa := a.shards[0]
+	sa.SetKeepalive(2, time.Second)
+	at := controlSends(sa, 120*time.Second)
+	var gaps []time.Duration
+	for i := 1; i < len(at); i++ {
+		gaps = append(gaps, at[i]-at[i-1])
+	}
+	if len(gaps) < 80 {
+		t.Fatalf("%d keepalives in 120 s with a 1 s keepalive", len(at))
+	}
+	slices.Sort(gaps)
+	lo, hi := gaps[0], gaps[len(gaps)-1]
+	if lo < 700*time.Millisecond || hi > 1300*time.Millisecond {
+		t.Errorf("keepalive gaps %s..%s, want within 1 s ± 25%% (and a 50 ms tick)", lo, hi)
+	}
+	distinct := map[time.Duration]bool{}
+	for _, g := range gaps {
+		distinct[g] = true
+	}
+	if len(distinct) < 6 || hi-lo < 300*time.Millisecond {
+		t.Errorf("keepalive gaps not jittered: %d distinct values over %s..%s", len(distinct), lo, hi)
+	}
+}
+
+// Without a persistent keepalive, a lane that heard from its peer and sent
+// nothing since answers with a keepalive within the passive wait, once.
+func TestPassiveKeepalive(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sb := b.shards[0]
+	feed(sb, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
+	at := controlSends(sb, 10*time.Second)
+	// One loss report round may go out too (it received data); at most
+	// two frames, the keepalive before 2.5 s.
+	if len(at) == 0 || len(at) > 2 || at[len(at)-1] > 2500*time.Millisecond {
+		t.Fatalf("control frames at %v, want a passive keepalive within 2.5 s and nothing after", at)
+	}
+}
