@@ -45,6 +45,7 @@ test-deps:
 	  command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	  command -v iptables >/dev/null 2>&1 || missing="$$missing iptables"; \
 	  command -v ping >/dev/null 2>&1 || missing="$$missing iputils-ping"; \
+	  command -v ndpiReader >/dev/null 2>&1 || missing="$$missing libndpi-bin"; \
 	  if [ -n "$$missing" ]; then apt-get update >/dev/null && apt-get install -y $$missing; fi; \
 	fi
 
