@@ -262,7 +262,6 @@ type pingStats struct {
 	otherData       atomic.Int64 // data that opened but was not our reply
 	badTag          atomic.Int64 // not under the session's receive keys (handshake leftovers)
 	openErrs        atomic.Int64
-	rtts            []time.Duration // per peer, 0 = no answer
 }
 
 // ping sends one ICMP echo request through the session on lane 0 (one
