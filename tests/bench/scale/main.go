@@ -267,6 +267,7 @@ func runLoaded(c *config, t *topo, h *hub, peers []*simPeer, pubs []crypto.Publi
 		res.RSSPerIdlePeerKiB = float64(rn.RSSKiB-r1.RSSKiB) / float64(c.Peers-1)
 	}
 	res.RSSIdleKiB, _ = rssKiB(h.pid())
+	res.IdleCoresNoSessions = idleCores(h, 3*time.Second)
 	res.Queries = append(res.Queries, query(t, c.bin, "idle, no sessions"))
 
 	if err := netns.Do(t.genNS, func() error { return openSockets(peers) }); err != nil {
@@ -285,12 +286,16 @@ func runLoaded(c *config, t *topo, h *hub, peers []*simPeer, pubs []crypto.Publi
 	logf("prebuilt in %s; burst", time.Since(t0).Round(time.Millisecond))
 	res.Burst = handshakes(c, t, h, peers, "burst (all at once)", 0)
 	logf("%s", res.Burst.summary())
+	res.Burst.SettleS, res.Burst.SettleCPUSec = settle(t, h)
+	logf("hub busy for %.1f s more (%.2f CPU-s) after the burst ended", res.Burst.SettleS, res.Burst.SettleCPUSec)
 
 	// 3. One ping per peer through its session.
 	res.Traffic = append(res.Traffic, pingAll(c, t, h, peers, "after burst"))
 	logf("%s", res.Traffic[len(res.Traffic)-1].summary())
 	res.RSSAfterTrafficKiB, _ = rssKiB(h.pid())
 	res.RSSPerActiveLaneKiB = float64(res.RSSAfterTrafficKiB-res.RSSIdleKiB) / float64(c.Peers)
+	res.IdleCoresSessions = idleCores(h, 3*time.Second)
+	logf("hub idle with sessions: %.2f cores", res.IdleCoresSessions)
 	time.Sleep(time.Second)
 	res.Queries = append(res.Queries, query(t, c.bin, "idle, N sessions"))
 
@@ -306,6 +311,8 @@ func runLoaded(c *config, t *topo, h *hub, peers []*simPeer, pubs []crypto.Publi
 		})
 		r := handshakes(c, t, h, peers, fmt.Sprintf("paced %d/s (re-handshake of live sessions)", c.PacedRate), c.PacedRate)
 		wg.Wait()
+		r.SettleS, r.SettleCPUSec = settle(t, h)
+		logf("hub busy for %.1f s more (%.2f CPU-s) after the paced run ended", r.SettleS, r.SettleCPUSec)
 		res.Paced = &r
 		res.Queries = append(res.Queries, q)
 		logf("%s", r.summary())
@@ -323,6 +330,35 @@ func runLoaded(c *config, t *topo, h *hub, peers []*simPeer, pubs []crypto.Publi
 		rl.WallMs, rl.SampleAnswered, rl.Sample, rl.HandshakeChanged, rl.Peer0Changed)
 	res.RSSEndKiB, _ = rssKiB(h.pid())
 	return nil
+}
+
+// settle waits until the hub's UDP receive queues on its listen port are
+// empty (twice in a row, 500 ms apart), at most two minutes, and returns
+// how long that took and the hub CPU spent meanwhile: the backlog of
+// queued initiations a phase left behind. (Hub CPU cannot tell: with
+// thousands of sessions an idle hub keeps a core partly busy.)
+func settle(t *topo, h *hub) (float64, float64) {
+	start := time.Now()
+	c0, _ := cpuSec(h.pid())
+	empty := 0
+	for time.Since(start) < 2*time.Minute && empty < 2 {
+		time.Sleep(500 * time.Millisecond)
+		if q, err := t.rxQueue(hubPort); err == nil && q == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+	}
+	c, _ := cpuSec(h.pid())
+	return time.Since(start).Seconds(), c - c0
+}
+
+// idleCores is the hub's CPU use over d, in cores.
+func idleCores(h *hub, d time.Duration) float64 {
+	c0, _ := cpuSec(h.pid())
+	time.Sleep(d)
+	c1, _ := cpuSec(h.pid())
+	return (c1 - c0) / d.Seconds()
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

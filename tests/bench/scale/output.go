@@ -72,7 +72,7 @@ func markdown(c *config, m *meta, r *Result) string {
 	if len(r.Start) > 0 {
 		fmt.Fprintf(&b, "Command: `%s`\n", r.Start[len(r.Start)-1].Command)
 	}
-	b.WriteString("\n## Handshakes\n\n| run | completed | last session (s) | handshakes/s | hub CPU (s) | per hub CPU-s | generator CPU (s) | sent | cookie replies | timeout retries | p50 / p99 latency (ms) | hub: answered / cookies / capped / rate-limited | hub UDP RcvbufErrors |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|\n")
+	b.WriteString("\n## Handshakes\n\n| run | completed | last session (s) | handshakes/s | hub CPU (s) | per hub CPU-s | generator CPU (s) | sent | cookie replies | timeout retries | p50 / p99 latency (ms) | hub: answered / cookies / capped / rate-limited | hub UDP RcvbufErrors | hub busy after (s / CPU-s) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	hs := []HSResult{r.Burst}
 	if r.Paced != nil {
 		hs = append(hs, *r.Paced)
@@ -81,9 +81,9 @@ func markdown(c *config, m *meta, r *Result) string {
 		if h.Peers == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %d/%d | %.2f | %.0f | %.2f | %.0f | %.2f | %d | %d | %d | %.0f / %.0f | %d / %d / %d / %d | %d |\n",
+		fmt.Fprintf(&b, "| %s | %d/%d | %.2f | %.0f | %.2f | %.0f | %.2f | %d | %d | %d | %.0f / %.0f | %d / %d / %d / %d | %d | %.0f / %.1f |\n",
 			h.Name, h.Completed, h.Peers, h.LastDoneS, h.PerSec, h.HubCPUSec, h.PerHubCPUSec, h.GenCPUSec, h.Sent, h.Cookies, h.Timeouts,
-			h.LatencyP50Ms, h.LatencyP99Ms, h.Hub.Answered, h.Hub.CookieDemanded, h.Hub.CookieCapped, h.Hub.RateLimited, h.HubUDP["RcvbufErrors"])
+			h.LatencyP50Ms, h.LatencyP99Ms, h.Hub.Answered, h.Hub.CookieDemanded, h.Hub.CookieCapped, h.Hub.RateLimited, h.HubUDP["RcvbufErrors"], h.SettleS, h.SettleCPUSec)
 	}
 	for _, h := range hs {
 		if len(h.Timeline) > 0 {
@@ -98,6 +98,7 @@ func markdown(c *config, m *meta, r *Result) string {
 		fmt.Fprintf(&b, "| %s | %d/%d | %.1f / %.1f / %.1f | %.2f | %.2f | %.2f |\n", p.When, p.Answered, p.Peers, p.RTTP50Ms, p.RTTP99Ms, p.RTTMaxMs, p.WallS, p.HubCPUSec, p.GenCPUSec)
 	}
 	fmt.Fprintf(&b, "\nRSS idle with N peers %d KiB, after the pings %d KiB: **%.2f KiB per active lane**; at the end %d KiB.\n", r.RSSIdleKiB, r.RSSAfterTrafficKiB, r.RSSPerActiveLaneKiB, r.RSSEndKiB)
+	fmt.Fprintf(&b, "Hub CPU while idle with N configured peers: %.2f cores without sessions, %.2f cores with the sessions up (no traffic).\n", r.IdleCoresNoSessions, r.IdleCoresSessions)
 	b.WriteString("\n## Status and metrics with N peers\n\n| when | show --json (ms) | bytes | metrics scrape (ms) | bytes |\n|---|---:|---:|---:|---:|\n")
 	for _, q := range r.Queries {
 		fmt.Fprintf(&b, "| %s | %.0f | %d | %.0f | %d |\n", q.When, q.ShowMs, q.ShowBytes, q.ScrapeMs, q.ScrapeBytes)

@@ -20,9 +20,13 @@ type Result struct {
 	Traffic           []PingResult `json:"traffic"`
 	// RSS after every peer's session carried a ping; per active lane =
 	// (after - idle) / N.
-	RSSAfterTrafficKiB  int64         `json:"rss_after_traffic_kib"`
-	RSSPerActiveLaneKiB float64       `json:"rss_per_active_lane_kib"`
-	RSSEndKiB           int64         `json:"rss_end_kib"`
+	RSSAfterTrafficKiB  int64   `json:"rss_after_traffic_kib"`
+	RSSPerActiveLaneKiB float64 `json:"rss_per_active_lane_kib"`
+	RSSEndKiB           int64   `json:"rss_end_kib"`
+	// Hub CPU in cores over 3 s with N peers and no traffic: before any
+	// handshake, and after the first pings (sessions up, idle).
+	IdleCoresNoSessions float64       `json:"idle_cores_no_sessions"`
+	IdleCoresSessions   float64       `json:"idle_cores_with_sessions"`
 	Queries             []Query       `json:"queries"`
 	Reload              *ReloadResult `json:"reload,omitempty"`
 	HubLogTail          []string      `json:"hub_log_tail,omitempty"`
@@ -63,10 +67,14 @@ type HSResult struct {
 	LatencyP99Ms   float64 `json:"latency_p99_ms"`
 	LatencyMaxMs   float64 `json:"latency_max_ms"`
 	// Timeline[s]: sessions completed in second s of the phase.
-	Timeline []int            `json:"completed_per_second"`
-	Hub      HSCounts         `json:"hub_counters"` // show --json handshakes, after - before
-	HubUDP   map[string]int64 `json:"hub_udp_snmp"` // /proc/net/snmp Udp: in the hub namespace, after - before
-	Command  string           `json:"hub_command"`
+	Timeline []int `json:"completed_per_second"`
+	// After the phase: seconds until the hub was idle again (its backlog
+	// of queued initiations) and the CPU it spent meanwhile.
+	SettleS      float64          `json:"settle_s"`
+	SettleCPUSec float64          `json:"settle_hub_cpu_s"`
+	Hub          HSCounts         `json:"hub_counters"` // show --json handshakes, after - before
+	HubUDP       map[string]int64 `json:"hub_udp_snmp"` // /proc/net/snmp Udp: in the hub namespace, after - before
+	Command      string           `json:"hub_command"`
 }
 
 // HSCounts are router.HandshakeCounts differences.

@@ -180,3 +180,13 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+func TestParseRxQueue(t *testing.T) {
+	s := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode ref pointer drops\n" +
+		" 1: 0100A8C0:CA6C 00000000:0000 07 00000000:00000A00 00:00000000 00000000     0        0 1 2 0\n" +
+		" 2: 0100A8C0:CA6C 00000000:0000 07 00000000:00000100 00:00000000 00000000     0        0 1 2 0\n" +
+		" 3: 0100A8C0:0035 00000000:0000 07 00000000:00000100 00:00000000 00000000     0        0 1 2 0\n"
+	if got := parseRxQueue(s, 51820); got != 0xa00+0x100 {
+		t.Fatalf("parseRxQueue = %#x", got)
+	}
+}

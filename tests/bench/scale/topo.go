@@ -282,3 +282,34 @@ func parseSnmp(s, proto string) map[string]int64 {
 	}
 	return m
 }
+
+// rxQueue sums the receive queues of the hub namespace's UDP sockets on
+// port (/proc/net/udp and udp6).
+func (t *topo) rxQueue(port uint16) (int64, error) {
+	var sum int64
+	for _, f := range []string{"/proc/net/udp", "/proc/net/udp6"} {
+		out, _, err := t.exec(t.hubNS, "cat", f)
+		if err != nil {
+			return 0, err
+		}
+		sum += parseRxQueue(string(out), port)
+	}
+	return sum, nil
+}
+
+// parseRxQueue sums rx_queue of the sockets bound to port in a
+// /proc/net/udp listing.
+func parseRxQueue(s string, port uint16) int64 {
+	var sum int64
+	want := fmt.Sprintf(":%04X", port)
+	for _, ln := range strings.Split(s, "\n")[1:] {
+		f := strings.Fields(ln)
+		if len(f) < 5 || !strings.HasSuffix(f[1], want) {
+			continue
+		}
+		_, rx, _ := strings.Cut(f[4], ":")
+		v, _ := strconv.ParseInt(rx, 16, 64)
+		sum += v
+	}
+	return sum
+}
