@@ -18,10 +18,13 @@ YIP_EXTRA   ?=
 FUZZTIME    ?= 10s
 BENCHTIME   ?= 1s
 BENCHCOUNT  ?= 5
+PEERS       ?= 10000
+SHARDS      ?= 2
+SCALE_EXTRA ?=
 VERSION     := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test test-deps promtool-check bench-e2e bench-compare unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
+.PHONY: all build test test-deps promtool-check bench-e2e bench-compare bench-scale unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
 
 all: build
 
@@ -130,6 +133,18 @@ bench-compare: build test-deps $(WG_GO)
 	$(BIN)/bench-compare -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) \
 	  -rounds $(ROUNDS) -duration $(DURATION) -rate $(UDP_RATE) -cc '$(TCP_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick) \
 	  $(if $(YIP_EXTRA),-yip-extra '$(YIP_EXTRA)')
+
+# bench-scale: one yip-router hub against PEERS simulated peers (each its
+# own key, /24 and socket) in a second namespace: start time and memory per
+# peer, a handshake burst and a paced run, a ping per session, show --json
+# and metrics timings, a SIGHUP reload (root; docs/BENCHMARKS.md). SHARDS=1
+# pins the hub to CPU 0 and the generator to CPU 1. SCALE_EXTRA passes more
+# flags (e.g. -spread, -paced-rate 0). Results go to docs/bench/scale-*.
+bench-scale: build test-deps
+	@if [ "$$(id -u)" -ne 0 ]; then echo "make bench-scale creates network namespaces and TUN devices: run it as root"; exit 1; fi
+	@command -v taskset >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y util-linux; }
+	$(GO) build -o $(BIN)/bench-scale ./tests/bench/scale
+	$(BIN)/bench-scale -yip $(BIN)/yip-router -commit $(VERSION) -peers $(PEERS) -shards $(SHARDS) $(SCALE_EXTRA)
 
 $(WG_GO):
 	@mkdir -p $(BIN)

@@ -1,0 +1,638 @@
+// Command scale is `make bench-scale`: one yip-router "hub" against N
+// simulated peers (default 10,000). The hub runs the real binary in one
+// network namespace; this process enters another (the generator), gives
+// every simulated peer its own IPv4 address (one per /24) and UDP socket,
+// and drives the handshakes and pings with the project's crypto package.
+// It measures start time and memory per configured and per active peer,
+// a handshake burst (cookie path included), a paced handshake run,
+// pings through every session, `show --json` and a metrics scrape, and a
+// SIGHUP reload; the results go under docs/bench/ as scale-STAMP.md and
+// .json. Root only; see docs/BENCHMARKS.md.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/netns"
+	"github.com/yip-router/yip-router/router"
+)
+
+type config struct {
+	Peers        int           `json:"peers"`
+	Shards       int           `json:"shards"`
+	HubCPUs      string        `json:"hub_cpus"`
+	GenCPUs      string        `json:"gen_cpus"`
+	Spread       bool          `json:"spread"`
+	BurstTimeout time.Duration `json:"burst_timeout_ns"`
+	PacedRate    int           `json:"paced_rate"`
+	PingTimeout  time.Duration `json:"ping_timeout_ns"`
+	Sample       int           `json:"reload_sample"`
+	bin          string
+	out          string
+	commit       string
+}
+
+func main() {
+	c := &config{}
+	var burstS, pingS int
+	flag.IntVar(&c.Peers, "peers", 10000, "simulated peers (at most 16384: one /24 of 100.64.0.0/10 each)")
+	flag.IntVar(&c.Shards, "shards", 2, "hub shards (yip-router up --shards)")
+	flag.StringVar(&c.HubCPUs, "hub-cpus", "auto", "taskset CPU list for the hub; auto: CPU 0 when -shards 1 on 2+ CPUs, else unpinned; '' unpinned")
+	flag.StringVar(&c.GenCPUs, "gen-cpus", "auto", "CPU list for this generator; auto: CPU 1 when the hub is pinned to 0, else unpinned")
+	flag.BoolVar(&c.Spread, "spread", false, "give peer i a source port with lane bits i mod shards, so the hub's shards share the handshakes (default: lane 0, as real peers)")
+	flag.IntVar(&burstS, "burst-timeout", 60, "seconds the burst may take")
+	flag.IntVar(&c.PacedRate, "paced-rate", 400, "initiations per second of the paced run (0: skip it)")
+	flag.IntVar(&pingS, "ping-timeout", 5, "seconds to wait for each echo reply")
+	flag.IntVar(&c.Sample, "sample", 100, "peers re-pinged after the reload")
+	flag.StringVar(&c.bin, "yip", "bin/yip-router", "yip-router binary")
+	flag.StringVar(&c.out, "out", "docs/bench", "directory for the results")
+	flag.StringVar(&c.commit, "commit", "", "yip-router version to record (default: git describe)")
+	flag.Parse()
+	c.BurstTimeout, c.PingTimeout = time.Duration(burstS)*time.Second, time.Duration(pingS)*time.Second
+	if err := check(c); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale:", err)
+		os.Exit(2)
+	}
+	if bin, err := filepath.Abs(c.bin); err == nil {
+		c.bin = bin
+	}
+	resolveCPUs(c)
+	if err := pinSelf(c.GenCPUs); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale: pinning the generator:", err)
+		os.Exit(1)
+	}
+	m := newMeta(c)
+	res, err := run(c)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale:", err)
+		res.Error = err.Error()
+	}
+	if werr := report(c, m, res); werr != nil {
+		fmt.Fprintln(os.Stderr, "bench-scale:", werr)
+		os.Exit(1)
+	}
+	if err != nil {
+		os.Exit(1)
+	}
+}
+
+func check(c *config) error {
+	if err := netns.Available(); err != nil {
+		return err
+	}
+	if _, err := os.Stat(c.bin); err != nil {
+		return fmt.Errorf("%v (make bench-scale builds it)", err)
+	}
+	switch {
+	case c.Peers < 2 || c.Peers > maxPeers:
+		return fmt.Errorf("peers %d: want 2..%d", c.Peers, maxPeers)
+	case c.Shards < 1 || c.Shards > 64:
+		return fmt.Errorf("shards %d: want 1..64", c.Shards)
+	case c.Sample < 1:
+		return fmt.Errorf("sample %d: want at least 1", c.Sample)
+	}
+	return nil
+}
+
+// resolveCPUs fills in the auto placements: with one hub shard on a
+// machine of 2+ CPUs the hub gets CPU 0 and the generator CPU 1 (a clean
+// per-core figure); otherwise both float.
+func resolveCPUs(c *config) {
+	pin := c.Shards == 1 && runtime.NumCPU() >= 2
+	if c.HubCPUs == "auto" {
+		c.HubCPUs = ""
+		if pin {
+			c.HubCPUs = "0"
+		}
+	}
+	if c.GenCPUs == "auto" {
+		c.GenCPUs = ""
+		if c.HubCPUs == "0" && runtime.NumCPU() >= 2 {
+			c.GenCPUs = "1"
+		}
+	}
+}
+
+// pinSelf sets the affinity of every thread of this process to cpus (a
+// taskset-style list) and GOMAXPROCS to their number; new threads inherit it.
+func pinSelf(cpus string) error {
+	if cpus == "" {
+		return nil
+	}
+	set, err := parseCPUList(cpus)
+	if err != nil {
+		return err
+	}
+	var cs unix.CPUSet
+	for _, c := range set {
+		cs.Set(c)
+	}
+	runtime.GOMAXPROCS(len(set))
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		tid, _ := strconv.Atoi(t.Name())
+		if err := unix.SchedSetaffinity(tid, &cs); err != nil {
+			return fmt.Errorf("thread %d: %w", tid, err)
+		}
+	}
+	return nil
+}
+
+// parseCPUList reads "0", "1,3" or "0-2,5".
+func parseCPUList(s string) ([]int, error) {
+	var out []int
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, fmt.Errorf("cpu list %q: bad %q", s, part)
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a {
+				return nil, fmt.Errorf("cpu list %q: bad %q", s, part)
+			}
+		}
+		for i := a; i <= b; i++ {
+			if !slices.Contains(out, i) {
+				out = append(out, i)
+			}
+		}
+	}
+	return out, nil
+}
+
+// raiseNofile lets this process hold n more descriptors.
+func raiseNofile(n uint64) error {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil {
+		return err
+	}
+	if rl.Cur >= n {
+		return nil
+	}
+	rl.Cur = n
+	rl.Max = max(rl.Max, n)
+	return syscall.Setrlimit(syscall.RLIMIT_NOFILE, &rl)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+// writeConf writes a hub configuration (mode 0600).
+func writeConf(path string, b []byte) error { return os.WriteFile(path, b, 0o600) }
+
+// run does every phase in order; the result holds what was measured even
+// when a later phase fails.
+func run(c *config) (*Result, error) {
+	res := &Result{}
+	if err := raiseNofile(uint64(c.Peers) + 4096); err != nil {
+		return res, fmt.Errorf("RLIMIT_NOFILE: %w", err)
+	}
+	hubPriv, err := crypto.GeneratePrivateKey()
+	if err != nil {
+		return res, err
+	}
+	logf("generating %d peer keys", c.Peers)
+	t0 := time.Now()
+	peers, err := newPeers(c.Peers, hubPriv.Public(), c.Shards, c.Spread)
+	if err != nil {
+		return res, err
+	}
+	pubs := make([]crypto.PublicKey, len(peers))
+	for i, p := range peers {
+		pubs[i] = p.pub
+	}
+	logf("keys ready in %s", time.Since(t0).Round(time.Millisecond))
+	t, err := newTopo()
+	if err != nil {
+		return res, err
+	}
+	defer t.Close()
+	metrics := fmt.Sprintf("127.0.0.1:%d", metricsPort)
+
+	// 1. Start time and idle RSS with 0, 1 and N configured peers.
+	for _, n := range []int{0, 1, c.Peers} {
+		conf := filepath.Join(t.dir, fmt.Sprintf("hub-%d.conf", n))
+		if err := writeConf(conf, hubConfig(t.ifname, hubPriv, hubPort, metrics, pubs[:n], nil)); err != nil {
+			return res, err
+		}
+		h, err := t.startHub(c.bin, conf, c.Shards, c.HubCPUs, fmt.Sprintf("hub-%d", n))
+		if err != nil {
+			return res, err
+		}
+		time.Sleep(2 * time.Second) // let start-up garbage and the first ticks settle
+		rss, _ := rssKiB(h.pid())
+		cpu, _ := cpuSec(h.pid())
+		sr := StartRun{Peers: n, ReadyMs: ms(h.Ready), RSSKiB: rss, CPUSec: cpu,
+			Command: h.command() + "; until: ip netns exec " + t.hubNS + " " + c.bin + " show -i " + t.ifname + " --dump"}
+		res.Start = append(res.Start, sr)
+		logf("hub with %d peers: ready in %.0f ms, RSS %d KiB, CPU %.2f s", n, sr.ReadyMs, rss, cpu)
+		if n != c.Peers {
+			h.stop()
+			continue
+		}
+		err = runLoaded(c, t, h, peers, pubs, hubPriv, res)
+		h.stop()
+		res.HubLogTail = tail(h.log(), 40)
+		return res, err
+	}
+	return res, nil
+}
+
+// runLoaded runs phases 2-5 against the hub with N configured peers.
+func runLoaded(c *config, t *topo, h *hub, peers []*simPeer, pubs []crypto.PublicKey, hubPriv crypto.PrivateKey, res *Result) error {
+	if len(res.Start) >= 2 {
+		r1, rn := res.Start[len(res.Start)-2], res.Start[len(res.Start)-1]
+		res.RSSPerIdlePeerKiB = float64(rn.RSSKiB-r1.RSSKiB) / float64(c.Peers-1)
+	}
+	res.RSSIdleKiB, _ = rssKiB(h.pid())
+	res.IdleCoresNoSessions = idleCores(h, 3*time.Second)
+	res.Queries = append(res.Queries, query(t, c.bin, "idle, no sessions"))
+
+	if err := netns.Do(t.genNS, func() error { return openSockets(peers) }); err != nil {
+		return fmt.Errorf("generator sockets: %w", err)
+	}
+	defer closeSockets(peers)
+
+	// 2. Burst: all initiations prebuilt, then sent at once.
+	logf("prebuilding %d initiations", len(peers))
+	t0 := time.Now()
+	for _, p := range peers {
+		if err := p.prebuild(); err != nil {
+			return err
+		}
+	}
+	logf("prebuilt in %s; burst", time.Since(t0).Round(time.Millisecond))
+	res.Burst = handshakes(c, t, h, peers, "burst (all at once)", 0)
+	logf("%s", res.Burst.summary())
+	res.Burst.SettleS, res.Burst.SettleCPUSec = settle(t, h)
+	logf("hub busy for %.1f s more (%.2f CPU-s) after the burst ended", res.Burst.SettleS, res.Burst.SettleCPUSec)
+
+	// 3. One ping per peer through its session.
+	res.Traffic = append(res.Traffic, pingAll(c, t, h, peers, "after burst"))
+	logf("%s", res.Traffic[len(res.Traffic)-1].summary())
+	res.RSSAfterTrafficKiB, _ = rssKiB(h.pid())
+	res.RSSPerActiveLaneKiB = float64(res.RSSAfterTrafficKiB-res.RSSIdleKiB) / float64(c.Peers)
+	res.IdleCoresSessions = idleCores(h, 3*time.Second)
+	logf("hub idle with sessions: %.2f cores", res.IdleCoresSessions)
+	time.Sleep(time.Second)
+	res.Queries = append(res.Queries, query(t, c.bin, "idle, N sessions"))
+
+	// 2b. Paced: every peer handshakes again at PacedRate/s, with show
+	// and a scrape half-way.
+	if c.PacedRate > 0 {
+		var q Query
+		var wg sync.WaitGroup
+		half := time.Duration(float64(len(peers)) / float64(c.PacedRate) / 2 * float64(time.Second))
+		wg.Go(func() {
+			time.Sleep(half)
+			q = query(t, c.bin, fmt.Sprintf("during the paced handshakes (%d/s)", c.PacedRate))
+		})
+		r := handshakes(c, t, h, peers, fmt.Sprintf("paced %d/s (re-handshake of live sessions)", c.PacedRate), c.PacedRate)
+		wg.Wait()
+		r.SettleS, r.SettleCPUSec = settle(t, h)
+		logf("hub busy for %.1f s more (%.2f CPU-s) after the paced run ended", r.SettleS, r.SettleCPUSec)
+		res.Paced = &r
+		res.Queries = append(res.Queries, q)
+		logf("%s", r.summary())
+		res.Traffic = append(res.Traffic, pingAll(c, t, h, peers, "after paced re-handshake"))
+		logf("%s", res.Traffic[len(res.Traffic)-1].summary())
+	}
+
+	// 5. Reload with peer 0's AllowedIPs changed.
+	rl, err := reload(c, t, h, peers, pubs, hubPriv)
+	res.Reload = rl
+	if err != nil {
+		return err
+	}
+	logf("reload: %.0f ms, sample %d/%d answered, handshakes changed for %d peers (peer 0: %v)",
+		rl.WallMs, rl.SampleAnswered, rl.Sample, rl.HandshakeChanged, rl.Peer0Changed)
+	res.RSSEndKiB, _ = rssKiB(h.pid())
+	return nil
+}
+
+// settle waits until the hub's UDP receive queues on its listen port are
+// empty (twice in a row, 500 ms apart), at most two minutes, and returns
+// how long that took and the hub CPU spent meanwhile: the backlog of
+// queued initiations a phase left behind. (Hub CPU cannot tell: with
+// thousands of sessions an idle hub keeps a core partly busy.)
+func settle(t *topo, h *hub) (float64, float64) {
+	start := time.Now()
+	c0, _ := cpuSec(h.pid())
+	empty := 0
+	for time.Since(start) < 2*time.Minute && empty < 2 {
+		time.Sleep(500 * time.Millisecond)
+		if q, err := t.rxQueue(hubPort); err == nil && q == 0 {
+			empty++
+		} else {
+			empty = 0
+		}
+	}
+	c, _ := cpuSec(h.pid())
+	return time.Since(start).Seconds(), c - c0
+}
+
+// idleCores is the hub's CPU use over d, in cores.
+func idleCores(h *hub, d time.Duration) float64 {
+	c0, _ := cpuSec(h.pid())
+	time.Sleep(d)
+	c1, _ := cpuSec(h.pid())
+	return (c1 - c0) / d.Seconds()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// status runs show --json and parses it.
+func status(t *topo, bin string) (*router.Status, error) {
+	out, _, _, err := t.showJSON(bin)
+	if err != nil {
+		return nil, err
+	}
+	var st []*router.Status
+	if err := json.Unmarshal(out, &st); err != nil {
+		var one router.Status
+		if err2 := json.Unmarshal(out, &one); err2 != nil {
+			return nil, err
+		}
+		return &one, nil
+	}
+	if len(st) != 1 {
+		return nil, fmt.Errorf("show --json: %d routers", len(st))
+	}
+	return st[0], nil
+}
+
+func query(t *topo, bin, when string) Query {
+	q := Query{When: when}
+	out, took, cmd, err := t.showJSON(bin)
+	q.ShowMs, q.ShowBytes, q.ShowCommand = ms(took), len(out), cmd
+	if err != nil {
+		q.Err = err.Error()
+	}
+	n, took, err := t.scrape()
+	q.ScrapeMs, q.ScrapeBytes = ms(took), n
+	q.ScrapeCommand = fmt.Sprintf("GET http://127.0.0.1:%d/metrics in netns %s (net/http)", metricsPort, t.hubNS)
+	if err != nil {
+		q.Err += " scrape: " + err.Error()
+	}
+	logf("show --json (%s): %.0f ms, %d bytes; scrape %.0f ms, %d bytes %s", when, q.ShowMs, q.ShowBytes, q.ScrapeMs, q.ScrapeBytes, q.Err)
+	return q
+}
+
+// handshakes runs one handshake phase over all peers: all at once from
+// prebuilt initiations (rate 0) or started at rate per second.
+func handshakes(c *config, t *topo, h *hub, peers []*simPeer, name string, rate int) HSResult {
+	r := HSResult{Name: name, Peers: len(peers), Rate: rate}
+	before, _ := status(t, c.bin)
+	udpBefore := t.snmpUDP(t.hubNS)
+	var st hsStats
+	hubCPU0, _ := cpuSec(h.pid())
+	genCPU0 := selfCPU()
+	start := time.Now()
+	deadline := start.Add(c.BurstTimeout)
+	if rate > 0 {
+		deadline = start.Add(time.Duration(float64(len(peers))/float64(rate)*float64(time.Second)) + c.BurstTimeout)
+	}
+	done := make([]time.Duration, len(peers))
+	var wg sync.WaitGroup
+	if rate == 0 {
+		gate := make(chan struct{})
+		for i, p := range peers {
+			wg.Go(func() {
+				<-gate
+				p.handshake(t.hubAddr(), true, deadline, &st)
+				if p.hsTook > 0 {
+					done[i] = time.Since(start)
+				}
+			})
+		}
+		start = time.Now()
+		close(gate)
+	} else {
+		interval := time.Second / time.Duration(rate)
+		for i, p := range peers {
+			if d := time.Until(start.Add(time.Duration(i) * interval)); d > 0 {
+				time.Sleep(d)
+			}
+			p.hsTook = 0
+			wg.Go(func() {
+				p.handshake(t.hubAddr(), false, deadline, &st)
+				if p.hsTook > 0 {
+					done[i] = time.Since(start)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	hubCPU1, _ := cpuSec(h.pid())
+	genCPU1 := selfCPU()
+	r.Completed = int(st.done.Load())
+	var last time.Duration
+	var lat []time.Duration
+	for i, d := range done {
+		if d > 0 {
+			last = max(last, d)
+			lat = append(lat, peers[i].hsTook)
+		}
+	}
+	r.WallS = wall.Seconds()
+	r.LastDoneS = last.Seconds()
+	r.PerSec = div(float64(r.Completed), r.LastDoneS)
+	r.HubCPUSec = hubCPU1 - hubCPU0
+	r.PerHubCPUSec = div(float64(r.Completed), r.HubCPUSec)
+	r.GenCPUSec = genCPU1 - genCPU0
+	r.Sent, r.Cookies, r.Timeouts = st.sent.Load(), st.cookies.Load(), st.timeouts.Load()
+	r.GaveUp, r.Other, r.SendErrs, r.ReadErrs = st.gaveUp.Load(), st.other.Load(), st.sendErrs.Load(), st.readErrs.Load()
+	for i := range st.cookiePer {
+		r.PeersByCookies = append(r.PeersByCookies, st.cookiePer[i].Load())
+	}
+	r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyMaxMs = percentiles(lat)
+	r.Timeline = timeline(done, time.Second)
+	after, _ := status(t, c.bin)
+	if before != nil && after != nil {
+		r.Hub = diffHS(before.Handshakes, after.Handshakes)
+	}
+	r.HubUDP = diffMap(udpBefore, t.snmpUDP(t.hubNS))
+	r.Command = h.command()
+	return r
+}
+
+func pingAll(c *config, t *topo, h *hub, peers []*simPeer, when string) PingResult {
+	r := PingResult{When: when, Peers: len(peers)}
+	var st pingStats
+	hubCPU0, _ := cpuSec(h.pid())
+	genCPU0 := selfCPU()
+	rtts := make([]time.Duration, len(peers))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for i, p := range peers {
+		if p.sess == nil {
+			continue
+		}
+		r.WithSession++
+		wg.Go(func() { rtts[i] = p.ping(t.hubAddr(), c.PingTimeout, &st) })
+	}
+	wg.Wait()
+	r.WallS = time.Since(start).Seconds()
+	r.HubCPUSec, _ = cpuSec(h.pid())
+	r.HubCPUSec -= hubCPU0
+	r.GenCPUSec = selfCPU() - genCPU0
+	var ok []time.Duration
+	for _, d := range rtts {
+		if d > 0 {
+			ok = append(ok, d)
+		}
+	}
+	r.Answered = len(ok)
+	r.RTTP50Ms, r.RTTP99Ms, r.RTTMaxMs = percentiles(ok)
+	r.Control, r.Parity, r.OtherData = st.control.Load(), st.parity.Load(), st.otherData.Load()
+	r.BadTag, r.OpenErrs = st.badTag.Load(), st.openErrs.Load()
+	return r
+}
+
+// reload rewrites the N-peer config with peer 0's AllowedIPs moved,
+// sends SIGHUP, times it until the log says so, then re-pings a sample of
+// other peers through their existing sessions and compares per-peer
+// handshake counters.
+func reload(c *config, t *topo, h *hub, peers []*simPeer, pubs []crypto.PublicKey, hubPriv crypto.PrivateKey) (*ReloadResult, error) {
+	r := &ReloadResult{Sample: min(c.Sample, len(peers)-1)}
+	before, err := status(t, c.bin)
+	if err != nil {
+		return r, err
+	}
+	conf := h.conf
+	b := hubConfig(t.ifname, hubPriv, hubPort, fmt.Sprintf("127.0.0.1:%d", metricsPort), pubs, map[int]netip.Prefix{0: reloadInner})
+	if err := writeConf(conf, b); err != nil {
+		return r, err
+	}
+	fi, err := os.Stat(h.logPath)
+	if err != nil {
+		return r, err
+	}
+	off := fi.Size()
+	hubCPU0, _ := cpuSec(h.pid())
+	start := time.Now()
+	if err := h.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		return r, err
+	}
+	r.Command = fmt.Sprintf("kill -HUP %d; wait for \"configuration reloaded\" in the hub's log", h.pid())
+	for {
+		line, found := logLineAfter(h.logPath, off, "configuration reloaded", "reload failed")
+		if found {
+			r.WallMs = ms(time.Since(start))
+			r.LogLine = line
+			break
+		}
+		if time.Since(start) > 2*time.Minute {
+			return r, fmt.Errorf("no reload message in the hub's log after 2 min")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	r.HubCPUSec, _ = cpuSec(h.pid())
+	r.HubCPUSec -= hubCPU0
+	if strings.Contains(r.LogLine, "reload failed") {
+		return r, fmt.Errorf("hub: %s", r.LogLine)
+	}
+	// Re-ping a sample spread over the peers (not peer 0) with the
+	// sessions they have.
+	var sample []*simPeer
+	step := max(1, (len(peers)-1)/r.Sample)
+	for i := 1; i < len(peers) && len(sample) < r.Sample; i += step {
+		sample = append(sample, peers[i])
+	}
+	var st pingStats
+	var wg sync.WaitGroup
+	var answered sync.Map
+	for _, p := range sample {
+		wg.Go(func() {
+			if p.ping(t.hubAddr(), c.PingTimeout, &st) > 0 {
+				answered.Store(p.i, true)
+			}
+		})
+	}
+	wg.Wait()
+	r.SampleAnswered = int(st.answered.Load())
+	after, err := status(t, c.bin)
+	if err != nil {
+		return r, err
+	}
+	hs := func(s *router.Status) map[string]uint64 {
+		m := make(map[string]uint64, len(s.Peers))
+		for _, p := range s.Peers {
+			m[p.PublicKey] = p.Handshakes
+		}
+		return m
+	}
+	hb, ha := hs(before), hs(after)
+	for k, v := range ha {
+		if hb[k] != v {
+			r.HandshakeChanged++
+			if k == pubs[0].String() {
+				r.Peer0Changed = true
+			}
+		}
+	}
+	for _, p := range after.Peers {
+		if p.PublicKey == pubs[0].String() {
+			r.Peer0AllowedIPs = strings.Join(p.AllowedIPs, ",")
+		}
+	}
+	r.HubTotalsDiff = diffHS(before.Handshakes, after.Handshakes)
+	return r, nil
+}
+
+// logLineAfter returns the first line after byte off of path that holds
+// any of subs.
+func logLineAfter(path string, off int64, subs ...string) (string, bool) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() <= off {
+		return "", false
+	}
+	b := make([]byte, fi.Size()-off)
+	if _, err := f.ReadAt(b, off); err != nil {
+		return "", false
+	}
+	for _, ln := range strings.Split(string(b), "\n") {
+		for _, s := range subs {
+			if strings.Contains(ln, s) {
+				return strings.TrimSpace(ln), true
+			}
+		}
+	}
+	return "", false
+}
+
+func tail(s string, n int) []string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return lines
+}
