@@ -43,6 +43,7 @@ func newMemRouter(t testing.TB, addr string) *memRouter {
 		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
 		pending: map[uint32]*peer{}, nextID: 1,
 		byEndpoint: map[netip.AddrPort][]*crypto.Initiation{},
+		knownRefs:  map[netip.Addr]int{},
 		stop:       make(chan struct{}),
 		limit:      newLimiter(), proven: newLimiter(),
 	}
@@ -414,5 +415,31 @@ func TestReloadRefusesOtherFamilyEndpoint(t *testing.T) {
 	}
 	if len(m.peers) != 0 {
 		t.Fatalf("%d peers applied", len(m.peers))
+	}
+}
+
+// The known-address set follows every endpoint change, counting peers that
+// share an address (behind one NAT): it stays known until the last one
+// moves away.
+func TestKnownAddressesFollowEndpoints(t *testing.T) {
+	r := &Router{knownRefs: map[netip.Addr]int{}}
+	known := func(a string) bool { _, ok := r.known.Load(netip.MustParseAddr(a)); return ok }
+	p1, p2 := &peer{}, &peer{}
+	r.setEndpoint(p1, netip.MustParseAddrPort("192.0.2.1:1000"))
+	r.setEndpoint(p2, netip.MustParseAddrPort("192.0.2.1:2000"))
+	if !known("192.0.2.1") {
+		t.Fatal("endpoint not known")
+	}
+	r.setEndpoint(p1, netip.MustParseAddrPort("198.51.100.1:1000"))
+	if !known("192.0.2.1") || !known("198.51.100.1") {
+		t.Fatal("a shared address was forgotten while a peer still has it")
+	}
+	r.setEndpoint(p2, netip.AddrPort{})
+	if known("192.0.2.1") || !known("198.51.100.1") {
+		t.Fatal("an address no peer has is still known")
+	}
+	r.setEndpoint(p1, netip.MustParseAddrPort("198.51.100.1:1001")) // same address, new port
+	if !known("198.51.100.1") || r.knownRefs[netip.MustParseAddr("198.51.100.1")] != 1 {
+		t.Fatalf("refs %v", r.knownRefs)
 	}
 }

@@ -85,8 +85,9 @@ type Router struct {
 	started atomic.Int64 // Start's time (Unix ns): Status may run before Start
 	// known holds every peer's endpoint address (configured or learnt
 	// from a completed handshake), read lock-free by the shards' cookie
-	// path; rebuilt under mu whenever an endpoint changes.
-	known atomic.Pointer[map[netip.Addr]bool]
+	// path; setEndpoint keeps it in step under mu.
+	known     sync.Map           // netip.Addr → struct{}; lock-free reads
+	knownRefs map[netip.Addr]int // peers per known address, under mu
 	// replySlot and replyCount count cookie replies to unknown sources
 	// in the current second (cookieReplyCap).
 	replySlot, replyCount atomic.Int64
@@ -198,6 +199,7 @@ func New(cfg *Config, opts Options) (*Router, error) {
 		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
 		pending: map[uint32]*peer{}, nextID: 1,
 		byEndpoint: map[netip.AddrPort][]*crypto.Initiation{},
+		knownRefs:  map[netip.Addr]int{},
 		stop:       make(chan struct{}),
 		limit:      newLimiter(), proven: newLimiter(),
 	}
@@ -358,7 +360,7 @@ func (r *Router) setPeers(pcs []PeerConfig) error {
 		}
 		switch {
 		case pc.Endpoint.IsValid() && !p.endpoint.IsValid():
-			p.endpoint = pc.Endpoint
+			r.setEndpoint(p, pc.Endpoint)
 		case pc.Endpoint.IsValid() && was.IsValid() && pc.Endpoint != was && pc.Endpoint != p.endpoint:
 			// The operator moved the peer: handshakes go there, and so
 			// do the lanes that talk to its endpoint (as initiator, all
@@ -366,7 +368,7 @@ func (r *Router) setPeers(pcs []PeerConfig) error {
 			// source on their side (roaming).
 			r.log.Info("peer endpoint changed", zap.String("peer", pc.PublicKey.String()), zap.Stringer("from", p.endpoint), zap.Stringer("to", pc.Endpoint))
 			from, to, id := p.endpoint, pc.Endpoint, p.id
-			p.endpoint = to
+			r.setEndpoint(p, to)
 			for _, s := range r.shards {
 				s.Do(func(x *shard.Shard) { x.MoveRemote(id, from, to) })
 			}
@@ -381,11 +383,11 @@ func (r *Router) setPeers(pcs []PeerConfig) error {
 			r.clearInit(p)
 			r.forget(p.id)
 			r.local.RemovePeer(k)
+			r.setEndpoint(p, netip.AddrPort{})
 			delete(r.peers, k)
 			delete(r.byID, p.id)
 		}
 	}
-	r.refreshKnown()
 	r.table.Store(shard.NewTable(routes))
 	return nil
 }
