@@ -88,12 +88,16 @@ type slot struct {
 
 // Decoder reassembles one lane. Not safe for concurrent use.
 type Decoder struct {
-	cfg      DecoderConfig
-	mask     uint32
-	slots    []slot
-	head     uint32
-	started  bool
-	lastSeen time.Time
+	cfg     DecoderConfig
+	mask    uint32
+	slots   []slot
+	head    uint32
+	started bool
+	// nextExpiry is when the oldest group not yet accounted for expires
+	// (zero: none), so Tick has nothing to scan before then. A group
+	// finishing early leaves it early, which only costs one scan.
+	nextExpiry time.Time
+	lastSeen   time.Time
 
 	arena    [][]byte // slabs, grown lazily up to maxSlabs
 	free     []int16
@@ -257,6 +261,9 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 		*s = slot{group: g, state: stateOpen, start: now}
 		for i := range s.bufs {
 			s.bufs[i] = -1
+		}
+		if exp := now.Add(d.cfg.GroupTTL); d.nextExpiry.IsZero() || exp.Before(d.nextExpiry) {
+			d.nextExpiry = exp
 		}
 	}
 	return s
@@ -526,15 +533,32 @@ func (d *Decoder) account(s *slot) {
 }
 
 // Tick expires groups older than GroupTTL. Call it every few milliseconds
-// from the lane loop; Push never waits on it.
-func (d *Decoder) Tick(now time.Time) {
+// from the lane loop; Push never waits on it. It costs one comparison
+// until the oldest unfinished group falls due (a hub ticks thousands of
+// idle lanes), and reports whether it closed a group.
+func (d *Decoder) Tick(now time.Time) bool {
+	if d.nextExpiry.IsZero() || now.Before(d.nextExpiry) {
+		return false
+	}
+	closed := false
+	var next time.Time
 	for i := range d.slots {
 		s := &d.slots[i]
-		if s.state != stateFree && !s.accounted && now.Sub(s.start) >= d.cfg.GroupTTL {
-			if s.state == stateOpen {
-				d.stats.Expired++
-			}
-			d.close(s)
+		if s.state == stateFree || s.accounted {
+			continue
 		}
+		if exp := s.start.Add(d.cfg.GroupTTL); now.Before(exp) {
+			if next.IsZero() || exp.Before(next) {
+				next = exp
+			}
+			continue
+		}
+		if s.state == stateOpen {
+			d.stats.Expired++
+		}
+		d.close(s)
+		closed = true
 	}
+	d.nextExpiry = next
+	return closed
 }

@@ -524,3 +524,32 @@ func TestTrimReleasesIdleMemory(t *testing.T) {
 		}
 	}
 }
+
+// Tick expires each group at its own deadline, whatever order groups were
+// opened and finished in, and reports when it closed one.
+func TestTickExpiresEachGroupOnTime(t *testing.T) {
+	d := NewDecoder(DecoderConfig{GroupTTL: 100 * time.Millisecond})
+	push := func(g uint32, at time.Duration) {
+		d.Push(Meta{Kind: KindData, Group: g, Index: 0, K: 4, R: 1}, []byte("x"), t0.Add(at), func([]byte) {})
+	}
+	push(1, 0)
+	push(2, 30*time.Millisecond)
+	push(3, 60*time.Millisecond)
+	for _, tc := range []struct {
+		at      time.Duration
+		closed  bool
+		expired uint64
+	}{
+		{50 * time.Millisecond, false, 0},
+		{99 * time.Millisecond, false, 0},
+		{100 * time.Millisecond, true, 1},
+		{129 * time.Millisecond, false, 1},
+		{130 * time.Millisecond, true, 2},
+		{161 * time.Millisecond, true, 3},
+		{500 * time.Millisecond, false, 3},
+	} {
+		if got := d.Tick(t0.Add(tc.at)); got != tc.closed || d.Stats().Expired != tc.expired {
+			t.Fatalf("at %s: closed %v expired %d, want %v %d", tc.at, got, d.Stats().Expired, tc.closed, tc.expired)
+		}
+	}
+}

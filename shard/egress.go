@@ -73,6 +73,7 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 		s.release(p)
 		return
 	}
+	ln.encBusy = true // a group may be open: tick flushes it
 	m, err := ln.enc.Add(sym, s.now)
 	if err != nil {
 		s.count(DropOversize)

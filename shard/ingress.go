@@ -91,6 +91,7 @@ func (s *Shard) deframe(ln *lane, data []byte) (*lane, crypto.Header, []byte, er
 func (s *Shard) receive(ln, keys *lane, h crypto.Header, sym []byte) {
 	switch h.Kind {
 	case crypto.KindData, crypto.KindParity:
+		keys.decDirty = true
 		keys.dec.Push(fec.Meta{Kind: fec.Kind(h.Kind), Group: h.Group, Index: h.Index, K: h.K, R: h.R}, sym, s.now, keys.deliver)
 	case crypto.KindControl:
 		body, err := keys.opener.OpenSymbol(controlAD[:], sym)

@@ -77,6 +77,11 @@ type lane struct {
 	// shard (place.go).
 	misplacedAt time.Time
 
+	// decDirty: the decoder may have counted something since publish
+	// last folded it. encBusy: the encoder may hold a partial group
+	// (tick skips the encoders of idle lanes).
+	decDirty, encBusy bool
+
 	// folded is the decoder's counters as last added to the shard's:
 	// the shard keeps the totals because a rekey or removal drops the
 	// decoder with its counts (Shard.foldDecoder).

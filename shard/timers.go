@@ -40,13 +40,19 @@ func (s *Shard) tick() time.Time {
 			if l == nil {
 				continue
 			}
-			if l.enc.Tick(s.now) {
-				s.drainParity(l)
+			if l.encBusy {
+				if l.enc.Tick(s.now) {
+					s.drainParity(l)
+				}
+				if d, ok := l.enc.Deadline(); !ok {
+					l.encBusy = false
+				} else if next.IsZero() || d.Before(next) {
+					next = d
+				}
 			}
-			if d, ok := l.enc.Deadline(); ok && (next.IsZero() || d.Before(next)) {
-				next = d
+			if l.dec.Tick(s.now) {
+				l.decDirty = true
 			}
-			l.dec.Tick(s.now)
 		}
 		if ln.prev != nil && ln.confirmed && s.now.Sub(ln.installed) > prevKeep {
 			s.foldDecoder(ln.prev)
@@ -77,9 +83,15 @@ func (s *Shard) trimIdle() {
 }
 
 func (s *Shard) publish() {
-	for _, pl := range s.peers {
-		for _, ln := range pl.local {
-			s.foldLane(ln)
+	// Only decoders that saw a symbol or expired a group since the last
+	// publication can have new counts: a hub's thousands of idle lanes
+	// cost nothing here.
+	for _, ln := range s.owned {
+		for l := ln; l != nil; l = l.prev {
+			if l.decDirty {
+				l.decDirty = false
+				s.foldDecoder(l)
+			}
 		}
 	}
 	s.stats.c[PoolHighWater] = uint64(s.pool.Cap() - s.pool.LowWater())
