@@ -63,20 +63,24 @@ func (d *cachedDH) x25519(priv, pub []byte) ([]byte, error) {
 
 // ephemerals remembers the ecdh keys of the last ephemeral keys generated,
 // for the same reason as cachedDH.static: each handshake uses its ephemeral
-// in two DHs (responder: ee and se), and rebuilding the ecdh key for each
-// costs a scalar multiplication. A key that has rotated out (an initiator's
-// response arriving after many other handshakes) takes the slow path.
+// in two DHs (responder: ee and se; initiator: es, then ee when the
+// response comes), and rebuilding the ecdh key for each costs a scalar
+// multiplication. An entry is wiped after its second use, so an ephemeral
+// private key does not outlive its handshake here; one that has rotated out
+// (an initiator's response arriving after 64 other handshakes) takes the
+// slow path.
 type ephemerals struct {
 	mu   sync.Mutex
 	raw  [64][KeyLen]byte
 	keys [64]*ecdh.PrivateKey
+	uses [64]uint8
 	next int
 }
 
 func (e *ephemerals) add(k *ecdh.PrivateKey) {
 	e.mu.Lock()
 	copy(e.raw[e.next][:], k.Bytes())
-	e.keys[e.next] = k
+	e.keys[e.next], e.uses[e.next] = k, 0
 	e.next = (e.next + 1) % len(e.keys)
 	e.mu.Unlock()
 }
@@ -89,7 +93,12 @@ func (e *ephemerals) find(priv []byte) *ecdh.PrivateKey {
 	defer e.mu.Unlock()
 	for i := range e.keys {
 		if e.keys[i] != nil && subtle.ConstantTimeCompare(e.raw[i][:], priv) == 1 {
-			return e.keys[i]
+			k := e.keys[i]
+			if e.uses[i]++; e.uses[i] >= 2 {
+				clear(e.raw[i][:])
+				e.keys[i] = nil
+			}
+			return k
 		}
 	}
 	return nil

@@ -365,3 +365,41 @@ func TestCookieFlow(t *testing.T) {
 		t.Fatal("initiator used an expired cookie")
 	}
 }
+
+// An ephemeral's cached ecdh key is wiped after the handshake's second use
+// of it, and the handshake still completes.
+func TestEphemeralCacheWipedAfterUse(t *testing.T) {
+	p := newParties(t, PresharedKey{}, true)
+	in, d1, err := p.a.Initiate(p.pa, 1, offer(1, 1), t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc, err := p.b.ConsumeInitiation(d1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d2, _, err := inc.Respond(2, offer(1, 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range []*Local{p.a, p.b} {
+		for i := range l.dh.eph.keys {
+			if l.dh.eph.keys[i] != nil && l.dh.eph.uses[i] >= 2 {
+				t.Fatal("an ephemeral used twice is still cached")
+			}
+		}
+	}
+	if _, err := in.ConsumeResponse(d2); err != nil {
+		t.Fatal(err)
+	}
+	for i := range p.a.dh.eph.keys {
+		if p.a.dh.eph.keys[i] != nil {
+			t.Fatal("the initiator's ephemeral is still cached after the response")
+		}
+	}
+	for i := range p.b.dh.eph.keys {
+		if p.b.dh.eph.keys[i] != nil {
+			t.Fatal("the responder's ephemeral is still cached after its response")
+		}
+	}
+}

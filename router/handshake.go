@@ -308,6 +308,13 @@ func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, arr
 		r.shards[owner].Do(func(s *shard.Shard) {
 			if err := s.InstallLane(lc); err != nil {
 				r.log.Error("install lane", zap.Int("lane", i), zap.Error(err))
+				return
+			}
+			if initiator {
+				// As WireGuard: confirm the new keys at once, so
+				// the responder stops sending under the old ones
+				// even if we have nothing to send.
+				s.SendKeepalive(lc.Peer, lc.Index)
 			}
 		})
 		for j, s := range r.shards {
@@ -404,91 +411,76 @@ func (r *Router) initiate(p *peer, now time.Time) {
 }
 
 // timers runs the control plane's clock: handshakes for waiting traffic,
-// retries, rekeys, session expiry, and once a second the liveness check.
-// Loss reports and keepalives are the shards' own (shard/control.go).
+// retries, rekeys and session expiry. Loss reports, keepalives and the
+// liveness check are the lanes' own (shard/control.go), which report a
+// silent peer (peerSilent) and a moved one (peerMoved) as events.
 func (r *Router) timers() {
 	t := time.NewTicker(timerPeriod)
 	defer t.Stop()
-	lastLiveness := time.Now()
 	for {
 		select {
 		case <-r.stop:
 			return
 		case now := <-t.C:
 			r.tick(now)
-			if now.Sub(lastLiveness) >= time.Second {
-				lastLiveness = now
-				r.checkLiveness(now)
-			}
-		}
-	}
-}
-
-// noReplyAfter: a session we keep sending on without hearing anything back
-// for this long is presumed dead (the peer restarted and lost its keys),
-// and a new handshake starts, as WireGuard does after its keepalive timeout.
-const noReplyAfter = 5 * time.Second
-
-// checkLiveness looks at every lane's last send and receive and starts a
-// handshake for peers that stopped answering.
-func (r *Router) checkLiveness(now time.Time) {
-	lastTx, lastRx := map[shard.PeerID]time.Time{}, map[shard.PeerID]time.Time{}
-	lane0 := map[shard.PeerID]netip.AddrPort{}
-	asked := time.Now()
-	for _, s := range r.shards {
-		var ls []shard.LaneStatus
-		if s.Query(func(sh *shard.Shard) { ls = sh.LaneStatuses() }, time.Second) != nil {
-			continue
-		}
-		for _, l := range ls {
-			if l.LastTx.After(lastTx[l.Peer]) {
-				lastTx[l.Peer] = l.LastTx
-			}
-			if l.LastRx.After(lastRx[l.Peer]) {
-				lastRx[l.Peer] = l.LastRx
-			}
-			if l.Index == 0 {
-				lane0[l.Peer] = l.Remote
-			}
-		}
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.followRoaming(lane0, asked)
-	for id, tx := range lastTx {
-		p := r.byID[id]
-		if p == nil || p.sess == nil || (p.init != nil && now.Sub(p.initAt) < handshakeTimeout) {
-			continue
-		}
-		rx := lastRx[id]
-		if rx.Before(p.sessAt) {
-			rx = p.sessAt
-		}
-		if tx.Sub(rx) > noReplyAfter && now.Sub(tx) < noReplyAfter && !now.Before(p.nextTry) {
-			r.log.Info("peer stopped answering; new handshake", zap.String("peer", p.cfg.PublicKey.String()))
-			r.initiate(p, now)
 		}
 	}
 }
 
 // peerMoved runs on shard sh's goroutine when an authenticated datagram
-// moved one of peer's lanes to a new address: the peer's lanes on the other
-// shards follow at once, and the endpoint for handshakes follows too, on
-// another goroutine so the shard never waits for the router lock. The
-// shard list never changes, so reading it needs no lock.
-func (r *Router) peerMoved(sh int, peer shard.PeerID, from, to netip.Addr) {
-	for i, s := range r.shards {
-		if i != sh {
-			s.Do(func(x *shard.Shard) { x.FollowPeer(peer, from, to) })
+// moved lane index of peer to a new address. A new IP means the peer moved:
+// its lanes on the other shards follow at once (same ports). The endpoint
+// for handshakes follows lane 0, which talks to it (the responder's
+// listening port, or the initiator's lane-0 socket as the NAT shows it),
+// or the new IP; on another goroutine, so the shard never waits for the
+// router lock. The shard list never changes, so reading it needs no lock.
+func (r *Router) peerMoved(sh int, peer shard.PeerID, index int, from, to netip.AddrPort) {
+	if from.Addr() != to.Addr() {
+		for i, s := range r.shards {
+			if i != sh {
+				s.Do(func(x *shard.Shard) { x.FollowPeer(peer, from.Addr(), to.Addr()) })
+			}
 		}
 	}
 	go func() {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if p := r.byID[peer]; p != nil && p.endpoint.Addr() == from {
-			r.log.Info("peer roamed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", from), zap.Stringer("to", to))
-			r.setEndpoint(p, netip.AddrPortFrom(to, p.endpoint.Port()))
+		p := r.byID[peer]
+		if p == nil {
+			return
 		}
+		ep := p.endpoint
+		switch {
+		case index == 0 && ep == from:
+			ep = to
+		case ep.Addr() == from.Addr():
+			ep = netip.AddrPortFrom(to.Addr(), ep.Port())
+		default:
+			return
+		}
+		if ep != p.endpoint {
+			r.log.Info("peer roamed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", p.endpoint), zap.Stringer("to", ep))
+			r.setEndpoint(p, ep)
+		}
+	}()
+}
+
+// peerSilent runs on shard sh's goroutine when a lane of peer has been
+// sending without hearing back for noReplyAfter (shard/control.go): the
+// peer presumably restarted and lost its keys, so a new handshake starts
+// (unless one is under way or backing off). On another goroutine: the
+// shard never waits for the router lock.
+func (r *Router) peerSilent(sh int, peer shard.PeerID) {
+	go func() {
+		now := time.Now()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		p := r.byID[peer]
+		if p == nil || p.sess == nil || (p.init != nil && now.Sub(p.initAt) < handshakeTimeout) || now.Before(p.nextTry) {
+			return
+		}
+		r.log.Info("peer stopped answering; new handshake", zap.String("peer", p.cfg.PublicKey.String()), zap.Int("shard", sh))
+		r.initiate(p, now)
 	}()
 }
 
@@ -516,23 +508,6 @@ func (r *Router) laneMisplaced(from int, peer shard.PeerID, index, via int) {
 			}
 		}
 	}()
-}
-
-// followRoaming points each peer's endpoint (where handshakes go) at its
-// lane 0's remote, which a shard moves when an authenticated datagram
-// arrives from a new address (shard/roam.go): lane 0 talks to the address
-// handshakes use, the responder's listening port or the initiator's lane-0
-// socket. A session installed after asked (when the lanes were read) is
-// newer than what the lanes said. Caller holds r.mu.
-func (r *Router) followRoaming(lane0 map[shard.PeerID]netip.AddrPort, asked time.Time) {
-	for id, remote := range lane0 {
-		p := r.byID[id]
-		if p == nil || p.sess == nil || p.sessAt.After(asked) || !remote.IsValid() || remote == p.endpoint {
-			continue
-		}
-		r.log.Info("peer roamed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", p.endpoint), zap.Stringer("to", remote))
-		r.setEndpoint(p, remote)
-	}
 }
 
 func (r *Router) tick(now time.Time) {

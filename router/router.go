@@ -251,15 +251,18 @@ func New(cfg *Config, opts Options) (*Router, error) {
 		}
 	}
 	if cfg.Interface.ListenPort == 0 {
-		r.log.Info("no ListenPort: listening on a port the kernel picked for this run",
-			zap.Uint16("port", r.group[0].LocalAddr().Port()))
+		// Loud when a peer evidently needs a fixed port: it has no
+		// Endpoint (only it can start a handshake), or it listens on the
+		// old default 51820 and so likely expects us there too.
+		log := r.log.Info
 		for _, p := range cfg.Peers {
-			if !p.Endpoint.IsValid() {
-				r.log.Warn("a peer without Endpoint cannot reach this router on a port that changes at every start: set ListenPort",
-					zap.Int("peer_line", p.Line))
-				break
+			if !p.Endpoint.IsValid() || p.Endpoint.Port() == 51820 {
+				log = r.log.Warn
 			}
 		}
+		log("no ListenPort (there is no default; it used to be 51820): listening on a port the kernel picked for this run, "+
+			"which a peer that has this router as its Endpoint cannot know: set ListenPort if one does",
+			zap.Uint16("port", r.group[0].LocalAddr().Port()))
 	}
 	for i := range nsh {
 		c, err := udp.ListenLane(bind, i, randIntn)
@@ -282,6 +285,7 @@ func New(cfg *Config, opts Options) (*Router, error) {
 			Unmatched: r.unmatched,
 			NoSession: r.noSession,
 			Moved:     r.peerMoved,
+			Silent:    r.peerSilent,
 			Misplaced: r.laneMisplaced,
 			// Writing TCP superpackets needs only the header; UDP ones
 			// need a kernel with USO, which the device's grant proves.

@@ -58,13 +58,37 @@ func (s *Shard) controlTimers(ln *lane) {
 			}
 		}
 	}
+	s.checkSilence(ln)
+	s.followPending(ln)
 	quiet := s.now.Sub(ln.lastTx)
 	persistent := ln.cfg.Keepalive > 0 && quiet >= ln.kaWait
-	passive := ln.lastRx.After(ln.lastTx) && quiet >= ln.passiveWait
+	passive := ln.heard().After(ln.lastTx) && quiet >= ln.passiveWait
 	if persistent || passive {
 		buf[0] = ctlKeepalive
 		s.sendControl(ln, buf[:1])
 	}
+}
+
+// checkSilence reports (Config.Silent) a lane that kept sending for
+// noReplyAfter after it last heard from the peer (under either key set, or
+// since its install): an event from the lane, where the router used to
+// poll every lane's figures each second.
+func (s *Shard) checkSilence(ln *lane) {
+	if s.cfg.Silent == nil {
+		return
+	}
+	rx, tx := ln.heard(), ln.lastTx
+	if rx.Before(ln.installed) {
+		rx = ln.installed
+	}
+	if tx.Sub(rx) <= noReplyAfter || s.now.Sub(tx) >= noReplyAfter {
+		return
+	}
+	if !ln.silentAt.IsZero() && s.now.Sub(ln.silentAt) < noReplyAfter {
+		return
+	}
+	ln.silentAt = s.now
+	s.cfg.Silent(s.id, ln.cfg.Peer)
 }
 
 // drawWaits draws ln's next keepalive waits (after it sent anything).
@@ -77,6 +101,14 @@ func (ln *lane) drawWaits() {
 // 1+jitterFraction): no control frame keeps a fixed period.
 func jitter(d time.Duration) time.Duration {
 	return d + time.Duration((rand.Float64()*2-1)*jitterFraction*float64(d))
+}
+
+// SendKeepalive sends a keepalive on lane index of peer (owned here): an
+// initiator does so on every lane as soon as a handshake completes, so the
+// responder sees the new keys in use and switches to them (HoldTx) even
+// when no data flows. Call it through Do.
+func (s *Shard) SendKeepalive(peer PeerID, index int) bool {
+	return s.SendControl(peer, index, []byte{ctlKeepalive})
 }
 
 // SetKeepalive changes the persistent keepalive of peer's lanes on this
@@ -106,10 +138,8 @@ func (s *Shard) SendControl(peer PeerID, index int, body []byte) bool {
 	return s.sendControl(pl.local[index], body)
 }
 
-func (s *Shard) sendControl(ln *lane, body []byte) bool {
-	if !ln.confirmed && ln.prev != nil {
-		ln = ln.prev
-	}
+func (s *Shard) sendControl(top *lane, body []byte) bool {
+	ln := top.sendKeys()
 	if len(body) > MaxInner {
 		return false
 	}
@@ -126,8 +156,11 @@ func (s *Shard) sendControl(ln *lane, body []byte) bool {
 		return false
 	}
 	d := ln.txf.Frame(p.Buf, crypto.Header{Kind: crypto.KindControl}, len(sym))
-	ln.lastTx = s.now
-	ln.drawWaits()
+	// Timing lives on the lane, whichever keys sealed: a rekey responder
+	// sending under the previous keys must not look silent to its own
+	// keepalive timer (that sent one every tick).
+	top.lastTx = s.now
+	top.drawWaits()
 	s.count(ControlOut)
 	s.queue(ln, p, len(d))
 	return true

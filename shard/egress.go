@@ -58,10 +58,8 @@ func (s *Shard) egress(p *ring.Packet) {
 
 // sendData seals p in place, frames it and queues it, then queues any
 // parity the FEC group produced.
-func (s *Shard) sendData(ln *lane, p *ring.Packet) {
-	if !ln.confirmed && ln.prev != nil {
-		ln = ln.prev // rekey responder: old keys until the peer uses the new
-	}
+func (s *Shard) sendData(top *lane, p *ring.Packet) {
+	ln := top.sendKeys() // rekey responder: old keys until the peer uses the new
 	if p.N > MaxInner {
 		s.count(DropOversize)
 		s.release(p)
@@ -88,9 +86,10 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 			s.fecDue = d
 		}
 	}
-	ln.txPackets++
-	ln.txBytes += uint64(p.N)
-	ln.lastTx = s.now
+	// Counters and timing live on the lane, whichever keys sealed.
+	top.txPackets++
+	top.txBytes += uint64(p.N)
+	top.lastTx = s.now
 	s.queue(ln, p, len(d))
 	s.drainParity(ln)
 }

@@ -31,7 +31,7 @@ func (s *Shard) ingress(conn int, data []byte, from netip.AddrPort) {
 func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
 	ln := s.lanes[from]
 	if ln == nil {
-		if f, ok := s.foreign[from]; ok && f.owner != s.id {
+		if f, ok := s.foreign[from]; ok && f.owner != s.id && via == s.id {
 			s.handIngress(f.owner, data, from)
 			return
 		}
@@ -153,19 +153,23 @@ func (s *Shard) deliverSymbol(ln *lane, sym []byte) {
 		s.count(DropNotAllowed)
 		return
 	}
+	acct := ln // counters live on the lane, whichever keys opened
+	if ln.current != nil {
+		acct = ln.current
+	}
 	if s.vnet != nil {
 		// Copied into the coalescer; written (and counted) by flushTun.
 		s.coalesce(pt)
-		ln.rxPackets++
-		ln.rxBytes += uint64(len(pt))
+		acct.rxPackets++
+		acct.rxBytes += uint64(len(pt))
 		return
 	}
 	if err := s.tunOut(pt); err != nil {
 		s.count(DropTunWrite)
 		return
 	}
-	ln.rxPackets++
-	ln.rxBytes += uint64(len(pt))
+	acct.rxPackets++
+	acct.rxBytes += uint64(len(pt))
 	s.count(TunOut)
 }
 

@@ -56,8 +56,11 @@ type lane struct {
 	lastRx  time.Time
 
 	// prev is the lane's previous keys after a rekey: packets and FEC
-	// groups in flight under them still open, for prevKeep.
+	// groups in flight under them still open, for prevKeep. A previous
+	// keys' lane points back at the lane it belongs to (current), which
+	// keeps the counters.
 	prev      *lane
+	current   *lane
 	confirmed bool // a datagram arrived under these keys
 	installed time.Time
 
@@ -74,8 +77,18 @@ type lane struct {
 	slot  int
 	moves uint64
 	// misplacedAt is when the lane was last reported arriving on another
-	// shard (place.go).
-	misplacedAt time.Time
+	// shard (place.go); silentAt when it was last reported silent
+	// (control.go).
+	misplacedAt, silentAt time.Time
+	movedAt               time.Time // last Config.Moved report (roam.go)
+	// followTo: where FollowPeer proposed to move the lane at followAt,
+	// if it hears nothing from its current address meanwhile (roam.go).
+	followTo netip.AddrPort
+	followAt time.Time
+	// offered is the remote the router gave at install (the peer's
+	// offered port); a rekey that offers the same keeps the remote the
+	// lane learned since (a NAT's port).
+	offered netip.AddrPort
 
 	// decDirty: the decoder may have counted something since publish
 	// last folded it. encBusy: the encoder may hold a partial group
@@ -86,6 +99,24 @@ type lane struct {
 	// the shard keeps the totals because a rekey or removal drops the
 	// decoder with its counts (Shard.foldDecoder).
 	folded fec.Stats
+}
+
+// sendKeys is the lane whose keys seal what ln sends: its previous keys
+// while a rekey responder waits for the peer to use the new ones.
+func (ln *lane) sendKeys() *lane {
+	if !ln.confirmed && ln.prev != nil {
+		return ln.prev
+	}
+	return ln
+}
+
+// heard is when ln last received an authenticated datagram, under its
+// current or its previous keys.
+func (ln *lane) heard() time.Time {
+	if ln.prev != nil && ln.prev.lastRx.After(ln.lastRx) {
+		return ln.prev.lastRx
+	}
+	return ln.lastRx
 }
 
 func newLane(cfg LaneConfig) (*lane, error) {
@@ -142,6 +173,14 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	ln.deliver = func(sym []byte) { s.deliverSymbol(ln, sym) }
 	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
 	top := pl.local[cfg.Index]
+	ln.offered = cfg.Remote
+	if top != nil && top.offered == cfg.Remote && top.cfg.Remote != cfg.Remote {
+		// Same peer sockets as before: keep the address its datagrams
+		// proved (a NAT rewrote the offered port), or every rekey would
+		// send to a port the NAT does not map.
+		cfg.Remote = top.cfg.Remote
+		ln.cfg.Remote = cfg.Remote
+	}
 	s.own(ln, top)
 	if old := top; old != nil {
 		if s.lanes[top.cfg.Remote] == top {
@@ -163,6 +202,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		// The peer that holds the previous keys is the one that just
 		// handshook (a restarted peer holds none): at its new address.
 		old.cfg.Remote = cfg.Remote
+		old.current = ln
 		ln.prev = old
 	}
 	ln.confirmed = !cfg.HoldTx

@@ -99,6 +99,16 @@ func (s *Shard) takeMesh() int {
 				switch p.Meta {
 				case meshEgress:
 					pl := s.peers[PeerID(p.Aux)]
+					if pl != nil && int(p.Lane) < len(pl.local) && pl.local[p.Lane] == nil && pl.owners[p.Lane] != s.id {
+						// The lane moved on while the packet was on
+						// its way (place.go): pass it on.
+						o := pl.owners[p.Lane]
+						s.handoff[o] = append(s.handoff[o], p)
+						if len(s.handoff[o]) == cap(s.handoff[o]) {
+							s.flushHandoff(o)
+						}
+						continue
+					}
 					if pl == nil || int(p.Lane) >= len(pl.local) || pl.local[p.Lane] == nil {
 						// The lane's install is still in our control
 						// queue: wait for it like any sessionless packet.

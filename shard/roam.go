@@ -47,6 +47,9 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 		}
 		s.roamTokens--
 		s.count(RoamTrials)
+		if ln.prev != nil {
+			s.roamTokens-- // deframe may try the previous keys too
+		}
 		keys, h, sym, err := s.deframe(ln, data)
 		switch err {
 		case nil:
@@ -86,29 +89,42 @@ func (s *Shard) moveLane(ln *lane, to netip.AddrPort) {
 	if from == to {
 		return
 	}
-	s.setRemote(ln, to)
-	if from.Addr() != to.Addr() && s.cfg.Moved != nil {
-		s.cfg.Moved(s.id, ln.cfg.Peer, from.Addr(), to.Addr())
+	s.setRemote(ln, to, true)
+	// At most once a second per lane: a peer whose lanes leave through
+	// different public addresses (per-flow dual-WAN balancing, a NAT
+	// pooling addresses per flow) must not turn every datagram into a
+	// router event.
+	if s.cfg.Moved != nil && (ln.movedAt.IsZero() || s.now.Sub(ln.movedAt) >= time.Second) {
+		ln.movedAt = s.now
+		s.cfg.Moved(s.id, ln.cfg.Peer, ln.cfg.Index, from, to)
 	}
 }
 
-func (s *Shard) setRemote(ln *lane, to netip.AddrPort) {
+// setRemote points ln (and its previous keys) at to; counted counts it as
+// a move proven by a datagram (lane_moved), not the operator's.
+func (s *Shard) setRemote(ln *lane, to netip.AddrPort, counted bool) {
 	ln.cfg.Remote = to
 	if ln.prev != nil {
 		ln.prev.cfg.Remote = to
 	}
-	ln.moves++
-	s.count(LaneMoved)
+	if counted {
+		ln.moves++
+		s.count(LaneMoved)
+	}
 }
 
 // FollowPeer moves peer's lanes on this shard that talk to from over to to,
 // keeping their ports: another shard saw one of the peer's lanes prove
 // itself at to, so the peer's address changed (renumbering, failover),
 // and waiting for each lane's own traffic would leave a lane that only we
-// send on talking to the old address. A lane whose port a NAT rewrote
-// moves on its own datagrams. Call it on the shard's goroutine (Do).
+// send on talking to the old address. A lane that heard from its remote
+// within followQuiet moves only if it then hears nothing for followQuiet
+// (followPending): a peer whose lanes leave through different public
+// addresses keeps each lane where its datagrams come from, while after a
+// renumbering the old address falls silent. Call it on the shard's
+// goroutine (Do).
 func (s *Shard) FollowPeer(peer PeerID, from, to netip.Addr) {
-	s.relocate(peer, func(a netip.AddrPort) (netip.AddrPort, bool) {
+	s.relocate(peer, true, func(a netip.AddrPort) (netip.AddrPort, bool) {
 		return netip.AddrPortFrom(to, a.Port()), a.Addr() == from
 	})
 }
@@ -116,13 +132,14 @@ func (s *Shard) FollowPeer(peer PeerID, from, to netip.Addr) {
 // MoveRemote moves peer's lanes on this shard that talk to from over to to
 // (the operator changed the peer's Endpoint). Call it through Do.
 func (s *Shard) MoveRemote(peer PeerID, from, to netip.AddrPort) {
-	s.relocate(peer, func(a netip.AddrPort) (netip.AddrPort, bool) { return to, a == from })
+	s.relocate(peer, false, func(a netip.AddrPort) (netip.AddrPort, bool) { return to, a == from })
 }
 
 // relocate moves peer's lanes and hand-over entries whose remote move
-// maps elsewhere. A lane takes its new address in the map unless another
-// peer's lane holds it (as InstallLane).
-func (s *Shard) relocate(peer PeerID, move func(netip.AddrPort) (netip.AddrPort, bool)) {
+// maps elsewhere (follow: a consequence of a proven move, skipping lanes
+// that heard from their remote within followQuiet). A lane takes its new
+// address in the map unless another peer's lane holds it (as InstallLane).
+func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (netip.AddrPort, bool)) {
 	pl := s.peers[peer]
 	if pl == nil {
 		return
@@ -135,13 +152,17 @@ func (s *Shard) relocate(peer PeerID, move func(netip.AddrPort) (netip.AddrPort,
 		if !ok || next == ln.cfg.Remote {
 			continue
 		}
+		if follow && s.now.Sub(ln.heard()) < followQuiet {
+			ln.followTo, ln.followAt = next, s.now
+			continue
+		}
 		if s.lanes[ln.cfg.Remote] == ln {
 			delete(s.lanes, ln.cfg.Remote)
 		}
 		if cur := s.lanes[next]; cur == nil || cur.cfg.Peer == peer {
 			s.lanes[next] = ln
 		}
-		s.setRemote(ln, next)
+		s.setRemote(ln, next, follow)
 	}
 	for addr, f := range s.foreign {
 		if next, ok := move(addr); ok && f.peer == peer {
@@ -151,6 +172,31 @@ func (s *Shard) relocate(peer PeerID, move func(netip.AddrPort) (netip.AddrPort,
 			}
 		}
 	}
+}
+
+// followPending moves ln to the address FollowPeer proposed if it has
+// heard nothing since (tick runs it through controlTimers), and drops the
+// proposal if it did.
+func (s *Shard) followPending(ln *lane) {
+	if !ln.followTo.IsValid() {
+		return
+	}
+	if ln.heard().After(ln.followAt) {
+		ln.followTo = netip.AddrPort{} // its address still works
+		return
+	}
+	if s.now.Sub(ln.followAt) < followQuiet {
+		return
+	}
+	next := ln.followTo
+	ln.followTo = netip.AddrPort{}
+	if s.lanes[ln.cfg.Remote] == ln {
+		delete(s.lanes, ln.cfg.Remote)
+	}
+	if cur := s.lanes[next]; cur == nil || cur.cfg.Peer == ln.cfg.Peer {
+		s.lanes[next] = ln
+	}
+	s.setRemote(ln, next, true)
 }
 
 // refillRoam adds the tokens earned since the last refill (tick calls it).

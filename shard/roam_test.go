@@ -138,8 +138,8 @@ func TestRoamTrialBudget(t *testing.T) {
 func TestRoamOtherShardsFollow(t *testing.T) {
 	a, b := newSide(t, 2, routesA), newSide(t, 2, routesB)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
-	b.shards[1].cfg.Moved = func(sh int, peer PeerID, from, to netip.Addr) {
-		b.shards[0].FollowPeer(peer, from, to)
+	b.shards[1].cfg.Moved = func(sh int, peer PeerID, index int, from, to netip.AddrPort) {
+		b.shards[0].FollowPeer(peer, from.Addr(), to.Addr())
 	}
 	moved := netip.AddrPortFrom(addrNew.Addr(), addrA.Port()+1)
 	feed(b.shards[1], moved, sendOne(t, a, 1, "10.1.0.5", "10.2.0.9", 1).data)

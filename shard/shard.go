@@ -60,10 +60,16 @@ type Config struct {
 	// the router starts a handshake. The packets wait in a bounded queue.
 	NoSession func(shard int, peer PeerID)
 	// Moved is told (on the shard's goroutine) that an authenticated
-	// datagram moved one of peer's lanes from one address to another
+	// datagram moved lane index of peer from one address to another
 	// (roam.go); the router has the peer's other shards follow
-	// (FollowPeer). Rare: only the peer's keys can cause it.
-	Moved func(shard int, peer PeerID, from, to netip.Addr)
+	// (FollowPeer) and, for lane 0, moves the peer's endpoint. Rare: only
+	// the peer's keys can cause it.
+	Moved func(shard int, peer PeerID, index int, from, to netip.AddrPort)
+	// Silent is told (on the shard's goroutine, at most once per
+	// noReplyAfter per lane) that a lane of peer has been sending for
+	// noReplyAfter without hearing anything back: the peer presumably
+	// restarted and lost its keys, and the router starts a handshake.
+	Silent func(shard int, peer PeerID)
 	// Misplaced is told (on the shard's goroutine, at most once a second
 	// per lane) that lane index of peer, which this shard owns, proved to
 	// arrive on shard via (a NAT rewrote its port): the router moves it

@@ -40,7 +40,7 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 			out = append(out, LaneStatus{
 				Peer: peer, Index: i, Shard: s.id, Remote: ln.cfg.Remote,
 				TxPackets: ln.txPackets, TxBytes: ln.txBytes, RxPackets: ln.rxPackets, RxBytes: ln.rxBytes,
-				LastRx: ln.lastRx, LastTx: ln.lastTx, K: k, R: r,
+				LastRx: ln.heard(), LastTx: ln.lastTx, K: k, R: r,
 				Recovered: st.Recovered, Unrecov: st.LostData,
 				Confirmed: ln.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
 			})

@@ -53,6 +53,20 @@ const (
 	// each time: no fixed period for a classifier to find.
 	jitterFraction = 0.25
 
+	// noReplyAfter: a lane that keeps sending this long after it last
+	// heard from its peer reports the peer silent (checkSilence), and the
+	// router starts a new handshake (the peer restarted and lost its keys),
+	// as WireGuard does after its keepalive timeout. The peer's keepalives
+	// (passive: about 2 s after it heard from us) keep a live lane well
+	// inside it.
+	noReplyAfter = 5 * time.Second
+
+	// followQuiet: when one of a peer's lanes proves a new address, the
+	// peer's other lanes follow at once if they heard nothing for this
+	// long, else once they have heard nothing for this long after it
+	// (roam.go, FollowPeer, followPending).
+	followQuiet = 500 * time.Millisecond
+
 	// roamTrialRate and roamTrialBurst bound the tag trials a shard spends
 	// on datagrams that match no lane at their address (roam.go): one
 	// trial is a SipHash pass over the datagram, so 32768 a second cost at

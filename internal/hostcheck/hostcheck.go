@@ -563,8 +563,13 @@ func portChoice(cfg *router.Config) []Finding {
 					Msg: fmt.Sprintf("no ListenPort: the router listens on a port the kernel picks at each start, but the peer at line %d has no Endpoint and can only reach this router at a fixed port", p.Line),
 					Fix: "set ListenPort to a port of your choosing (not a well-known one) and give it to that peer as Endpoint"}}
 			}
+			if p.Endpoint.Port() == 51820 {
+				return []Finding{{Level: Warn, Topic: "listen port",
+					Msg: fmt.Sprintf("no ListenPort, and the peer at line %d listens on 51820, the old default: if it has this router as Endpoint at 51820 too, it can no longer reach it (ListenPort has no default any more; the kernel picks a port at each start)", p.Line),
+					Fix: "set ListenPort (51820 keeps the old behaviour, but DPI engines classify it as WireGuard; better choose another port on both sides)"}}
+			}
 		}
-		return []Finding{{Level: OK, Topic: "listen port", Msg: "no ListenPort: a port the kernel picks at each start (every peer has an Endpoint, so this router always initiates)"}}
+		return []Finding{{Level: Info, Topic: "listen port", Msg: "no ListenPort: a port the kernel picks at each start; fine only if no peer initiates to this router (a peer that has it as Endpoint needs a fixed port)"}}
 	}
 	if proto, ok := wellKnownUDP[port]; ok {
 		return []Finding{{Level: Warn, Topic: "listen port",

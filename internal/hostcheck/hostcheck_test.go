@@ -317,11 +317,20 @@ func TestListenPortChoice(t *testing.T) {
 	}{
 		{"ListenPort = 51820\n", true, "WARN  listen port: ListenPort 51820 is WireGuard's port"},
 		{"ListenPort = 1194\n", true, "WARN  listen port: ListenPort 1194 is OpenVPN's port"},
-		{"", true, "OK    listen port: no ListenPort: a port the kernel picks at each start"},
+		{"", true, "INFO  listen port: no ListenPort: a port the kernel picks at each start"},
 		{"", false, "WARN  listen port: no ListenPort: the router listens on a port the kernel picks at each start, but the peer at line"},
 	} {
 		if r := report(Check(withPort(tc.port, tc.endpoint), f.env(t), Options{})); !strings.Contains(r, tc.want) {
 			t.Errorf("%q endpoint=%v: no %q in\n%s", tc.port, tc.endpoint, tc.want, r)
 		}
+	}
+	// The peer on the old default port probably relies on ours too.
+	old := withPort("", true)
+	b, _ := os.ReadFile(old)
+	if err := os.WriteFile(old, []byte(strings.Replace(string(b), "203.0.113.2:47133", "203.0.113.2:51820", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := report(Check(old, f.env(t), Options{})); !strings.Contains(r, "WARN  listen port: no ListenPort, and the peer at line") {
+		t.Errorf("no warning for a peer on the old default port:\n%s", r)
 	}
 }
