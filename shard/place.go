@@ -74,16 +74,11 @@ func (s *Shard) dropCandidates(pl *peerLanes) {
 func (s *Shard) tryCandidates(data []byte, from netip.AddrPort) bool {
 	n := len(s.cands)
 	for range n {
-		if s.roamTokens <= 0 {
+		i, ok := s.nextTrial(&s.candNext, n)
+		if !ok {
 			return false
 		}
-		s.candNext++
-		if s.candNext >= n {
-			s.candNext = 0
-		}
-		c := s.cands[s.candNext]
-		s.roamTokens--
-		s.count(RoamTrials)
+		c := s.cands[i]
 		if !c.rxf.Matches(data) {
 			continue
 		}

@@ -34,19 +34,14 @@ import (
 func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool {
 	n := len(s.owned)
 	for range n {
-		if s.roamTokens <= 0 {
+		i, ok := s.nextTrial(&s.roamNext, n)
+		if !ok {
 			return false
 		}
-		s.roamNext++
-		if s.roamNext >= n {
-			s.roamNext = 0
-		}
-		ln := s.owned[s.roamNext]
+		ln := s.owned[i]
 		if ln == skip {
 			continue
 		}
-		s.roamTokens--
-		s.count(RoamTrials)
 		if ln.prev != nil {
 			s.roamTokens-- // deframe may try the previous keys too
 		}
@@ -197,6 +192,20 @@ func (s *Shard) followPending(ln *lane) {
 		s.lanes[next] = ln
 	}
 	s.setRemote(ln, next, true)
+}
+
+// nextTrial spends one trial from the budget and advances *pos
+// round-robin over n entries; false when the budget is empty.
+func (s *Shard) nextTrial(pos *int, n int) (int, bool) {
+	if s.roamTokens <= 0 {
+		return 0, false
+	}
+	s.roamTokens--
+	s.count(RoamTrials)
+	if *pos++; *pos >= n {
+		*pos = 0
+	}
+	return *pos, true
 }
 
 // refillRoam adds the tokens earned since the last refill (tick calls it).

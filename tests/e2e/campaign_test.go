@@ -768,7 +768,7 @@ type capture struct {
 }
 
 func startCapture(t *testing.T, l *lab.Lab, n int, timeout time.Duration) *capture {
-	fd := captureVeth(t, l, lab.B)
+	fd := captureVeth(t, l, lab.B, unix.ETH_P_IP)
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100000})
 	c := &capture{done: make(chan [][]byte, 1)}
 	src := l.Underlay[lab.A].As4()

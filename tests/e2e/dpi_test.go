@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/binary"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/yip-router/yip-router/internal/lab"
-	"github.com/yip-router/yip-router/internal/netns"
 )
 
 // TestDPIGate captures the underlay while two routers handshake, ping,
@@ -120,21 +118,8 @@ type capturedPkt struct {
 
 func startRawCapture(t *testing.T, l *lab.Lab, side lab.Side) *rawCapture {
 	t.Helper()
-	var fd int
-	err := netns.Do(l.NS[side], func() error {
-		ifi, err := net.InterfaceByName(l.Veth(side))
-		if err != nil {
-			return err
-		}
-		// ETH_P_ALL: a protocol-bound packet socket sees no outgoing packets.
-		if fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(htons(unix.ETH_P_ALL))); err != nil {
-			return err
-		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_ALL), Ifindex: ifi.Index})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	// ETH_P_ALL: a protocol-bound packet socket sees no outgoing packets.
+	fd := captureVeth(t, l, side, unix.ETH_P_ALL)
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100000})
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 8<<20)
 	c := &rawCapture{fd: fd, done: make(chan struct{})}

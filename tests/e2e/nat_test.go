@@ -7,21 +7,6 @@ import (
 	"github.com/yip-router/yip-router/internal/lab"
 )
 
-// foreignLane sums side's foreign_lane counter (datagrams that arrived on
-// a shard that does not own their lane and took a ring hop).
-func foreignLane(t *testing.T, l *lab.Lab, s lab.Side) uint64 {
-	t.Helper()
-	st, err := l.Status(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var n uint64
-	for _, sh := range st.Shards {
-		n += sh.Counters["foreign_lane"]
-	}
-	return n
-}
-
 // TestNATPortRewrite puts A behind a NAT that gives every flow a random
 // source port, so the lane ports A offered never arrive as offered and
 // B's port steering lands lanes on arbitrary shards. Every lane must carry
@@ -37,7 +22,7 @@ func TestNATPortRewrite(t *testing.T) {
 		t.Fatalf("warm-up transfer: %+v %v", res, err)
 	}
 	time.Sleep(200 * time.Millisecond) // counters are published every 50 ms
-	before := foreignLane(t, l, lab.B)
+	before := counter(t, l, lab.B, "foreign_lane")
 	res, err := l.TCPTransfer(lab.A, l.Inner4[lab.B], 32<<20, 16)
 	if err != nil || !res.Match {
 		t.Fatalf("transfer through the NAT: %+v %v", res, err)
@@ -45,7 +30,7 @@ func TestNATPortRewrite(t *testing.T) {
 	t.Logf("through the NAT: %.2f Gbit/s", res.Gbps())
 	pingAll(t, l, lab.B, l.Inner4[lab.A], 10)
 	time.Sleep(200 * time.Millisecond)
-	if hops := foreignLane(t, l, lab.B) - before; hops != 0 {
+	if hops := counter(t, l, lab.B, "foreign_lane") - before; hops != 0 {
 		t.Errorf("%d datagrams took a ring hop on B at steady state", hops)
 	}
 	st, err := l.Status(lab.B)

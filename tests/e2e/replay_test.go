@@ -116,7 +116,7 @@ func TestReplayedCapture(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Capture IP packets arriving on B's veth.
-	fd := captureVeth(t, l, lab.B)
+	fd := captureVeth(t, l, lab.B, unix.ETH_P_IP)
 	defer unix.Close(fd)
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 200000})
 	streamDone := make(chan struct{})
@@ -221,9 +221,10 @@ func TestReplayedCapture(t *testing.T) {
 	}
 }
 
-// captureVeth opens an AF_PACKET socket that receives the IP packets
-// arriving on side's veth (in its namespace).
-func captureVeth(t *testing.T, l *lab.Lab, side lab.Side) int {
+// captureVeth opens an AF_PACKET socket on side's veth (in its
+// namespace) for protocol: ETH_P_IP receives the IP packets arriving,
+// ETH_P_ALL those leaving too.
+func captureVeth(t *testing.T, l *lab.Lab, side lab.Side, protocol uint16) int {
 	t.Helper()
 	var fd int
 	err := netns.Do(l.NS[side], func() error {
@@ -231,11 +232,11 @@ func captureVeth(t *testing.T, l *lab.Lab, side lab.Side) int {
 		if err != nil {
 			return err
 		}
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(htons(unix.ETH_P_IP)))
+		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(htons(protocol)))
 		if err != nil {
 			return err
 		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(unix.ETH_P_IP), Ifindex: ifi.Index})
+		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(protocol), Ifindex: ifi.Index})
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"strings"
 	"time"
+
+	"github.com/yip-router/yip-router/internal/benchenv"
 )
 
 // meta describes the run in the results file.
@@ -17,40 +18,17 @@ type meta struct {
 	Started     time.Time `json:"started"`
 	Finished    time.Time `json:"finished"`
 	Interrupted bool      `json:"interrupted,omitempty"`
-	Commit      string    `json:"yip_router_commit"`
-	WGVersion   string    `json:"wireguard_go_version"`
-	Iperf3      string    `json:"iperf3_version"`
-	Kernel      string    `json:"kernel"`
-	CPUs        int       `json:"cpus"`
-	CPUModel    string    `json:"cpu_model"`
-	Config      *config   `json:"config"`
+	benchenv.Host
+	WGVersion string  `json:"wireguard_go_version"`
+	Iperf3    string  `json:"iperf3_version"`
+	Config    *config `json:"config"`
 }
 
 func newMeta(c *config) *meta {
-	m := &meta{Started: time.Now(), Config: c, CPUs: runtime.NumCPU(), Commit: c.commit}
-	if m.Commit == "" {
-		m.Commit = firstLine(exec.Command("git", "describe", "--always", "--dirty").Output())
-	}
-	m.WGVersion = firstLine(exec.Command(c.wgBin, "--version").Output())
-	m.Iperf3 = firstLine(exec.Command("iperf3", "--version").Output())
-	m.Kernel = firstLine(exec.Command("uname", "-r").Output())
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, ln := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(ln, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
+	m := &meta{Started: time.Now(), Config: c, Host: benchenv.Describe(c.commit)}
+	m.WGVersion = benchenv.FirstLine(exec.Command(c.wgBin, "--version").Output())
+	m.Iperf3 = benchenv.FirstLine(exec.Command("iperf3", "--version").Output())
 	return m
-}
-
-func firstLine(b []byte, err error) string {
-	if err != nil {
-		return "unknown"
-	}
-	ln, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-	return ln
 }
 
 // report prints the table and writes compare-STAMP.json (meta and every

@@ -5,46 +5,21 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
-	"strings"
 	"time"
+
+	"github.com/yip-router/yip-router/internal/benchenv"
 )
 
 type meta struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
-	Commit   string    `json:"yip_router_commit"`
-	Kernel   string    `json:"kernel"`
-	CPUs     int       `json:"cpus"`
-	CPUModel string    `json:"cpu_model"`
-	Config   *config   `json:"config"`
+	benchenv.Host
+	Config *config `json:"config"`
 }
 
 func newMeta(c *config) *meta {
-	m := &meta{Started: time.Now(), Config: c, CPUs: runtime.NumCPU(), Commit: c.commit}
-	if m.Commit == "" {
-		m.Commit = firstLine(exec.Command("git", "describe", "--always", "--dirty").Output())
-	}
-	m.Kernel = firstLine(exec.Command("uname", "-r").Output())
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, ln := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(ln, ":"); ok && strings.TrimSpace(k) == "model name" {
-				m.CPUModel = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	return m
-}
-
-func firstLine(b []byte, err error) string {
-	if err != nil {
-		return "unknown"
-	}
-	ln, _, _ := strings.Cut(strings.TrimSpace(string(b)), "\n")
-	return ln
+	return &meta{Started: time.Now(), Config: c, Host: benchenv.Describe(c.commit)}
 }
 
 func orNone(s string) string {

@@ -174,6 +174,18 @@ func (p *simPeer) handshake(hub netip.AddrPort, prebuilt bool, deadline time.Tim
 	send(dg)
 	timeouts, cookies := 0, 0
 	next := time.Now().Add(backoff(0))
+	// retry sends a new initiation (after a timeout, or with the cookie
+	// just received) and schedules the next timeout.
+	retry := func(now time.Time) bool {
+		d, err := p.initiate(now)
+		if err != nil {
+			st.sendErrs.Add(1)
+			return false
+		}
+		send(d)
+		next = now.Add(backoff(timeouts))
+		return true
+	}
 	buf := make([]byte, 2048)
 	for {
 		_ = p.conn.SetReadDeadline(minTime(next, deadline))
@@ -190,24 +202,18 @@ func (p *simPeer) handshake(hub netip.AddrPort, prebuilt bool, deadline time.Tim
 			}
 			timeouts++
 			st.timeouts.Add(1)
-			if dg, err = p.initiate(now); err != nil {
-				st.sendErrs.Add(1)
+			if !retry(now) {
 				return
 			}
-			send(dg)
-			next = now.Add(backoff(timeouts))
 			continue
 		}
 		d := buf[:n]
 		if crypto.CookieReplyLen(n) && p.consumeCookie(d, now) {
 			cookies++
 			st.cookies.Add(1)
-			if dg, err = p.initiate(now); err != nil {
-				st.sendErrs.Add(1)
+			if !retry(now) {
 				return
 			}
-			send(dg)
-			next = now.Add(backoff(timeouts))
 			continue
 		}
 		if s := p.consumeResponse(d); s != nil {
