@@ -60,6 +60,9 @@ func (s *Shard) controlTimers(ln *lane) {
 	}
 	s.checkSilence(ln)
 	s.followPending(ln)
+	if ln.movePending {
+		s.reportMove(ln)
+	}
 	quiet := s.now.Sub(ln.lastTx)
 	persistent := ln.cfg.Keepalive > 0 && quiet >= ln.kaWait
 	passive := ln.heard().After(ln.lastTx) && quiet >= ln.passiveWait

@@ -81,6 +81,10 @@ type lane struct {
 	// (control.go).
 	misplacedAt, silentAt time.Time
 	movedAt               time.Time // last Config.Moved report (roam.go)
+	// reported is the remote the router last heard of (install or
+	// Moved); movePending: a move waits for the report rate limit.
+	reported    netip.AddrPort
+	movePending bool
 	// followTo: where FollowPeer proposed to move the lane at followAt,
 	// if it hears nothing from its current address meanwhile (roam.go).
 	followTo netip.AddrPort
@@ -206,6 +210,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		ln.prev = old
 	}
 	ln.confirmed = !cfg.HoldTx
+	ln.reported = ln.cfg.Remote
 	pl.local[cfg.Index] = ln
 	pl.owners[cfg.Index] = s.id
 	s.dropCandidate(pl, cfg.Index)

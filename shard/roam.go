@@ -85,14 +85,27 @@ func (s *Shard) moveLane(ln *lane, to netip.AddrPort) {
 		return
 	}
 	s.setRemote(ln, to, true)
-	// At most once a second per lane: a peer whose lanes leave through
-	// different public addresses (per-flow dual-WAN balancing, a NAT
-	// pooling addresses per flow) must not turn every datagram into a
-	// router event.
-	if s.cfg.Moved != nil && (ln.movedAt.IsZero() || s.now.Sub(ln.movedAt) >= time.Second) {
-		ln.movedAt = s.now
-		s.cfg.Moved(s.id, ln.cfg.Peer, ln.cfg.Index, from, to)
+	s.reportMove(ln)
+}
+
+// reportMove tells the router (Config.Moved) where ln went since it last
+// reported, at most once a second per lane: a peer whose lanes leave
+// through different public addresses (per-flow dual-WAN balancing, a NAT
+// pooling addresses per flow) must not turn every datagram into a router
+// event. A report held back goes out from the lane's timers
+// (controlTimers), so the last move is never lost.
+func (s *Shard) reportMove(ln *lane) {
+	if s.cfg.Moved == nil || ln.reported == ln.cfg.Remote {
+		ln.movePending = false
+		return
 	}
+	if !ln.movedAt.IsZero() && s.now.Sub(ln.movedAt) < time.Second {
+		ln.movePending = true
+		return
+	}
+	from := ln.reported
+	ln.reported, ln.movedAt, ln.movePending = ln.cfg.Remote, s.now, false
+	s.cfg.Moved(s.id, ln.cfg.Peer, ln.cfg.Index, from, ln.cfg.Remote)
 }
 
 // setRemote points ln (and its previous keys) at to; counted counts it as
@@ -158,6 +171,7 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 			s.lanes[next] = ln
 		}
 		s.setRemote(ln, next, follow)
+		ln.reported = next // the router moved the endpoint itself
 	}
 	for addr, f := range s.foreign {
 		if next, ok := move(addr); ok && f.peer == peer {
@@ -192,6 +206,7 @@ func (s *Shard) followPending(ln *lane) {
 		s.lanes[next] = ln
 	}
 	s.setRemote(ln, next, true)
+	ln.reported = next // the router moved the endpoint with the first lane
 }
 
 // nextTrial spends one trial from the budget and advances *pos

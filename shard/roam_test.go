@@ -256,3 +256,30 @@ func TestIdleLaneTrimmed(t *testing.T) {
 		t.Fatalf("delivered %d of 4", len(b.tun[0]))
 	}
 }
+
+// A lane that moves again within a second is reported once the rate
+// limit allows: the router always learns the lane's last address.
+func TestMoveReportNeverLost(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sb := b.shards[0]
+	var got []netip.AddrPort
+	sb.cfg.Moved = func(sh int, peer PeerID, index int, from, to netip.AddrPort) { got = append(got, to) }
+	second := netip.MustParseAddrPort("203.0.113.10:40000")
+	feed(sb, addrNew, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
+	sb.now = sb.now.Add(100 * time.Millisecond)
+	feed(sb, second, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 2).data)
+	if len(got) != 1 || got[0] != addrNew {
+		t.Fatalf("reports %v, want only the first move so far", got)
+	}
+	sb.now = sb.now.Add(time.Second)
+	sb.tick()
+	if len(got) != 2 || got[1] != second {
+		t.Fatalf("reports %v, want the second move reported after the limit", got)
+	}
+	sb.now = sb.now.Add(2 * time.Second)
+	sb.tick()
+	if len(got) != 2 {
+		t.Fatalf("reported again without a move: %v", got)
+	}
+}
