@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,13 +101,23 @@ func FuzzCookieReply(f *testing.F) {
 
 func FuzzLaneOffer(f *testing.F) {
 	f.Add(offer(3, 7).appendTo(nil))
+	f.Add(LaneOffer{Ports: []uint16{7, 8, 9}, From: 2}.appendTo(nil))
 	f.Fuzz(func(t *testing.T, d []byte) {
 		o, err := parseLaneOffer(d)
 		if err != nil {
 			return
 		}
-		if o.Lanes() < 1 || o.Lanes() > MaxLanes || !bytes.Equal(o.appendTo(nil), d) {
+		if o.Lanes() < 1 || o.Lanes() > MaxLanes || o.From < 0 || o.From >= o.Lanes() || o.validate() != nil {
 			t.Fatalf("parsed %v from %x", o, d)
+		}
+		// A current offer re-encodes to the same bytes; a version-1 one
+		// (no sending lane) to one that parses the same.
+		enc := o.appendTo(nil)
+		if d[0] == payloadVersion && !bytes.Equal(enc, d) {
+			t.Fatalf("parsed %v from %x, encodes as %x", o, d, enc)
+		}
+		if o2, err := parseLaneOffer(enc); err != nil || !slices.Equal(o2.Ports, o.Ports) || o2.From != o.From {
+			t.Fatalf("%v re-parsed as %v, %v", o, o2, err)
 		}
 	})
 }

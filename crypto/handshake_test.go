@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 )
@@ -401,5 +402,30 @@ func TestEphemeralCacheWipedAfterUse(t *testing.T) {
 		if p.b.dh.eph.keys[i] != nil {
 			t.Fatal("the responder's ephemeral is still cached after its response")
 		}
+	}
+}
+
+// The lane an initiation was sent from reaches the responder, and a
+// version-1 offer (no sending lane) still parses, as lane 0.
+func TestLaneOfferFrom(t *testing.T) {
+	p := newParties(t, PresharedKey{}, true)
+	_, d, err := p.a.Initiate(p.pa, 1, LaneOffer{Ports: []uint16{100, 101, 102}, From: 2}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := p.b.ConsumeInitiation(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, sess, err := in.Respond(2, offer(2, 9))
+	if err != nil || sess.Remote.From != 2 || sess.Remote.Ports[2] != 102 {
+		t.Fatalf("responder sees %+v, %v", sess.Remote, err)
+	}
+	if _, _, err := p.a.Initiate(p.pa, 1, LaneOffer{Ports: []uint16{100}, From: 1}, t0.Add(time.Second)); err == nil {
+		t.Fatal("an offer sent from a lane it does not have was accepted")
+	}
+	v1, err := parseLaneOffer([]byte{1, 2, 0, 5, 0, 6})
+	if err != nil || v1.From != 0 || !slices.Equal(v1.Ports, []uint16{5, 6}) {
+		t.Fatalf("version 1: %+v, %v", v1, err)
 	}
 }

@@ -10,7 +10,9 @@ import (
 // MaxLanes bounds the lanes of one session (and so the size of a lane offer).
 const MaxLanes = 64
 
-const payloadVersion = 1
+// payloadVersion 2 adds the lane the initiation was sent from; version 1
+// (without it: lane 0) is still read.
+const payloadVersion = 2
 
 // TAI64NLen is the length of a TAI64N timestamp.
 const TAI64NLen = 12
@@ -42,6 +44,11 @@ func (ts Timestamp) After(o Timestamp) bool {
 // shard owning lane i. The session runs min(offer, answer) lanes.
 type LaneOffer struct {
 	Ports []uint16 // Ports[i] is this side's UDP port for lane i
+	// From is the lane whose socket sent the initiation (an initiator
+	// sends each from a random lane, so handshakes spread over the
+	// responder's shards): the responder addresses that lane at the
+	// initiation's source as seen, whatever a NAT did to its port.
+	From int
 }
 
 // Lanes is the number of lanes offered.
@@ -54,11 +61,14 @@ func (o LaneOffer) validate() error {
 	if len(o.Ports) == 0 || len(o.Ports) > MaxLanes {
 		return fmt.Errorf("crypto: lane offer must have 1..%d lanes, has %d", MaxLanes, len(o.Ports))
 	}
+	if o.From < 0 || o.From >= len(o.Ports) {
+		return fmt.Errorf("crypto: lane offer sent from lane %d of %d", o.From, len(o.Ports))
+	}
 	return nil
 }
 
 func (o LaneOffer) appendTo(b []byte) []byte {
-	b = append(b, payloadVersion, byte(len(o.Ports)))
+	b = append(b, payloadVersion, byte(len(o.Ports)), byte(o.From))
 	for _, p := range o.Ports {
 		b = binary.BigEndian.AppendUint16(b, p)
 	}
@@ -66,16 +76,25 @@ func (o LaneOffer) appendTo(b []byte) []byte {
 }
 
 func parseLaneOffer(b []byte) (LaneOffer, error) {
-	if len(b) < 2 || b[0] != payloadVersion {
+	if len(b) < 2 || (b[0] != payloadVersion && b[0] != 1) {
 		return LaneOffer{}, ErrPayload
 	}
-	n := int(b[1])
-	if n == 0 || n > MaxLanes || len(b) != 2+2*n {
+	n, hdr := int(b[1]), 2
+	if b[0] == payloadVersion {
+		hdr = 3
+	}
+	if n == 0 || n > MaxLanes || len(b) != hdr+2*n {
 		return LaneOffer{}, ErrPayload
 	}
 	o := LaneOffer{Ports: make([]uint16, n)}
+	if hdr == 3 {
+		o.From = int(b[2])
+		if o.From >= n {
+			return LaneOffer{}, ErrPayload
+		}
+	}
 	for i := range o.Ports {
-		o.Ports[i] = binary.BigEndian.Uint16(b[2+2*i:])
+		o.Ports[i] = binary.BigEndian.Uint16(b[hdr+2*i:])
 	}
 	return o, nil
 }

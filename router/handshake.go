@@ -178,11 +178,17 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 	r.clearInit(p)
 	p.attempts = 0
 	r.setEndpoint(p, from)
-	// Lane 0's initiation came from the initiator's lane-0 socket: use the
-	// source as seen (a NAT may have rewritten the port); the other lanes'
-	// ports are as offered.
-	sess.Remote.Ports[0] = from.Port()
-	r.install(p, sess, from.Addr(), sh, now)
+	// The initiation came from the initiator's socket of lane From: that
+	// lane is at the source as seen (a NAT may have rewritten the port)
+	// and arrives on this shard; the other lanes' ports are as offered.
+	k := sess.Remote.From
+	if k < min(len(r.shards), sess.Remote.Lanes()) {
+		sess.Remote.Ports[k] = from.Port()
+	} else {
+		k = -1 // a lane this session will not run
+	}
+	p.endpointLane = max(k, 0)
+	r.install(p, sess, from.Addr(), sh, k, now)
 	if err := r.sendHS(sh, conn, resp, from); err != nil {
 		r.log.Warn("sending handshake response", zap.Stringer("to", from), zap.Error(err))
 	}
@@ -229,7 +235,8 @@ func (r *Router) handleResponse(idx uint32, data []byte, from netip.AddrPort) bo
 	r.clearInit(p)
 	p.attempts = 0
 	r.setEndpoint(p, from)
-	r.install(p, sess, from.Addr(), -1, now)
+	r.install(p, sess, from.Addr(), -1, -1, now)
+	p.endpointLane = 0
 	r.hs.completed.Add(1)
 	r.log.Info("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))
 	return true
@@ -265,10 +272,11 @@ func (r *Router) handleCookieReply(data []byte, from netip.AddrPort) bool {
 // learns each lane's owner and receive keys. As initiator (arrived < 0)
 // lane i goes to shard i, which owns the lane socket its datagrams come
 // back to. As responder lane i goes where it was before a rekey (p.place),
-// and lane 0 to the shard the initiation arrived on (arrived): lane 0's
-// datagrams come from the same socket through the same NAT mapping.
+// and lane fromLane (the one whose socket sent the initiation; -1: none
+// this session runs) to the shard the initiation arrived on (arrived):
+// its datagrams come from the same socket through the same NAT mapping.
 // Caller holds r.mu.
-func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, arrived int, now time.Time) {
+func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, arrived, fromLane int, now time.Time) {
 	lanes := min(len(r.shards), sess.Remote.Lanes())
 	encCfg, mode := r.fecConfig()
 	if p.sess != nil && p.lanes != lanes {
@@ -285,15 +293,15 @@ func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, arr
 			p.place[i] = i
 		}
 	}
-	if !initiator && arrived != p.place[0] {
-		// Lane 0 goes where its datagrams arrive; the lane there, if
-		// any, takes lane 0's old shard.
+	if !initiator && fromLane >= 0 && arrived != p.place[fromLane] {
+		// The sending lane goes where its datagrams arrive; the lane
+		// there, if any, takes its old shard.
 		for i, o := range p.place {
 			if o == arrived {
-				p.place[i] = p.place[0]
+				p.place[i] = p.place[fromLane]
 			}
 		}
-		p.place[0] = arrived
+		p.place[fromLane] = arrived
 	}
 	for i := range lanes {
 		remote := netip.AddrPortFrom(remoteIP, sess.Remote.Ports[i])
@@ -378,13 +386,21 @@ func (r *Router) initiate(p *peer, now time.Time) {
 		ports[i] = c.LocalAddr().Port()
 	}
 	r.clearInit(p)
+	// From a random lane's socket: its port steers the initiation to that
+	// lane's shard on the responder, so a hub's handshakes spread over its
+	// shards, and no single port starts every session. Retries keep the
+	// lane: a cookie is bound to the source port it was sent to.
+	if p.attempts == 0 || p.fromLane >= len(ports) {
+		p.fromLane = randIntn(len(ports))
+	}
+	fromLane := p.fromLane
 	index := randUint32()
 	for r.pending[index] != nil {
 		// Responses find their initiation by this index: another
 		// pending initiation's must not be overwritten.
 		index = randUint32()
 	}
-	in, dgram, err := r.local.Initiate(p.cp, index, crypto.LaneOffer{Ports: ports}, now)
+	in, dgram, err := r.local.Initiate(p.cp, index, crypto.LaneOffer{Ports: ports, From: fromLane}, now)
 	if err != nil {
 		r.log.Error("initiate", zap.Error(err))
 		return
@@ -402,9 +418,7 @@ func (r *Router) initiate(p *peer, now time.Time) {
 	back = min(back, 15*time.Second)
 	back += time.Duration(randIntn(int(back/5)+1)) - back/10
 	p.nextTry = now.Add(back)
-	// From lane 0's socket: its port's low bits steer it to the
-	// responder's shard 0, and the response comes back to our shard 0.
-	if err := r.sendHS(0, connLane, dgram, p.endpoint); err != nil {
+	if err := r.sendHS(fromLane, connLane, dgram, p.endpoint); err != nil {
 		r.log.Debug("sending initiation", zap.Stringer("to", p.endpoint), zap.Error(err))
 	}
 	r.hs.initiated.Add(1)
@@ -451,7 +465,7 @@ func (r *Router) peerMoved(sh int, peer shard.PeerID, index int, from, to netip.
 		}
 		ep := p.endpoint
 		switch {
-		case index == 0 && ep == from:
+		case index == p.endpointLane && ep == from:
 			ep = to
 		case ep.Addr() == from.Addr():
 			ep = netip.AddrPortFrom(to.Addr(), ep.Port())

@@ -443,3 +443,41 @@ func TestKnownAddressesFollowEndpoints(t *testing.T) {
 		t.Fatalf("refs %v", r.knownRefs)
 	}
 }
+
+// Initiations leave from a random lane's socket, so a hub's handshakes
+// spread over its shards; the retries of one handshake keep that socket,
+// because a cookie is bound to the source port it was sent to.
+func TestInitiationLaneRandomRetriesKeepIt(t *testing.T) {
+	ini, _ := memPair(t, "192.0.2.2:40000")
+	for i := 1; i < 4; i++ {
+		c, err := udp.ListenLane(netip.MustParseAddr("127.0.0.1"), i, randIntn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		ini.laneSk = append(ini.laneSk, c)
+	}
+	var lanes []int
+	ini.testSend = func(sh, _ int, b []byte, to netip.AddrPort) error {
+		lanes = append(lanes, sh)
+		return nil
+	}
+	p := ini.peerOf(t)
+	seen := map[int]bool{}
+	for range 40 {
+		lanes = lanes[:0]
+		ini.mu.Lock()
+		p.attempts = 0 // a new handshake
+		ini.mu.Unlock()
+		for range 3 { // its first attempt and two retries
+			ini.kick(t)
+		}
+		if len(lanes) != 3 || lanes[1] != lanes[0] || lanes[2] != lanes[0] {
+			t.Fatalf("one handshake's initiations left from lanes %v", lanes)
+		}
+		seen[lanes[0]] = true
+	}
+	if len(seen) < 3 {
+		t.Fatalf("40 handshakes used only lanes %v of 4", seen)
+	}
+}

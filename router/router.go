@@ -152,6 +152,7 @@ type peer struct {
 	initAt    time.Time
 	respReads bucket // responses read for init (forgeries cost DH)
 	attempts  int
+	fromLane  int // the lane socket this handshake's initiations leave from
 	nextTry   time.Time
 
 	sess        *crypto.Session
@@ -162,6 +163,11 @@ type peer struct {
 	initiator   bool
 	lastHS      time.Time
 	nHS         uint64
+	// endpointLane is the lane whose remote is the endpoint (the
+	// responder's: the initiator's lane whose socket sent the
+	// initiation; the initiator's: any, 0), so its move moves the
+	// endpoint.
+	endpointLane int
 	// place[i] is the shard that owns lane i: i, unless the lane's
 	// datagrams proved to arrive elsewhere (a NAT rewrote its port; see
 	// shard/place.go) and it was moved there. Kept across rekeys.
