@@ -24,9 +24,14 @@ func TestMetricsScrape(t *testing.T) {
 	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	if rtts, err := l.Ping(lab.A, l.Inner4[lab.B], 20, 5*time.Millisecond); err != nil || len(rtts) < 15 {
+	rtts, err := l.Ping(lab.A, l.Inner4[lab.B], 20, 5*time.Millisecond)
+	if err != nil || len(rtts) < 15 {
 		t.Fatalf("ping: %d/20 replies, %v", len(rtts), err)
 	}
+	// Every answered ping crossed B's TUN and sockets at least once (a
+	// busy machine may lose a few); counters are published every 50 ms.
+	atLeast := float64(len(rtts))
+	time.Sleep(200 * time.Millisecond)
 	// Dial inside B's namespace (each dial enters it on its own thread).
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
@@ -68,10 +73,10 @@ func TestMetricsScrape(t *testing.T) {
 	}{
 		{"handshakes answered", m[`yip_handshakes_total{event="answered"}`], func(v float64) bool { return v >= 1 }},
 		{"handshakes refused", m[`yip_handshakes_total{event="refused"}`], func(v float64) bool { return v == 0 }},
-		{"datagrams in", sum("yip_shard_udp_datagrams_total", has(`direction="in"`)), func(v float64) bool { return v >= 20 }},
-		{"datagrams out", sum("yip_shard_udp_datagrams_total", has(`direction="out"`)), func(v float64) bool { return v >= 20 }},
+		{"datagrams in", sum("yip_shard_udp_datagrams_total", has(`direction="in"`)), func(v float64) bool { return v >= atLeast }},
+		{"datagrams out", sum("yip_shard_udp_datagrams_total", has(`direction="out"`)), func(v float64) bool { return v >= atLeast }},
 		{"bytes in", sum("yip_shard_udp_bytes_total", has(`direction="in"`)), func(v float64) bool { return v > 0 }},
-		{"TUN packets out", sum("yip_shard_tun_packets_total", has(`direction="out"`)), func(v float64) bool { return v >= 20 }},
+		{"TUN packets out", sum("yip_shard_tun_packets_total", has(`direction="out"`)), func(v float64) bool { return v >= atLeast }},
 		{"bad tag drops", sum("yip_shard_drops_total", has(`reason="bad_tag"`)), func(v float64) bool { return v == 0 }},
 		{"shards", m["yip_router_shards"], func(v float64) bool { return v == 2 }},
 		{"peer rx bytes", m[`yip_peer_rx_bytes_total{peer="`+pub+`"}`], func(v float64) bool { return v > 0 }},
