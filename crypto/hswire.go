@@ -48,7 +48,8 @@ var (
 	ErrHandshake = errors.New("crypto: malformed handshake message")
 )
 
-// wireKeys are the public-key-bound keys of one receiver.
+// wireKeys are the keys bound to one receiver's public key (and to the
+// PSK of the pair, when one is configured).
 type wireKeys struct {
 	mac1   [32]byte
 	mask   [32]byte
@@ -64,11 +65,11 @@ type wireKeys struct {
 	mac1Hashes *sync.Pool
 }
 
-func newWireKeys(pub PublicKey) wireKeys {
+func newWireKeys(pub PublicKey, psk PresharedKey) wireKeys {
 	wk := wireKeys{
-		mac1:   labelledKey(labelMac1, pub),
-		mask:   labelledKey(labelMask, pub),
-		cookie: labelledKey(labelCookie, pub),
+		mac1:   labelledKey(labelMac1, pub, psk),
+		mask:   labelledKey(labelMask, pub, psk),
+		cookie: labelledKey(labelCookie, pub, psk),
 	}
 	a, err := chacha20poly1305.NewX(wk.cookie[:])
 	if err != nil {
