@@ -304,6 +304,16 @@ func (b *Bridge) write(d *dir) {
 	}
 }
 
+// Set changes the impairment (Slots aside) of a running bridge; counters
+// and queued frames are kept.
+func (b *Bridge) Set(cfg *Config) {
+	for i, d := range b.dirs {
+		d.mu.Lock()
+		d.m.Set(cfg.Dir[i])
+		d.mu.Unlock()
+	}
+}
+
 // Stats returns both directions' counters.
 func (b *Bridge) Stats() [2]Stats {
 	var s [2]Stats

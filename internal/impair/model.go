@@ -113,6 +113,7 @@ func (s Stats) Dropped() uint64 {
 type Model struct {
 	d       Direction
 	rng     *rand.Rand
+	seed    uint64
 	bad     bool
 	tat     int64 // rate limiter: theoretical arrival time, ns
 	lastDue int64
@@ -121,6 +122,14 @@ type Model struct {
 
 // NewModel returns the model of direction d.
 func NewModel(d Direction) *Model {
+	m := &Model{}
+	m.Set(d)
+	return m
+}
+
+// Set changes the model's parameters, keeping its state and counters (and
+// its random stream unless d.Seed changes it).
+func (m *Model) Set(d Direction) {
 	if d.Reorder > 0 && d.ReorderDelay == 0 {
 		d.ReorderDelay = time.Millisecond
 	}
@@ -136,7 +145,11 @@ func NewModel(d Direction) *Model {
 	if seed == 0 {
 		seed = 0x9e3779b97f4a7c15
 	}
-	return &Model{d: d, rng: rand.New(rand.NewPCG(seed, seed^0xda942042e4dd58b5))}
+	if m.rng == nil || seed != m.seed {
+		m.rng = rand.New(rand.NewPCG(seed, seed^0xda942042e4dd58b5))
+		m.seed = seed
+	}
+	m.d = d
 }
 
 // Decide returns what happens to a frame of size bytes that arrives at

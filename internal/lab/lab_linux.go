@@ -229,6 +229,15 @@ func (l *Lab) ImpairStats() [2]impair.Stats {
 	return l.bridge.Stats()
 }
 
+// SetImpair changes the running bridge's impairment (Options.Impair only).
+func (l *Lab) SetImpair(cfg *impair.Config) error {
+	if l.bridge == nil {
+		return errors.New("lab: no impairment bridge")
+	}
+	l.bridge.Set(cfg)
+	return nil
+}
+
 // Veth is the name of side's veth interface.
 func (l *Lab) Veth(s Side) string { return []string{"va", "vb"}[s] + l.NS[0][len("yipA-"):] }
 
