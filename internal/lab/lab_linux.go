@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/impair"
 	"github.com/yip-router/yip-router/internal/netns"
 	"github.com/yip-router/yip-router/router"
 )
@@ -52,6 +53,11 @@ type Options struct {
 	// traffic with random source ports (iptables MASQUERADE
 	// --random-fully), as carrier-grade and many home NATs do. IPv4 only.
 	NAT bool
+	// Impair puts A and B on one Ethernet segment through a middle
+	// namespace whose bridge (internal/impair, goroutines of this
+	// process) delays, drops, reorders and rate-limits frames; the
+	// middle namespace has no addresses. Exclusive with NAT.
+	Impair *impair.Config
 }
 
 // Lab is a running two-gateway setup.
@@ -72,7 +78,10 @@ type Lab struct {
 	// NATAddr is A's address as B sees it.
 	NATNS   string
 	NATAddr netip.Addr
-	closed  bool
+	// ImpairNS is the middle namespace with Options.Impair ("" otherwise).
+	ImpairNS string
+	bridge   *impair.Bridge
+	closed   bool
 }
 
 // Port is the listen port of both routers (not a well-known one: see
@@ -111,8 +120,15 @@ func New(opts Options) (*Lab, error) {
 			return nil, err
 		}
 	}
+	if opts.NAT && opts.Impair != nil {
+		return nil, errors.New("lab: NAT and Impair are exclusive")
+	}
 	if opts.NAT {
 		if err := l.natLinks(id); err != nil {
+			return nil, err
+		}
+	} else if opts.Impair != nil {
+		if err := l.impairLinks(id); err != nil {
 			return nil, err
 		}
 	} else if err := netns.Veth(l.NS[0], "va"+id, l.Underlay[0].String()+"/24", l.NS[1], "vb"+id, l.Underlay[1].String()+"/24"); err != nil {
@@ -163,6 +179,62 @@ func (l *Lab) natLinks(id string) error {
 			return fmt.Errorf("%s: %v: %s", strings.Join(cmd, " "), err, out)
 		}
 	}
+	return nil
+}
+
+// impairLinks joins A and B through a middle namespace whose two links
+// have no addresses and are bridged by an impair.Bridge.
+func (l *Lab) impairLinks(id string) error {
+	l.ImpairNS = "yipM-" + id
+	if err := netns.Add(l.ImpairNS); err != nil {
+		l.ImpairNS = ""
+		return err
+	}
+	mid := [2]string{"ma" + id, "mb" + id}
+	for s := range 2 {
+		for _, args := range [][]string{
+			{"link", "add", l.Veth(Side(s)), "netns", l.NS[s], "type", "veth", "peer", "name", mid[s], "netns", l.ImpairNS},
+			{"-n", l.NS[s], "addr", "add", l.Underlay[s].String() + "/24", "dev", l.Veth(Side(s))},
+			{"-n", l.ImpairNS, "link", "set", mid[s], "up"},
+			{"-n", l.NS[s], "link", "set", l.Veth(Side(s)), "up"},
+		} {
+			if err := netns.IP(args...); err != nil {
+				return err
+			}
+		}
+		if err := impair.DisableOffloads(l.NS[s], l.Veth(Side(s))); err != nil {
+			return err
+		}
+	}
+	// No IPv6 of its own in the middle (no router solicitations to bridge).
+	for _, ifn := range []string{"all", "default", mid[0], mid[1]} {
+		if out, err := exec.Command("ip", "netns", "exec", l.ImpairNS, "sysctl", "-qw", "net.ipv6.conf."+ifn+".disable_ipv6=1").CombinedOutput(); err != nil {
+			return fmt.Errorf("disable_ipv6: %v: %s", err, out)
+		}
+	}
+	b, err := impair.Start(l.ImpairNS, mid[0], mid[1], l.opts.Impair)
+	if err != nil {
+		return err
+	}
+	l.bridge = b
+	return nil
+}
+
+// ImpairStats returns the bridge's counters per direction ([0]: A to B),
+// or zeros without Options.Impair.
+func (l *Lab) ImpairStats() [2]impair.Stats {
+	if l.bridge == nil {
+		return [2]impair.Stats{}
+	}
+	return l.bridge.Stats()
+}
+
+// SetImpair changes the running bridge's impairment (Options.Impair only).
+func (l *Lab) SetImpair(cfg *impair.Config) error {
+	if l.bridge == nil {
+		return errors.New("lab: no impairment bridge")
+	}
+	l.bridge.Set(cfg)
 	return nil
 }
 
@@ -322,6 +394,12 @@ func (l *Lab) Close() {
 	}
 	if l.NATNS != "" {
 		_ = netns.Del(l.NATNS)
+	}
+	if l.bridge != nil {
+		_ = l.bridge.Close()
+	}
+	if l.ImpairNS != "" {
+		_ = netns.Del(l.ImpairNS)
 	}
 	if !l.opts.Keep {
 		os.RemoveAll(l.Dir)
