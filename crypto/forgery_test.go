@@ -8,11 +8,10 @@ import (
 )
 
 // forgedResponse is a response to index idx that anyone holding the
-// initiator's public key (and the pair's PSK, if it has one) can build:
-// valid mac1, right receiver index, and the given 32-byte ephemeral
-// followed by junk where the AEAD payload goes.
-func forgedResponse(initiator PublicKey, psk PresharedKey, idx uint32, ephemeral []byte) []byte {
-	wk := newWireKeys(initiator, psk)
+// initiator's public key can build: valid mac1, right receiver index, and
+// the given 32-byte ephemeral followed by junk where the AEAD payload goes.
+func forgedResponse(initiator PublicKey, idx uint32, ephemeral []byte) []byte {
+	wk := newWireKeys(initiator)
 	msg := make([]byte, 32+16+4)
 	copy(msg, ephemeral)
 	mustRand(msg[32:])
@@ -41,15 +40,9 @@ func TestForgedResponseKeepsInitiation(t *testing.T) {
 		mustRand(random)
 		var forgeries [][]byte
 		for _, e := range lowOrderPoints {
-			forgeries = append(forgeries, forgedResponse(p.a.PublicKey(), psk, 11, e[:]))
+			forgeries = append(forgeries, forgedResponse(p.a.PublicKey(), 11, e[:]))
 		}
-		forgeries = append(forgeries, forgedResponse(p.a.PublicKey(), psk, 11, random))
-		if !psk.IsZero() {
-			// Without the PSK the public key alone makes no valid mac1.
-			if typ, _ := p.a.Classify(forgedResponse(p.a.PublicKey(), PresharedKey{}, 11, random)); typ != NotHandshake {
-				t.Fatalf("a response forged without the PSK classified as %v", typ)
-			}
-		}
+		forgeries = append(forgeries, forgedResponse(p.a.PublicKey(), 11, random))
 		for i, f := range forgeries {
 			if typ, idx := p.a.Classify(f); typ != TypeResponse || idx != 11 {
 				t.Fatalf("forgery %d: classify %v %d", i, typ, idx)

@@ -69,7 +69,7 @@ func FuzzHandshake(f *testing.F) {
 			if len(d)%2 == 1 {
 				typ = msgResponse
 			}
-			d = sealHandshake((*p.b.own.Load())[0], hsFields{typ: typ, receiver: 1, noise: d}, nil)
+			d = sealHandshake(&p.b.wk, hsFields{typ: typ, receiver: 1, noise: d}, nil)
 		}
 		if len(d) > hsMaxLen {
 			if p.b.IsHandshake(d) {

@@ -37,18 +37,12 @@ var (
 type Local struct {
 	priv  PrivateKey
 	pub   PublicKey
+	wk    wireKeys
 	dh    *cachedDH
 	suite noise.CipherSuite
-	// own holds our wire keys, one set per distinct PSK among the peers
-	// (the keys without PSK only if some peer has none, or there are no
-	// peers): a handshake to us carries mac1 under the set of its pair, so
-	// with PSKs everywhere, our public key alone recognises nothing.
-	// Swapped whole on a peer change; read lock-free.
-	own atomic.Pointer[[]*wireKeys]
 
-	mu       sync.RWMutex // guards peers and ownByPSK (config changes only)
-	peers    map[PublicKey]*Peer
-	ownByPSK map[PresharedKey]*wireKeys
+	mu    sync.RWMutex // guards peers (config changes only)
+	peers map[PublicKey]*Peer
 }
 
 // Peer is a configured remote static key with what the handshake keeps per
@@ -70,8 +64,8 @@ func (p *Peer) PublicKey() PublicKey { return p.pub }
 // NewLocal prepares the identity for priv. cacheSS selects the ss cache
 // (always on in the router; off only to measure what it saves).
 func NewLocal(priv PrivateKey, cacheSS bool) *Local {
-	l := &Local{priv: priv, pub: priv.Public(), peers: map[PublicKey]*Peer{}, ownByPSK: map[PresharedKey]*wireKeys{}}
-	l.refreshOwn()
+	l := &Local{priv: priv, pub: priv.Public(), peers: map[PublicKey]*Peer{}}
+	l.wk = newWireKeys(l.pub)
 	l.dh = newCachedDH(priv, cacheSS)
 	l.suite = noise.NewCipherSuite(l.dh, noise.CipherChaChaPoly, noise.HashBLAKE2s)
 	return l
@@ -89,7 +83,7 @@ func (l *Local) AddPeer(pub PublicKey, psk PresharedKey) (*Peer, error) {
 	if err := l.dh.add(pub); err != nil {
 		return nil, fmt.Errorf("crypto: peer key %s is not usable: %v", pub, err)
 	}
-	p := &Peer{pub: pub, psk: psk, wk: newWireKeys(pub, psk)}
+	p := &Peer{pub: pub, psk: psk, wk: newWireKeys(pub)}
 	l.mu.Lock()
 	if old, ok := l.peers[pub]; ok {
 		old.mu.Lock()
@@ -97,57 +91,8 @@ func (l *Local) AddPeer(pub PublicKey, psk PresharedKey) (*Peer, error) {
 		old.mu.Unlock()
 	}
 	l.peers[pub] = p
-	l.refreshOwn()
 	l.mu.Unlock()
 	return p, nil
-}
-
-// refreshOwn rebuilds the sets of our wire keys from the peers' PSKs,
-// reusing existing sets. Caller holds l.mu (or owns l).
-func (l *Local) refreshOwn() {
-	want := map[PresharedKey]bool{}
-	for _, p := range l.peers {
-		want[p.psk] = true
-	}
-	if len(want) == 0 {
-		want[PresharedKey{}] = true
-	}
-	var sets []*wireKeys
-	if want[PresharedKey{}] {
-		sets = append(sets, l.ownFor(PresharedKey{})) // the common case first
-	}
-	for psk := range want {
-		if !psk.IsZero() {
-			sets = append(sets, l.ownFor(psk))
-		}
-	}
-	for psk := range l.ownByPSK {
-		if !want[psk] {
-			delete(l.ownByPSK, psk)
-		}
-	}
-	l.own.Store(&sets)
-}
-
-func (l *Local) ownFor(psk PresharedKey) *wireKeys {
-	wk := l.ownByPSK[psk]
-	if wk == nil {
-		k := newWireKeys(l.pub, psk)
-		wk = &k
-		l.ownByPSK[psk] = wk
-	}
-	return wk
-}
-
-// keysFor returns the set of our wire keys whose mac1 dgram carries, or
-// nil: one BLAKE2s per distinct PSK, before anything else is spent.
-func (l *Local) keysFor(dgram []byte) *wireKeys {
-	for _, wk := range *l.own.Load() {
-		if checkMac1(wk, dgram) {
-			return wk
-		}
-	}
-	return nil
 }
 
 // Prepare computes the static–static DH of many peers at once, on every
@@ -188,7 +133,6 @@ func (l *Local) CheckPeerKey(pub PublicKey) error {
 func (l *Local) RemovePeer(pub PublicKey) {
 	l.mu.Lock()
 	delete(l.peers, pub)
-	l.refreshOwn()
 	l.mu.Unlock()
 	l.dh.remove(pub)
 }
@@ -341,11 +285,10 @@ func (in *Initiation) ConsumeCookieReply(reply []byte, now time.Time) error {
 // ConsumeResponse completes the handshake with the peer's response.
 func (in *Initiation) ConsumeResponse(dgram []byte) (*Session, error) {
 	l := in.local
-	wk := l.keysFor(dgram)
-	if wk == nil {
+	if !checkMac1(&l.wk, dgram) {
 		return nil, ErrMac1
 	}
-	f, err := openHandshake(wk, dgram)
+	f, err := openHandshake(&l.wk, dgram)
 	if err != nil {
 		return nil, err
 	}
@@ -399,8 +342,7 @@ const (
 // the router can find it), or not a handshake for us. It costs a BLAKE2s and,
 // if mac1 matches, an XChaCha20 over the inner part; no DH.
 func (l *Local) Classify(dgram []byte) (HandshakeType, uint32) {
-	wk := l.keysFor(dgram)
-	if wk == nil {
+	if !checkMac1(&l.wk, dgram) {
 		return NotHandshake, 0
 	}
 	// Only the inner header is unmasked (type, indices, Noise length),
@@ -408,7 +350,7 @@ func (l *Local) Classify(dgram []byte) (HandshakeType, uint32) {
 	// here. checkMac1 guaranteed the length.
 	var hdr [hsInnerHdr]byte
 	copy(hdr[:], dgram[hsSeedLen:])
-	xorMask(wk, dgram[:hsSeedLen], hdr[:])
+	xorMask(&l.wk, dgram[:hsSeedLen], hdr[:])
 	n := int(binary.BigEndian.Uint16(hdr[9:11]))
 	if n < 32 || hsSeedLen+hsInnerHdr+n > len(dgram)-hsTrailer {
 		return NotHandshake, 0
@@ -425,7 +367,7 @@ func (l *Local) Classify(dgram []byte) (HandshakeType, uint32) {
 
 // IsHandshake is the cheap gate a receiver runs on a datagram that matched
 // no data lane: a valid mac1 for our public key. No DH, no unmasking.
-func (l *Local) IsHandshake(dgram []byte) bool { return l.keysFor(dgram) != nil }
+func (l *Local) IsHandshake(dgram []byte) bool { return checkMac1(&l.wk, dgram) }
 
 // Incoming is a consumed initiation waiting for our response.
 type Incoming struct {
@@ -444,7 +386,7 @@ func (in *Incoming) Peer() *Peer { return in.peer }
 // instead of doing any DH: what a responder under load sends. It never
 // returns a datagram longer than the initiation.
 func (l *Local) CookieReply(initiation []byte, c *CookieChecker, src netip.AddrPort, now time.Time) ([]byte, error) {
-	if l.keysFor(initiation) == nil {
+	if !checkMac1(&l.wk, initiation) {
 		return nil, ErrMac1
 	}
 	return l.CookieReplyClassified(initiation, c, src, now)
@@ -454,16 +396,7 @@ func (l *Local) CookieReply(initiation []byte, c *CookieChecker, src netip.AddrP
 // just accepted (its mac1 verified): it does not verify mac1 again, which
 // under a flood of initiations is a third of the work.
 func (l *Local) CookieReplyClassified(initiation []byte, c *CookieChecker, src netip.AddrPort, now time.Time) ([]byte, error) {
-	sets := *l.own.Load()
-	wk := sets[0]
-	if len(sets) > 1 {
-		// Which set the initiation used (the reply is sealed with the
-		// same): only with several PSKs does this cost a second check.
-		if wk = l.keysFor(initiation); wk == nil {
-			return nil, ErrMac1
-		}
-	}
-	return sealCookieReply(wk.cookieAEAD, c.Cookie(src, now), initiation)
+	return sealCookieReply(l.wk.cookieAEAD, c.Cookie(src, now), initiation)
 }
 
 // ConsumeInitiation authenticates an initiation addressed to us. It refuses
@@ -471,11 +404,10 @@ func (l *Local) CookieReplyClassified(initiation []byte, c *CookieChecker, src n
 // from that peer). The caller decides beforehand whether to demand a cookie
 // (CookieChecker.CheckMac2).
 func (l *Local) ConsumeInitiation(dgram []byte) (*Incoming, error) {
-	wk := l.keysFor(dgram)
-	if wk == nil {
+	if !checkMac1(&l.wk, dgram) {
 		return nil, ErrMac1
 	}
-	f, err := openHandshake(wk, dgram)
+	f, err := openHandshake(&l.wk, dgram)
 	if err != nil {
 		return nil, err
 	}

@@ -48,8 +48,7 @@ var (
 	ErrHandshake = errors.New("crypto: malformed handshake message")
 )
 
-// wireKeys are the keys bound to one receiver's public key (and to the
-// PSK of the pair, when one is configured).
+// wireKeys are the public-key-bound keys of one receiver.
 type wireKeys struct {
 	mac1   [32]byte
 	mask   [32]byte
@@ -65,11 +64,11 @@ type wireKeys struct {
 	mac1Hashes *sync.Pool
 }
 
-func newWireKeys(pub PublicKey, psk PresharedKey) wireKeys {
+func newWireKeys(pub PublicKey) wireKeys {
 	wk := wireKeys{
-		mac1:   labelledKey(labelMac1, pub, psk),
-		mask:   labelledKey(labelMask, pub, psk),
-		cookie: labelledKey(labelCookie, pub, psk),
+		mac1:   labelledKey(labelMac1, pub),
+		mask:   labelledKey(labelMask, pub),
+		cookie: labelledKey(labelCookie, pub),
 	}
 	a, err := chacha20poly1305.NewX(wk.cookie[:])
 	if err != nil {

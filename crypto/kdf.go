@@ -39,15 +39,10 @@ func hkdfExpand(out, secret []byte, info string, lane uint16) {
 // handshake obfuscation (mac1, mask, cookie-reply). They need no secret: their
 // job is to make the bytes look random to anyone who does not know the
 // receiver's public key, and to reject non-handshakes before any DH.
-func labelledKey(label string, pub PublicKey, psk PresharedKey) [32]byte {
+func labelledKey(label string, pub PublicKey) [32]byte {
 	h := newBlake2s()
 	h.Write([]byte(label))
 	h.Write(pub[:])
-	if !psk.IsZero() {
-		// With a PSK the keys that recognise and unmask handshakes need
-		// it too: holding the public key is then not enough.
-		h.Write(psk[:])
-	}
 	var k [32]byte
 	h.Sum(k[:0])
 	return k
