@@ -458,6 +458,7 @@ func (in *Incoming) Respond(index uint32, answer LaneOffer) ([]byte, *Session, e
 	if err := answer.validate(); err != nil {
 		return nil, nil, err
 	}
+	answer.version = in.offer.version // answer in the initiator's encoding
 	msg, cs1, cs2, err := in.hs.WriteMessage(nil, answer.appendTo(nil))
 	if err != nil {
 		return nil, nil, fmt.Errorf("crypto: write response: %w", err)

@@ -429,3 +429,25 @@ func TestLaneOfferFrom(t *testing.T) {
 		t.Fatalf("version 1: %+v, %v", v1, err)
 	}
 }
+
+// A responder answers in its initiator's offer version, so an initiator
+// that only reads version 1 still completes the handshake.
+func TestAnswerInInitiatorsVersion(t *testing.T) {
+	p := newParties(t, PresharedKey{}, true)
+	in, d, err := p.a.Initiate(p.pa, 1, LaneOffer{Ports: []uint16{100, 101}, version: 1}, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inc, err := p.b.ConsumeInitiation(d)
+	if err != nil || inc.offer.version != 1 {
+		t.Fatalf("offer read as version %d, %v", inc.offer.version, err)
+	}
+	d2, _, err := inc.Respond(2, offer(2, 9))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sess, err := in.ConsumeResponse(d2)
+	if err != nil || sess.Remote.version != 1 {
+		t.Fatalf("answer in version %d, %v; want 1", sess.Remote.version, err)
+	}
+}

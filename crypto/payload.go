@@ -49,6 +49,10 @@ type LaneOffer struct {
 	// responder's shards): the responder addresses that lane at the
 	// initiation's source as seen, whatever a NAT did to its port.
 	From int
+	// version is the encoding read (0: the current one). A responder
+	// answers in its initiator's version, so an initiator that only reads
+	// version 1 still completes the handshake.
+	version byte
 }
 
 // Lanes is the number of lanes offered.
@@ -68,7 +72,11 @@ func (o LaneOffer) validate() error {
 }
 
 func (o LaneOffer) appendTo(b []byte) []byte {
-	b = append(b, payloadVersion, byte(len(o.Ports)), byte(o.From))
+	if o.version == 1 {
+		b = append(b, 1, byte(len(o.Ports))) // no sending lane: lane 0
+	} else {
+		b = append(b, payloadVersion, byte(len(o.Ports)), byte(o.From))
+	}
 	for _, p := range o.Ports {
 		b = binary.BigEndian.AppendUint16(b, p)
 	}
@@ -86,7 +94,7 @@ func parseLaneOffer(b []byte) (LaneOffer, error) {
 	if n == 0 || n > MaxLanes || len(b) != hdr+2*n {
 		return LaneOffer{}, ErrPayload
 	}
-	o := LaneOffer{Ports: make([]uint16, n)}
+	o := LaneOffer{Ports: make([]uint16, n), version: b[0]}
 	if hdr == 3 {
 		o.From = int(b[2])
 		if o.From >= n {

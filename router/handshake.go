@@ -4,6 +4,7 @@ import (
 	"bytes"
 	mrand "math/rand/v2"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -181,14 +182,18 @@ func (r *Router) handleInitiation(sh, conn int, data []byte, from netip.AddrPort
 	// The initiation came from the initiator's socket of lane From: that
 	// lane is at the source as seen (a NAT may have rewritten the port)
 	// and arrives on this shard; the other lanes' ports are as offered.
+	offered := slices.Clone(sess.Remote.Ports)
 	k := sess.Remote.From
 	if k < min(len(r.shards), sess.Remote.Lanes()) {
 		sess.Remote.Ports[k] = from.Port()
 	} else {
-		k = -1 // a lane this session will not run
+		// Sent from a lane this session will not run: handshakes go to
+		// lane 0's address, which it does.
+		k = -1
+		r.setEndpoint(p, netip.AddrPortFrom(from.Addr(), offered[0]))
 	}
 	p.endpointLane = max(k, 0)
-	r.install(p, sess, from.Addr(), sh, k, now)
+	r.install(p, sess, offered, from.Addr(), sh, k, now)
 	if err := r.sendHS(sh, conn, resp, from); err != nil {
 		r.log.Warn("sending handshake response", zap.Stringer("to", from), zap.Error(err))
 	}
@@ -235,7 +240,7 @@ func (r *Router) handleResponse(idx uint32, data []byte, from netip.AddrPort) bo
 	r.clearInit(p)
 	p.attempts = 0
 	r.setEndpoint(p, from)
-	r.install(p, sess, from.Addr(), -1, -1, now)
+	r.install(p, sess, nil, from.Addr(), -1, -1, now)
 	p.endpointLane = 0
 	r.hs.completed.Add(1)
 	r.log.Info("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))
@@ -276,7 +281,7 @@ func (r *Router) handleCookieReply(data []byte, from netip.AddrPort) bool {
 // this session runs) to the shard the initiation arrived on (arrived):
 // its datagrams come from the same socket through the same NAT mapping.
 // Caller holds r.mu.
-func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, arrived, fromLane int, now time.Time) {
+func (r *Router) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP netip.Addr, arrived, fromLane int, now time.Time) {
 	lanes := min(len(r.shards), sess.Remote.Lanes())
 	encCfg, mode := r.fecConfig()
 	if p.sess != nil && p.lanes != lanes {
@@ -311,6 +316,9 @@ func (r *Router) install(p *peer, sess *crypto.Session, remoteIP netip.Addr, arr
 			Send: sess.Keys.SendLane(i), Recv: recv,
 			FEC: encCfg, Mode: mode, HoldTx: !initiator,
 			Keepalive: p.cfg.PersistentKeepalive,
+		}
+		if i < len(offered) && offered[i] != remote.Port() {
+			lc.Offered = netip.AddrPortFrom(remoteIP, offered[i])
 		}
 		owner := p.place[i]
 		r.shards[owner].Do(func(s *shard.Shard) {

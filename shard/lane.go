@@ -36,6 +36,11 @@ type LaneConfig struct {
 	// Keepalive is the peer's PersistentKeepalive (0: off): a keepalive
 	// goes out after about this long without sending (control.go).
 	Keepalive time.Duration
+	// Offered is the address the peer offered for this lane (its IP and
+	// offered port) when Remote is something else: the source a lane's
+	// initiation came from (a NAT may have rewritten the port). Zero:
+	// Remote is the offered address.
+	Offered netip.AddrPort
 }
 
 // lane is one lane's state; it lives in exactly one shard and is touched
@@ -89,9 +94,9 @@ type lane struct {
 	// if it hears nothing from its current address meanwhile (roam.go).
 	followTo netip.AddrPort
 	followAt time.Time
-	// offered is the remote the router gave at install (the peer's
-	// offered port); a rekey that offers the same keeps the remote the
-	// lane learned since (a NAT's port).
+	// offered is the address the peer offered for the lane; a rekey that
+	// offers the same (and brings no observed source for this lane) keeps
+	// the remote the lane learned since (a NAT's port).
 	offered netip.AddrPort
 
 	// decDirty: the decoder may have counted something since publish
@@ -177,8 +182,11 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	ln.deliver = func(sym []byte) { s.deliverSymbol(ln, sym) }
 	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
 	top := pl.local[cfg.Index]
-	ln.offered = cfg.Remote
-	if top != nil && top.offered == cfg.Remote && top.cfg.Remote != cfg.Remote {
+	ln.offered = cfg.Offered
+	if !ln.offered.IsValid() {
+		ln.offered = cfg.Remote
+	}
+	if top != nil && top.offered == ln.offered && ln.offered == cfg.Remote && top.cfg.Remote != cfg.Remote {
 		// Same peer sockets as before: keep the address its datagrams
 		// proved (a NAT rewrote the offered port), or every rekey would
 		// send to a port the NAT does not map.

@@ -122,15 +122,18 @@ func (s *Shard) MoveLane(peer PeerID, index int, to *Shard) {
 	}
 	s.foreign[ln.cfg.Remote] = foreignLane{owner: to.id, peer: peer}
 	s.setCandidate(pl, peer, index, &ln.cfg.Recv)
-	to.Do(func(t *Shard) { t.adoptLane(ln) })
+	from := s.id
+	to.Do(func(t *Shard) { t.adoptLane(ln, from) })
 }
 
-// adoptLane makes ln, moved from another shard, this shard's. A lane
-// installed here meanwhile (a rekey raced the move) wins.
-func (s *Shard) adoptLane(ln *lane) {
+// adoptLane makes ln, moved from shard from, this shard's. If a rekey raced
+// the move — a lane installed here meanwhile, or the owner moved elsewhere
+// (this shard learnt another owner than from) — the newer placement wins
+// and ln is dropped.
+func (s *Shard) adoptLane(ln *lane, from int) {
 	pl := s.peers[ln.cfg.Peer]
 	idx := ln.cfg.Index
-	if pl == nil || len(pl.local) != ln.cfg.Lanes || pl.local[idx] != nil {
+	if pl == nil || len(pl.local) != ln.cfg.Lanes || pl.local[idx] != nil || pl.owners[idx] != from {
 		return
 	}
 	for l := ln; l != nil; l = l.prev {

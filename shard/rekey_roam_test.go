@@ -110,3 +110,48 @@ func TestFollowWaitsForSilence(t *testing.T) {
 		t.Fatalf("lane_moved %d, want 2", n)
 	}
 }
+
+// A rekey whose initiation came from another lane gives this lane its
+// offered port again, as offered; the port the lane proved since (a NAT's)
+// must stay, for its previous keys too.
+func TestRekeyFromOtherLaneKeepsNATPort(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sb := b.shards[0]
+	ln := sb.owned[0]
+	natted := netip.MustParseAddrPort("192.0.2.1:61234")
+	// Session 1: this lane sent the initiation; the router gave the
+	// observed source as Remote and the offered address as Offered.
+	cfg := ln.cfg
+	cfg.Remote, cfg.Offered = natted, addrA
+	if err := sb.InstallLane(cfg); err != nil {
+		t.Fatal(err)
+	}
+	// Session 2: another lane sent it; this one gets its offered port.
+	cfg = sb.owned[0].cfg
+	cfg.Remote, cfg.Offered = addrA, netip.AddrPort{}
+	if err := sb.InstallLane(cfg); err != nil {
+		t.Fatal(err)
+	}
+	if got := sb.owned[0].cfg.Remote; got != natted {
+		t.Fatalf("after a rekey from another lane the lane talks to %s, want %s", got, natted)
+	}
+	if got := sb.owned[0].prev.cfg.Remote; got != natted {
+		t.Fatalf("its previous keys talk to %s", got)
+	}
+}
+
+// A lane moved between shards is not adopted if a rekey placed it
+// elsewhere meanwhile: two shards never own one lane.
+func TestAdoptRefusesAfterNewerPlacement(t *testing.T) {
+	a, b := newSide(t, 3, routesA), newSide(t, 3, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	b0, b1 := b.shards[0], b.shards[1]
+	b0.MoveLane(1, 0, b1) // queued on b1 as adoptLane
+	// A rekey placed lane 0 on shard 2; b1 hears of it first.
+	b1.SetLaneOwner(1, 3, 0, 2, netip.AddrPort{}, nil)
+	b1.runControl()
+	if n := len(b1.LaneStatuses()); n != 1 {
+		t.Fatalf("shard 1 owns %d lanes after a stale adoption, want only its own", n)
+	}
+}

@@ -66,6 +66,10 @@ func Start(ns, if0, if1 string, cfg *Config) (*Bridge, error) {
 	if slots == 0 {
 		slots = 16384
 	}
+	if slots < 2*batch {
+		// The reader holds a batch of buffers while it receives.
+		return nil, fmt.Errorf("impair: %d slots, need at least %d", slots, 2*batch)
+	}
 	b := &Bridge{fds: [2]int{-1, -1}, base: time.Now()}
 	err := netns.Do(ns, func() error {
 		for i, name := range []string{if0, if1} {

@@ -35,7 +35,12 @@ type GilbertElliott struct {
 // frames with lossBad (Good loses none), stays meanBurst frames on average
 // (R = 1/meanBurst; with lossBad 1 that is the mean length of a run of
 // losses) and whose stationary loss rate is rate.
+// A rate of zero, or one not below lossBad (no burst model gives it), or a
+// mean burst under one frame gives no burst loss.
 func BurstLoss(lossBad, meanBurst, rate float64) GilbertElliott {
+	if rate <= 0 || lossBad <= 0 || rate >= lossBad || meanBurst < 1 {
+		return GilbertElliott{}
+	}
 	r := 1 / meanBurst
 	piBad := rate / lossBad
 	return GilbertElliott{P: r * piBad / (1 - piBad), R: r, LossBad: lossBad}

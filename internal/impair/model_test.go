@@ -176,3 +176,13 @@ func TestNoAllocs(t *testing.T) {
 		t.Errorf("%.1f allocations per frame", allocs)
 	}
 }
+
+// Parameters no burst model can give are refused as no burst loss, not a
+// division by zero or a negative probability.
+func TestBurstLossImpossibleParameters(t *testing.T) {
+	for _, c := range [][3]float64{{0.5, 4, 0.5}, {0.5, 4, 0.9}, {0, 4, 0.1}, {1, 0.5, 0.1}, {1, 4, 0}} {
+		if g := BurstLoss(c[0], c[1], c[2]); g != (GilbertElliott{}) {
+			t.Errorf("BurstLoss%v = %+v, want no burst loss", c, g)
+		}
+	}
+}
