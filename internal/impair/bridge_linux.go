@@ -212,16 +212,18 @@ func (b *Bridge) read(d *dir) {
 				d.m.Stats.DropBig++
 				continue
 			}
+			if d.q.Free() == 0 {
+				// No buffer for it: dropped before the model charges
+				// its delay and rate accounting for a frame never sent.
+				d.m.Stats.Seen++
+				d.m.Stats.DropFull++
+				continue
+			}
 			due, c := d.m.Decide(now, ln)
 			if c != Pass {
 				continue
 			}
-			fresh, ok := d.q.Get()
-			if !ok {
-				d.m.Stats.Delayed--
-				d.m.Stats.DropFull++
-				continue
-			}
+			fresh, _ := d.q.Get() // a free slot was checked above, under d.mu
 			if head, ok := d.q.Peek(); !ok || due < head {
 				wake = true
 			}
