@@ -21,7 +21,7 @@ import (
 // Shards run handshakes concurrently and a hub configures thousands of
 // peers at start, so the table is a sync.Map: reads of keys that no longer
 // change take no lock, and adding a peer costs O(1) (a copy-on-write map
-// made starting 10,000 peers quadratic: 9 s).
+// would make adding N peers quadratic).
 type cachedDH struct {
 	priv PrivateKey
 	// static is priv as a crypto/ecdh key, made once: x/crypto's X25519

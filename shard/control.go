@@ -74,8 +74,8 @@ func (s *Shard) controlTimers(ln *lane) {
 
 // checkSilence reports (Config.Silent) a lane that kept sending for
 // noReplyAfter after it last heard from the peer (under either key set, or
-// since its install): an event from the lane, where the router used to
-// poll every lane's figures each second.
+// since its install): liveness is an event from the lane, so the router
+// polls no shard for it.
 func (s *Shard) checkSilence(ln *lane) {
 	if s.cfg.Silent == nil {
 		return

@@ -9,8 +9,8 @@ import (
 )
 
 // A rekey responder waiting for the initiator to use the new keys sends
-// under the old ones; its keepalive timer must still see that it sent
-// (it used to fire on every tick).
+// under the old ones; its keepalive timer must still see that it sent (a
+// timer that missed those sends would fire on every tick).
 func TestNoKeepaliveStormWhileUnconfirmed(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
