@@ -556,6 +556,18 @@ func (c *campaign) tcp() float64 {
 // metricsClient scrapes addr inside B's namespace, one connection per
 // scrape (no idle connection holds a goroutine in B between scrapes).
 func metricsClient(l *lab.Lab, addr string) func() (map[string]float64, error) {
+	return func() (map[string]float64, error) {
+		body, err := scrapeB(l, addr)
+		if err != nil {
+			return nil, err
+		}
+		return parseMetrics(body), nil
+	}
+}
+
+// scrapeB fetches http://addr/metrics inside B's namespace (each dial
+// enters it on its own thread), on a fresh connection.
+func scrapeB(l *lab.Lab, addr string) (string, error) {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
 		DisableKeepAlives: true,
 		DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
@@ -568,18 +580,16 @@ func metricsClient(l *lab.Lab, addr string) func() (map[string]float64, error) {
 			return c, err
 		},
 	}}
-	return func() (map[string]float64, error) {
-		resp, err := client.Get("http://" + addr + "/metrics")
-		if err != nil {
-			return nil, err
-		}
-		defer resp.Body.Close()
-		body, err := io.ReadAll(resp.Body)
-		if err != nil {
-			return nil, err
-		}
-		return parseMetrics(string(body)), nil
+	resp, err := client.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return "", err
 	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return "", fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
 }
 
 // window is what the stream delivered of the datagrams sent in a span.

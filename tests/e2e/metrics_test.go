@@ -1,11 +1,7 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -13,7 +9,6 @@ import (
 
 	"github.com/yip-router/yip-router/internal/dashboard"
 	"github.com/yip-router/yip-router/internal/lab"
-	"github.com/yip-router/yip-router/internal/netns"
 )
 
 // Router B serves Prometheus metrics on loopback inside its namespace;
@@ -32,28 +27,11 @@ func TestMetricsScrape(t *testing.T) {
 	// busy machine may lose a few); counters are published every 50 ms.
 	atLeast := float64(len(rtts))
 	time.Sleep(200 * time.Millisecond)
-	// Dial inside B's namespace (each dial enters it on its own thread).
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
-		DialContext: func(ctx context.Context, network, a string) (net.Conn, error) {
-			var c net.Conn
-			err := netns.Do(l.NS[lab.B], func() error {
-				var err error
-				c, err = (&net.Dialer{}).DialContext(ctx, network, a)
-				return err
-			})
-			return c, err
-		},
-	}}
-	resp, err := client.Get("http://" + addr + "/metrics")
+	body, err := scrapeB(l, addr)
 	if err != nil {
 		t.Fatalf("scraping router B's metrics (is MetricsListen wired into `up`?): %v", err)
 	}
-	body, err := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	if err != nil || resp.StatusCode != 200 {
-		t.Fatalf("GET /metrics: %s, %v", resp.Status, err)
-	}
-	m := parseMetrics(string(body))
+	m := parseMetrics(body)
 	pub := l.PublicKey(lab.A).String()
 	sum := func(name string, match func(labels string) bool) float64 {
 		s := 0.0
@@ -93,7 +71,7 @@ func TestMetricsScrape(t *testing.T) {
 	// Every metric and label the dashboard and the alert rules name is in
 	// the live scrape (label values only as far as this traffic produced
 	// them: the router unit test checks those against the collector).
-	exp, err := dashboard.FromText(strings.NewReader(string(body)))
+	exp, err := dashboard.FromText(strings.NewReader(body))
 	if err != nil {
 		t.Fatalf("parsing the scrape: %v", err)
 	}

@@ -26,27 +26,10 @@ func TestRoaming(t *testing.T) {
 	hsBefore := before.Handshakes.Completed + before.Handshakes.Answered
 
 	// The initiator moves; it sends first, so the responder must follow.
-	moveUnderlay(t, l, lab.A, netip.MustParseAddr("172.31.250.11"))
-	recovered := waitPings(t, l, lab.A, l.Inner4[lab.B], 10*time.Second)
-	t.Logf("initiator moved: tunnel back after %s", recovered.Round(time.Millisecond))
-	if recovered > time.Second {
-		t.Errorf("tunnel back %s after the initiator moved; want within 1 s (no handshake)", recovered)
-	}
-	pingAll(t, l, lab.A, l.Inner4[lab.B], 20)
-	pingAll(t, l, lab.B, l.Inner4[lab.A], 20)
-	checkEndpoint(t, l, lab.B, "172.31.250.11", true)
-
+	roamAndCheck(t, l, lab.A, netip.MustParseAddr("172.31.250.11"), "initiator")
 	// The responder moves; the initiator's configured Endpoint is now
 	// stale, and only the responder's data can tell it where B went.
-	moveUnderlay(t, l, lab.B, netip.MustParseAddr("172.31.250.12"))
-	recovered = waitPings(t, l, lab.B, l.Inner4[lab.A], 10*time.Second)
-	t.Logf("responder moved: tunnel back after %s", recovered.Round(time.Millisecond))
-	if recovered > time.Second {
-		t.Errorf("tunnel back %s after the responder moved; want within 1 s (no handshake)", recovered)
-	}
-	pingAll(t, l, lab.B, l.Inner4[lab.A], 20)
-	pingAll(t, l, lab.A, l.Inner4[lab.B], 20)
-	checkEndpoint(t, l, lab.A, "172.31.250.12", true)
+	roamAndCheck(t, l, lab.B, netip.MustParseAddr("172.31.250.12"), "responder")
 
 	after, err := l.Status(lab.B)
 	if err != nil {
@@ -55,6 +38,23 @@ func TestRoaming(t *testing.T) {
 	if hs := after.Handshakes.Completed + after.Handshakes.Answered; hs != hsBefore {
 		t.Errorf("B's handshakes went from %d to %d: roaming must not need one", hsBefore, hs)
 	}
+}
+
+// roamAndCheck moves side's underlay address to to, then checks that the
+// tunnel is back within a second of the side's first ping (no handshake),
+// loses nothing after, and that the other side sees side at to.
+func roamAndCheck(t *testing.T, l *lab.Lab, side lab.Side, to netip.Addr, who string) {
+	t.Helper()
+	other := 1 - side
+	moveUnderlay(t, l, side, to)
+	recovered := waitPings(t, l, side, l.Inner4[other], 10*time.Second)
+	t.Logf("%s moved: tunnel back after %s", who, recovered.Round(time.Millisecond))
+	if recovered > time.Second {
+		t.Errorf("tunnel back %s after the %s moved; want within 1 s (no handshake)", recovered, who)
+	}
+	pingAll(t, l, side, l.Inner4[other], 20)
+	pingAll(t, l, other, l.Inner4[side], 20)
+	checkEndpoint(t, l, other, to.String(), true)
 }
 
 // moveUnderlay gives side's veth the address to and removes its old one
