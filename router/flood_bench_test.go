@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
 )
 
@@ -67,7 +68,7 @@ func TestCookieRepliesCappedExceptKnown(t *testing.T) {
 	resp := newMemRouter(t, "192.0.2.1:51820")
 	known := netip.MustParseAddrPort("198.51.100.7:40000")
 	pk, _ := crypto.GeneratePrivateKey()
-	if err := resp.setPeers([]PeerConfig{{PublicKey: pk.Public(), Endpoint: known,
+	if err := resp.setPeers([]config.Peer{{PublicKey: pk.Public(), Endpoint: known,
 		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}}); err != nil {
 		t.Fatal(err)
 	}

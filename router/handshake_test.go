@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/shard"
 	"github.com/yip-router/yip-router/shard/udp"
@@ -37,7 +38,7 @@ func newMemRouter(t testing.TB, addr string) *memRouter {
 		t.Fatal(err)
 	}
 	r := &Router{
-		cfg: &Config{}, log: zap.NewNop(),
+		cfg: &config.Config{}, log: zap.NewNop(),
 		local:   crypto.NewLocal(priv, true),
 		cookies: crypto.NewCookieChecker(),
 		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
@@ -86,11 +87,11 @@ func memPair(t *testing.T, iniAddr string) (ini, resp *memRouter) {
 	t.Helper()
 	ini = newMemRouter(t, iniAddr)
 	resp = newMemRouter(t, "192.0.2.1:51820")
-	if err := ini.setPeers([]PeerConfig{{PublicKey: resp.local.PublicKey(), Endpoint: resp.addr,
+	if err := ini.setPeers([]config.Peer{{PublicKey: resp.local.PublicKey(), Endpoint: resp.addr,
 		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.2/32")}}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := resp.setPeers([]PeerConfig{{PublicKey: ini.local.PublicKey(),
+	if err := resp.setPeers([]config.Peer{{PublicKey: ini.local.PublicKey(),
 		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}}); err != nil {
 		t.Fatal(err)
 	}
@@ -322,10 +323,10 @@ func TestForgedCookieReplyKeepsInitiation(t *testing.T) {
 func TestJunkCostIndependentOfPending(t *testing.T) {
 	for _, n := range []int{1, 500} {
 		m := newMemRouter(t, "198.51.100.7:40000")
-		var pcs []PeerConfig
+		var pcs []config.Peer
 		for i := range n {
 			k, _ := crypto.GeneratePrivateKey()
-			pcs = append(pcs, PeerConfig{PublicKey: k.Public(),
+			pcs = append(pcs, config.Peer{PublicKey: k.Public(),
 				Endpoint:   netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, byte(i >> 8), byte(i)}), 51820),
 				AllowedIPs: []netip.Prefix{netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 200, byte(i >> 8), byte(i)}), 32)}})
 		}
@@ -405,9 +406,9 @@ func TestUnderLoadSlotOnlyForward(t *testing.T) {
 // as New does, instead of applying a peer nothing can be sent to.
 func TestReloadRefusesOtherFamilyEndpoint(t *testing.T) {
 	m := newMemRouter(t, "192.0.2.1:51820")
-	m.cfg = &Config{Interface: InterfaceConfig{Name: "yip0", MTU: 1400, ListenPort: 5000, PrivateKey: m.priv}}
+	m.cfg = &config.Config{Interface: config.Interface{Name: "yip0", MTU: 1400, ListenPort: 5000, PrivateKey: m.priv}}
 	k, _ := crypto.GeneratePrivateKey()
-	nc := &Config{Interface: m.cfg.Interface, Peers: []PeerConfig{{Line: 7, PublicKey: k.Public(),
+	nc := &config.Config{Interface: m.cfg.Interface, Peers: []config.Peer{{Line: 7, PublicKey: k.Public(),
 		Endpoint:   netip.MustParseAddrPort("[2001:db8::1]:51820"),
 		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.0.0.2/32")}}}}
 	if _, err := m.Reload(nc); err == nil || !strings.Contains(err.Error(), "line 7") {

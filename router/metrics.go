@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
+	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/shard"
 )
 
@@ -271,7 +272,7 @@ func (r *Router) ServeMetrics(addr string) (stop func(), err error) {
 
 // StartMetrics starts the metrics server when cfg sets MetricsListen (a
 // no-op otherwise). The server stops with the router (Close) or with stop.
-func StartMetrics(r *Router, cfg *Config, log *zap.Logger) (stop func(), err error) {
+func StartMetrics(r *Router, cfg *config.Config, log *zap.Logger) (stop func(), err error) {
 	addr := cfg.Interface.MetricsListen
 	if addr == "" {
 		return func() {}, nil

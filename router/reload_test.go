@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
 )
 
@@ -15,9 +16,9 @@ import (
 func TestReloadReportsAndIsWhole(t *testing.T) {
 	m := newMemRouter(t, "192.0.2.1:51820")
 	k1, _ := crypto.GeneratePrivateKey()
-	p1 := PeerConfig{PublicKey: k1.Public(), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}
-	m.cfg = &Config{Interface: InterfaceConfig{Name: "yip0", MTU: 1400, ListenPort: 5000,
-		Addresses: []netip.Prefix{netip.MustParsePrefix("10.9.0.9/24")}}, Peers: []PeerConfig{p1}}
+	p1 := config.Peer{PublicKey: k1.Public(), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}
+	m.cfg = &config.Config{Interface: config.Interface{Name: "yip0", MTU: 1400, ListenPort: 5000,
+		Addresses: []netip.Prefix{netip.MustParsePrefix("10.9.0.9/24")}}, Peers: []config.Peer{p1}}
 	if err := m.setPeers(m.cfg.Peers); err != nil {
 		t.Fatal(err)
 	}
@@ -39,7 +40,7 @@ func TestReloadReportsAndIsWhole(t *testing.T) {
 	// A new peer, then an unusable one (our own key): nothing applied.
 	k2, _ := crypto.GeneratePrivateKey()
 	bad := *m.cfg
-	bad.Peers = []PeerConfig{p1,
+	bad.Peers = []config.Peer{p1,
 		{PublicKey: k2.Public(), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.2/32")}},
 		{PublicKey: m.local.PublicKey(), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.3/32")}}}
 	_, err = m.Reload(&bad)

@@ -16,6 +16,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
 	"github.com/yip-router/yip-router/shard"
@@ -70,7 +71,7 @@ type Options struct {
 
 // Router is one running yip-router: TUN device, shards and control plane.
 type Router struct {
-	cfg     *Config
+	cfg     *config.Config
 	opts    Options
 	log     *zap.Logger
 	local   *crypto.Local
@@ -93,7 +94,7 @@ type Router struct {
 	replySlot, replyCount atomic.Int64
 	// offDisabled is the config's DisableOffload at start (a reload
 	// cannot change offloads).
-	offDisabled OffloadSet
+	offDisabled config.OffloadSet
 	// resMu guards the sockets and the TUN device against closeResources
 	// while kernelDrops reads their counters; resClosed says they are gone.
 	resMu     sync.RWMutex
@@ -140,7 +141,7 @@ type handshakeStats struct {
 // Router.mu.
 type peer struct {
 	id       shard.PeerID
-	cfg      PeerConfig
+	cfg      config.Peer
 	cp       *crypto.Peer
 	endpoint netip.AddrPort
 
@@ -183,7 +184,7 @@ func (r *Router) rekeyAfter() time.Duration {
 
 // New sets the router up: CPUs, TUN device, sockets, shards and peers. It
 // starts nothing; Start does.
-func New(cfg *Config, opts Options) (*Router, error) {
+func New(cfg *config.Config, opts Options) (*Router, error) {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
@@ -330,7 +331,7 @@ func randUint32() uint32 {
 // setPeers installs the configured peers and the route table built from
 // their AllowedIPs. Peers whose key and PSK are unchanged keep their
 // sessions (SIGHUP).
-func (r *Router) setPeers(pcs []PeerConfig) error {
+func (r *Router) setPeers(pcs []config.Peer) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	keep := map[crypto.PublicKey]bool{}
@@ -489,7 +490,7 @@ func (r *Router) closeResources() {
 // sameFamily refuses a peer Endpoint the underlay sockets bound to bind
 // cannot reach: sockets bound to :: carry both families, any other
 // address one.
-func sameFamily(p PeerConfig, bind netip.Addr) error {
+func sameFamily(p config.Peer, bind netip.Addr) error {
 	if bind == netip.IPv6Unspecified() || !p.Endpoint.IsValid() || p.Endpoint.Addr().Is6() == bind.Is6() {
 		return nil
 	}
@@ -508,7 +509,7 @@ var ErrReloadPartial = errors.New("reload partly applied")
 // DisableOffload are not applied either but do not block the rest: they are returned so the
 // caller can say they need a restart. The peers are checked whole before
 // any is applied.
-func (r *Router) Reload(cfg *Config) (needRestart []string, err error) {
+func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 	old := r.cfg.Interface
 	nw := cfg.Interface
 	var refuse []string

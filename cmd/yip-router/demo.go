@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/internal/lab"
 	"github.com/yip-router/yip-router/internal/netns"
 	"github.com/yip-router/yip-router/router"
@@ -129,7 +130,7 @@ func printDemoStatus(w io.Writer, name rune, st *router.Status) {
 	h := st.Handshakes
 	fmt.Fprintf(w, "router %c (%s): %d shards, handshakes %d initiated / %d answered\n", name, st.Interface, len(st.Shards), h.Initiated, h.Answered)
 	var on, off []string
-	for _, n := range router.OffloadNames() {
+	for _, n := range config.OffloadNames() {
 		if st.Offloads[n] == "on" {
 			on = append(on, n)
 		} else {

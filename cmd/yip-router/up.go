@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
+	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/router"
 )
 
@@ -80,14 +81,14 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 		opts.ShardsSet, opts.ShardsAuto, opts.Shards = true, auto, n
 	}
-	cfg, err := router.LoadConfig(*conf)
+	cfg, err := config.Load(*conf)
 	if err != nil {
 		fmt.Fprintln(stderr, "yip-router up: configuration errors:")
 		fmt.Fprintln(stderr, err)
 		return 1
 	}
 	warned := map[string]bool{}
-	warnExposed := func(c *router.Config) {
+	warnExposed := func(c *config.Config) {
 		for _, f := range c.ExposedSecretFiles() {
 			if !warned[f] {
 				warned[f] = true
@@ -124,7 +125,7 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				nc, err := router.LoadConfig(*conf)
+				nc, err := config.Load(*conf)
 				var restart []string
 				if err == nil {
 					warnExposed(nc)

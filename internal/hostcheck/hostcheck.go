@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/router"
 )
 
@@ -85,7 +86,7 @@ type Env struct {
 	// ProbeOffloads opens a TUN device and a UDP socket with every offload
 	// asked for and reports what the kernel granted (tried only when
 	// Root).
-	ProbeOffloads func() (router.OffloadSet, error)
+	ProbeOffloads func() (config.OffloadSet, error)
 	// ListenUDP and ListenTCP try to bind an address and release it.
 	ListenUDP func(netip.AddrPort) error
 	ListenTCP func(netip.AddrPort) error
@@ -120,7 +121,7 @@ func Check(path string, env Env, opts Options) []Finding {
 	add := func(l Level, topic, fix, format string, args ...any) {
 		out = append(out, Finding{Level: l, Topic: topic, Msg: fmt.Sprintf(format, args...), Fix: fix})
 	}
-	cfg, err := router.LoadConfig(path)
+	cfg, err := config.Load(path)
 	if err != nil {
 		var all []error
 		if j, ok := err.(interface{ Unwrap() []error }); ok {
@@ -220,7 +221,7 @@ func (e Env) socketBuffers() []Finding {
 
 // shardCount is the number of shards up would start, or 0 when it cannot
 // tell.
-func shardCount(cfg *router.Config, opts Options, env Env) int {
+func shardCount(cfg *config.Config, opts Options, env Env) int {
 	auto, n := true, 0
 	if cfg != nil {
 		auto, n = cfg.Interface.ShardsAuto, cfg.Interface.Shards
@@ -270,7 +271,7 @@ func (e Env) tunCheck(shards int) []Finding {
 // core names a CPU's physical core, as router.ChooseCPUs groups them.
 func (e Env) core(cpu int) string { return router.PhysicalCore(e.Sys, cpu) }
 
-func (e Env) cpus(cfg *router.Config, opts Options) []Finding {
+func (e Env) cpus(cfg *config.Config, opts Options) []Finding {
 	const topic = "CPUs"
 	mask, err := e.AffinityCPUs()
 	if err != nil || len(mask) == 0 {
@@ -371,7 +372,7 @@ func cpuList(cpus []int) string {
 	return strings.Join(parts, ",")
 }
 
-func (e Env) forwarding(cfg *router.Config) []Finding {
+func (e Env) forwarding(cfg *config.Config) []Finding {
 	want4, want6 := true, true
 	if cfg != nil {
 		want4, want6 = false, false
@@ -415,7 +416,7 @@ func (e Env) forwarding(cfg *router.Config) []Finding {
 
 // underlay finds the interfaces towards the peers' endpoints and checks
 // their MTU against the config's and their receive offloads.
-func (e Env) underlay(cfg *router.Config) []Finding {
+func (e Env) underlay(cfg *config.Config) []Finding {
 	const topic = "underlay"
 	var out []Finding
 	seen := map[string]bool{}
@@ -462,7 +463,7 @@ func (e Env) underlay(cfg *router.Config) []Finding {
 // (TUN TSO/USO and coalesced writes, UDP GSO/GRO) and which the config
 // turns off. A missing one is a warning: the router runs without it, at a
 // cost in throughput per core.
-func (e Env) offloadCheck(cfg *router.Config) []Finding {
+func (e Env) offloadCheck(cfg *config.Config) []Finding {
 	const topic = "tunnel offloads"
 	if !e.Root {
 		return nil
@@ -471,12 +472,12 @@ func (e Env) offloadCheck(cfg *router.Config) []Finding {
 	if err != nil {
 		return []Finding{{Level: Info, Topic: topic, Msg: fmt.Sprintf("cannot probe: %v", err)}}
 	}
-	var dis router.OffloadSet
+	var dis config.OffloadSet
 	if cfg != nil {
 		dis = cfg.Interface.DisableOffload
 	}
 	var on, off, missing []string
-	for _, n := range router.OffloadNames() {
+	for _, n := range config.OffloadNames() {
 		switch {
 		case dis.Has(n):
 			off = append(off, n)
@@ -520,7 +521,7 @@ func (e Env) offloads(ifname string) []Finding {
 	return out
 }
 
-func (e Env) ports(cfg *router.Config) []Finding {
+func (e Env) ports(cfg *config.Config) []Finding {
 	var out []Finding
 	bind := cfg.Interface.ListenAddress
 	if !bind.IsValid() {
@@ -554,7 +555,7 @@ var wellKnownUDP = map[uint16]string{
 
 // portChoice reports what the ListenPort setting means for peers and for
 // a classifier on the path.
-func portChoice(cfg *router.Config) []Finding {
+func portChoice(cfg *config.Config) []Finding {
 	port := cfg.Interface.ListenPort
 	if port == 0 {
 		for _, p := range cfg.Peers {
@@ -580,7 +581,7 @@ func portChoice(cfg *router.Config) []Finding {
 }
 
 // metricsPort checks MetricsListen can be bound.
-func (e Env) metricsPort(cfg *router.Config) []Finding {
+func (e Env) metricsPort(cfg *config.Config) []Finding {
 	var out []Finding
 	if cfg.Interface.MetricsListen != "" {
 		m, err := netip.ParseAddrPort(cfg.Interface.MetricsListen)

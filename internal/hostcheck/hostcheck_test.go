@@ -1,8 +1,6 @@
 package hostcheck
 
 import (
-	"github.com/yip-router/yip-router/router"
-
 	"errors"
 	"fmt"
 	"net/netip"
@@ -11,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/yip-router/yip-router/config"
 )
 
 // fakeHost is a machine made of files and stubs.
@@ -24,7 +24,7 @@ type fakeHost struct {
 	lro    bool
 	offErr error
 	udpErr error
-	tunnel router.OffloadSet // what the offload probe grants
+	tunnel config.OffloadSet // what the offload probe grants
 }
 
 func newFake(t *testing.T) *fakeHost {
@@ -44,7 +44,7 @@ func newFake(t *testing.T) *fakeHost {
 		tunErr: map[int]error{},
 		route:  map[netip.Addr]string{netip.MustParseAddr("203.0.113.2"): "eth0"},
 		gro:    true,
-		tunnel: router.OffloadSet{TSO: true, USO: true, GRO: true, UDPGSO: true, UDPGRO: true},
+		tunnel: config.OffloadSet{TSO: true, USO: true, GRO: true, UDPGSO: true, UDPGRO: true},
 	}
 }
 
@@ -80,7 +80,7 @@ func (f *fakeHost) env(t *testing.T) Env {
 			return "", errors.New("network unreachable")
 		},
 		Offloads:      func(string) (bool, bool, error) { return f.gro, f.lro, f.offErr },
-		ProbeOffloads: func() (router.OffloadSet, error) { return f.tunnel, nil },
+		ProbeOffloads: func() (config.OffloadSet, error) { return f.tunnel, nil },
 		ListenUDP:     func(netip.AddrPort) error { return f.udpErr },
 		ListenTCP:     func(netip.AddrPort) error { return nil },
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/router"
 	"github.com/yip-router/yip-router/shard/tun"
 	"github.com/yip-router/yip-router/shard/udp"
@@ -34,15 +35,15 @@ func Real() Env {
 // probeOffloads opens a TUN device and a loopback UDP socket asking for
 // every offload, as yip-router up does, and reports what was granted.
 // Coalesced TUN writes need only the virtio-net header.
-func probeOffloads() (router.OffloadSet, error) {
+func probeOffloads() (config.OffloadSet, error) {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	d, err := tun.Open("yipchk"+hex.EncodeToString(b[:]), 1, tun.Offloads{VnetHdr: true, TSO: true, USO: true})
 	if err != nil {
-		return router.OffloadSet{}, err
+		return config.OffloadSet{}, err
 	}
 	defer d.Close()
-	got := router.OffloadSet{TSO: d.Offloads.TSO, USO: d.Offloads.USO, GRO: d.Offloads.VnetHdr}
+	got := config.OffloadSet{TSO: d.Offloads.TSO, USO: d.Offloads.USO, GRO: d.Offloads.VnetHdr}
 	g, err := udp.ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), 1)
 	if err != nil {
 		return got, err

@@ -18,8 +18,8 @@ import (
 	"syscall"
 	"time"
 
+	yipconfig "github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/internal/netns"
-	"github.com/yip-router/yip-router/router"
 )
 
 // config is the run's settings (flags).
@@ -42,7 +42,7 @@ type config struct {
 }
 
 func main() {
-	c := &config{MTU: router.DefaultMTU}
+	c := &config{MTU: yipconfig.DefaultMTU}
 	var secs, omit int
 	var ccs string
 	flag.StringVar(&c.yipBin, "yip", "bin/yip-router", "yip-router binary")

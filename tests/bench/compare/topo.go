@@ -20,7 +20,7 @@ type topology interface {
 	Close()
 }
 
-// yipTopo is yip-router in internal/lab's setup (MTU router.DefaultMTU).
+// yipTopo is yip-router in internal/lab's setup (MTU config.DefaultMTU).
 type yipTopo struct{ l *lab.Lab }
 
 // newYip starts yip-router on both sides; extra goes into both configs'

@@ -7,8 +7,9 @@ import (
 	"testing"
 	"time"
 
+	yipconfig "github.com/yip-router/yip-router/config"
+
 	"github.com/yip-router/yip-router/crypto"
-	"github.com/yip-router/yip-router/router"
 )
 
 func TestChecksum(t *testing.T) {
@@ -103,7 +104,7 @@ func TestHubConfigParses(t *testing.T) {
 		pubs[i] = k.Public()
 	}
 	b := hubConfig("yscale0", priv, hubPort, "127.0.0.1:9586", pubs, map[int]netip.Prefix{0: reloadInner})
-	cfg, err := router.ParseConfig("hub.conf", bytes.NewReader(b))
+	cfg, err := yipconfig.Parse("hub.conf", bytes.NewReader(b))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package router
+package config
 
 import (
 	"context"
@@ -74,9 +74,9 @@ func cfgCheckErrors(t *testing.T, err error, want []string) {
 	if err == nil {
 		t.Fatalf("no error; want %q", want)
 	}
-	var ce *ConfigError
+	var ce *Error
 	if !errors.As(err, &ce) {
-		t.Errorf("error is not a *ConfigError: %T", err)
+		t.Errorf("error is not a *Error: %T", err)
 	}
 	got := strings.Split(err.Error(), "\n")
 	if len(got) != len(want) {
@@ -332,7 +332,7 @@ func TestConfigFull(t *testing.T) {
 	copy(psk[:], "0123456789abcdef0123456789abcdef")
 	pfx := netip.MustParsePrefix
 	want := &Config{
-		Interface: InterfaceConfig{
+		Interface: Interface{
 			Name:          "tun%d",
 			PrivateKey:    priv,
 			ListenPort:    4500,
@@ -343,7 +343,7 @@ func TestConfigFull(t *testing.T) {
 			FEC:           fec.Mode{Kind: fec.ModeFixed, K: 16, R: 4},
 			MetricsListen: "[::1]:9586",
 		},
-		Peers: []PeerConfig{
+		Peers: []Peer{
 			{
 				Line:                15,
 				PublicKey:           k(2),
@@ -374,7 +374,7 @@ func TestConfigFull(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	c, err := ParseConfig("d.conf", strings.NewReader(cfgTestText(t, "[Interface]", "PrivateKey = {PRIV}")))
+	c, err := Parse("d.conf", strings.NewReader(cfgTestText(t, "[Interface]", "PrivateKey = {PRIV}")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func TestConfigResolveLocalhost(t *testing.T) {
 	if _, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", "localhost"); err != nil {
 		t.Skip("localhost does not resolve here:", err)
 	}
-	c, err := ParseConfig("l.conf", strings.NewReader(cfgTestText(t,
+	c, err := Parse("l.conf", strings.NewReader(cfgTestText(t,
 		"[Interface]", "PrivateKey = {PRIV}", "[Peer]", "PublicKey = {PUB1}", "Endpoint = localhost:51820")))
 	if err != nil {
 		t.Fatal(err)
@@ -442,7 +442,7 @@ func TestConfigResolveLocalhost(t *testing.T) {
 
 func TestConfigTooLarge(t *testing.T) {
 	big := cfgTestText(t, "[Interface]", "PrivateKey = {PRIV}") + strings.Repeat("# padding line\n", cfgMaxFileSize/15+1)
-	_, err := ParseConfig("big.conf", strings.NewReader(big))
+	_, err := Parse("big.conf", strings.NewReader(big))
 	want := strconv.Itoa(strings.Count(big[:cfgMaxFileSize], "\n") + 1)
 	cfgCheckErrors(t, err, []string{"big.conf:" + want + ": |file is larger than 1 MiB"})
 
@@ -453,7 +453,7 @@ func TestConfigTooLarge(t *testing.T) {
 	if len(ok) != cfgMaxFileSize {
 		t.Fatal(len(ok))
 	}
-	if _, err := ParseConfig("ok.conf", strings.NewReader(ok)); err != nil {
+	if _, err := Parse("ok.conf", strings.NewReader(ok)); err != nil {
 		t.Errorf("1 MiB file: %v", err)
 	}
 }
@@ -480,7 +480,7 @@ type cfgFailReader struct{}
 func (cfgFailReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
 
 func TestConfigReadError(t *testing.T) {
-	_, err := ParseConfig("r.conf", cfgFailReader{})
+	_, err := Parse("r.conf", cfgFailReader{})
 	cfgCheckErrors(t, err, []string{"r.conf: |read: disk on fire"})
 }
 
@@ -506,47 +506,47 @@ func TestLoadConfig(t *testing.T) {
 
 	// Relative to the config file's directory, not the current one.
 	p := write("gw.conf", "[Interface]", "PrivateKeyFile = keys/a.key")
-	c, err := LoadConfig(p)
+	c, err := Load(p)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if c.Path != p || c.Interface.PrivateKey != priv {
 		t.Errorf("Path %q, key %v", c.Path, c.Interface.PrivateKey)
 	}
-	// Through ParseConfig an absolute path works.
-	if _, err := ParseConfig("x.conf", strings.NewReader("[Interface]\nPrivateKeyFile = "+filepath.Join(dir, "keys/a.key"))); err != nil {
+	// Through Parse an absolute path works.
+	if _, err := Parse("x.conf", strings.NewReader("[Interface]\nPrivateKeyFile = "+filepath.Join(dir, "keys/a.key"))); err != nil {
 		t.Error(err)
 	}
 
 	p = write("own.conf", "[Interface]", "PrivateKeyFile = keys/a.key", "[Peer]", "PublicKey = {OWNPUB}")
-	_, err = LoadConfig(p)
+	_, err = Load(p)
 	cfgCheckErrors(t, err, []string{p + ":4: [Peer] PublicKey: |is this interface's own public key (from PrivateKeyFile at line 2)"})
 
 	p = write("bad.conf", "[Interface]", "PrivateKeyFile = bad.key")
-	_, err = LoadConfig(p)
+	_, err = Load(p)
 	cfgCheckErrors(t, err, []string{p + ":2: [Interface] PrivateKeyFile: |" + strconv.Quote(filepath.Join(dir, "bad.key")) + ": private key must be 44 base64 characters"})
 
 	p = write("missing.conf", "[Interface]", "PrivateKeyFile = nope.key")
-	_, err = LoadConfig(p)
+	_, err = Load(p)
 	cfgCheckErrors(t, err, []string{p + ":2: [Interface] PrivateKeyFile: |" + strconv.Quote(filepath.Join(dir, "nope.key")) + ": open: no such file or directory"})
 
 	p = write("dir.conf", "[Interface]", "PrivateKeyFile = keys")
-	_, err = LoadConfig(p)
+	_, err = Load(p)
 	cfgCheckErrors(t, err, []string{p + ":2: [Interface] PrivateKeyFile: |not a regular file"})
 
-	_, err = LoadConfig(filepath.Join(dir, "absent.conf"))
+	_, err = Load(filepath.Join(dir, "absent.conf"))
 	cfgCheckErrors(t, err, []string{filepath.Join(dir, "absent.conf") + ": |open: no such file or directory"})
-	_, err = LoadConfig(dir)
+	_, err = Load(dir)
 	cfgCheckErrors(t, err, []string{dir + ": |is a directory"})
 }
 
 // TestConfigExamples: the shipped examples parse and are a matching pair.
 func TestConfigExamples(t *testing.T) {
-	a, err := LoadConfig("../examples/gw-a.conf")
+	a, err := Load("../examples/gw-a.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := LoadConfig("../examples/gw-b.conf")
+	b, err := Load("../examples/gw-b.conf")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -581,13 +581,13 @@ func TestConfigExamples(t *testing.T) {
 // TestConfigErrorFormat covers the parts left out when empty.
 func TestConfigErrorFormat(t *testing.T) {
 	for _, tc := range []struct {
-		e    ConfigError
+		e    Error
 		want string
 	}{
-		{ConfigError{File: "f", Line: 7, Section: "Peer", Key: "AllowedIPs", Msg: "m"}, "f:7: [Peer] AllowedIPs: m"},
-		{ConfigError{File: "f", Line: 7, Section: "Peer", Msg: "m"}, "f:7: [Peer]: m"},
-		{ConfigError{File: "f", Line: 7, Key: "MTU", Msg: "m"}, "f:7: MTU: m"},
-		{ConfigError{File: "f", Msg: "m"}, "f: m"},
+		{Error{File: "f", Line: 7, Section: "Peer", Key: "AllowedIPs", Msg: "m"}, "f:7: [Peer] AllowedIPs: m"},
+		{Error{File: "f", Line: 7, Section: "Peer", Msg: "m"}, "f:7: [Peer]: m"},
+		{Error{File: "f", Line: 7, Key: "MTU", Msg: "m"}, "f:7: MTU: m"},
+		{Error{File: "f", Msg: "m"}, "f: m"},
 	} {
 		if got := tc.e.Error(); got != tc.want {
 			t.Errorf("got %q, want %q", got, tc.want)
@@ -611,7 +611,7 @@ func TestExposedSecretFiles(t *testing.T) {
 	if err := os.WriteFile(conf, []byte(text), 0o640); err != nil {
 		t.Fatal(err)
 	}
-	c, err := LoadConfig(conf)
+	c, err := Load(conf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,7 @@
-package router
-
-// Config file parser: WireGuard-style INI. The reference for every key, the
-// MTU rule and the error format is docs/CONFIG.md; keep the two in step.
+// Package config reads yip-router's config file: WireGuard-style INI. The
+// reference for every key, the MTU rule and the error format is
+// docs/CONFIG.md; keep the two in step.
+package config
 
 import (
 	"bytes"
@@ -37,8 +37,8 @@ const MaxMTU = fec.MaxSymbolLen - crypto.SymbolOverhead // 1576
 // Config is a parsed config file.
 type Config struct {
 	Path      string // file it was read from ("" for readers)
-	Interface InterfaceConfig
-	Peers     []PeerConfig
+	Interface Interface
+	Peers     []Peer
 	// SecretFiles are the files that hold a key: the PrivateKeyFile, and
 	// the config file itself when it holds a PrivateKey or PresharedKey.
 	SecretFiles []string
@@ -58,8 +58,8 @@ func (c *Config) ExposedSecretFiles() []string {
 	return out
 }
 
-// InterfaceConfig is the [Interface] section.
-type InterfaceConfig struct {
+// Interface is the [Interface] section.
+type Interface struct {
 	Name          string            // TUN interface name; default "yip0"; may contain one %d
 	PrivateKey    crypto.PrivateKey // from PrivateKey or PrivateKeyFile
 	ListenPort    uint16            // 0 (default): a free port the kernel picks at each start
@@ -76,8 +76,8 @@ type InterfaceConfig struct {
 	DisableOffload OffloadSet
 }
 
-// PeerConfig is one [Peer] section.
-type PeerConfig struct {
+// Peer is one [Peer] section.
+type Peer struct {
 	Line                int                 // line of its [Peer] header, for messages
 	PublicKey           crypto.PublicKey    // required
 	PresharedKey        crypto.PresharedKey // zero = none
@@ -88,7 +88,7 @@ type PeerConfig struct {
 }
 
 // PeerByKey returns the peer with public key k, or nil.
-func (c *Config) PeerByKey(k crypto.PublicKey) *PeerConfig {
+func (c *Config) PeerByKey(k crypto.PublicKey) *Peer {
 	for i := range c.Peers {
 		if c.Peers[i].PublicKey == k {
 			return &c.Peers[i]
@@ -97,11 +97,11 @@ func (c *Config) PeerByKey(k crypto.PublicKey) *PeerConfig {
 	return nil
 }
 
-// ConfigError is one problem in a config file. LoadConfig and ParseConfig
+// Error is one problem in a config file. Load and Parse
 // return all problems found (up to 20) joined with errors.Join, so the
 // error's text has one line per problem; errors.As finds the first
-// *ConfigError and the Unwrap() []error method gives them all.
-type ConfigError struct {
+// *Error and the Unwrap() []error method gives them all.
+type Error struct {
 	File    string
 	Line    int    // 1-based; 0 when not about a line (e.g. the file cannot be opened)
 	Section string // "Interface", "Peer", an unknown section as written, or ""
@@ -111,7 +111,7 @@ type ConfigError struct {
 
 // Error formats as FILE:LINE: [Section] Key: message, leaving out the
 // parts that are empty.
-func (e *ConfigError) Error() string {
+func (e *Error) Error() string {
 	var b strings.Builder
 	b.WriteString(e.File)
 	if e.Line > 0 {
@@ -176,11 +176,11 @@ func cfgKeyTable(names ...string) map[string]string {
 // cfgMultiKey reports keys that may repeat (their values accumulate).
 func cfgMultiKey(k string) bool { return k == "Address" || k == "AllowedIPs" }
 
-// LoadConfig reads and parses the config file at path. A relative
+// Load reads and parses the config file at path. A relative
 // PrivateKeyFile is taken relative to the directory of path.
-func LoadConfig(path string) (*Config, error) {
+func Load(path string) (*Config, error) {
 	fail := func(msg string) (*Config, error) {
-		return nil, errors.Join(&ConfigError{File: path, Msg: cfgOneLine(msg)})
+		return nil, errors.Join(&Error{File: path, Msg: cfgOneLine(msg)})
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -203,10 +203,10 @@ func LoadConfig(path string) (*Config, error) {
 	return c, nil
 }
 
-// ParseConfig parses a config from r; name is used in error messages. A
+// Parse parses a config from r; name is used in error messages. A
 // relative PrivateKeyFile is taken relative to the current directory.
 // Endpoint host names are resolved with net.DefaultResolver.
-func ParseConfig(name string, r io.Reader) (*Config, error) {
+func Parse(name string, r io.Reader) (*Config, error) {
 	return cfgParse(name, r, cfgOptions{})
 }
 
@@ -235,7 +235,7 @@ const (
 )
 
 type cfgPeerState struct {
-	PeerConfig
+	Peer
 	seen         map[string]int // canonical key -> line
 	allowedLines []int          // line of each AllowedIPs entry
 	epHost       string         // Endpoint host name still to resolve
@@ -246,11 +246,11 @@ type cfgParser struct {
 	name string
 	opt  cfgOptions
 
-	errs        []*ConfigError
+	errs        []*Error
 	dropped     int
 	droppedLine int
 
-	iface     InterfaceConfig
+	iface     Interface
 	ifaceLine int            // 0 = no [Interface] yet
 	ifaceSeen map[string]int // canonical key -> line
 	privOK    bool
@@ -272,7 +272,7 @@ func cfgParse(name string, r io.Reader, opt cfgOptions) (*Config, error) {
 		opt.readKey = cfgReadKeyFile
 	}
 	p := &cfgParser{name: name, opt: opt}
-	p.iface = InterfaceConfig{
+	p.iface = Interface{
 		Name:          cfgDefaultName,
 		ListenPort:    cfgDefaultPort,
 		ListenAddress: netip.IPv6Unspecified(),
@@ -283,11 +283,11 @@ func cfgParse(name string, r io.Reader, opt cfgOptions) (*Config, error) {
 
 	data, err := io.ReadAll(io.LimitReader(r, cfgMaxFileSize+1))
 	if err != nil {
-		return nil, errors.Join(&ConfigError{File: name, Msg: cfgOneLine("read: " + err.Error())})
+		return nil, errors.Join(&Error{File: name, Msg: cfgOneLine("read: " + err.Error())})
 	}
 	if len(data) > cfgMaxFileSize {
 		line := bytes.Count(data[:cfgMaxFileSize], []byte{'\n'}) + 1
-		return nil, errors.Join(&ConfigError{File: name, Line: line,
+		return nil, errors.Join(&Error{File: name, Line: line,
 			Msg: fmt.Sprintf("file is larger than 1 MiB (%d bytes)", cfgMaxFileSize)})
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
@@ -303,9 +303,9 @@ func cfgParse(name string, r io.Reader, opt cfgOptions) (*Config, error) {
 	p.finish()
 
 	if len(p.errs) > 0 {
-		slices.SortStableFunc(p.errs, func(a, b *ConfigError) int { return a.Line - b.Line })
+		slices.SortStableFunc(p.errs, func(a, b *Error) int { return a.Line - b.Line })
 		if p.dropped > 0 {
-			p.errs = append(p.errs, &ConfigError{File: name, Line: p.droppedLine,
+			p.errs = append(p.errs, &Error{File: name, Line: p.droppedLine,
 				Msg: fmt.Sprintf("too many errors: %d more not shown", p.dropped)})
 		}
 		errs := make([]error, len(p.errs))
@@ -319,7 +319,7 @@ func cfgParse(name string, r io.Reader, opt cfgOptions) (*Config, error) {
 	}
 	c := &Config{Interface: p.iface}
 	for _, ps := range p.peers {
-		c.Peers = append(c.Peers, ps.PeerConfig)
+		c.Peers = append(c.Peers, ps.Peer)
 	}
 	return c, nil
 }
@@ -332,7 +332,7 @@ func (p *cfgParser) errorf(line int, section, key, format string, args ...any) {
 		p.dropped++
 		return
 	}
-	p.errs = append(p.errs, &ConfigError{File: p.name, Line: line, Section: section, Key: key,
+	p.errs = append(p.errs, &Error{File: p.name, Line: line, Section: section, Key: key,
 		Msg: cfgOneLine(fmt.Sprintf(format, args...))})
 }
 
@@ -439,7 +439,7 @@ func (p *cfgParser) header(n int, s string) {
 		p.sec, p.ifaceLine, p.ifaceSeen = cfgInterface, n, map[string]int{}
 	case "peer":
 		p.sec = cfgPeer
-		p.peers = append(p.peers, &cfgPeerState{PeerConfig: PeerConfig{Line: n}, seen: map[string]int{}})
+		p.peers = append(p.peers, &cfgPeerState{Peer: Peer{Line: n}, seen: map[string]int{}})
 	default:
 		p.sec = cfgSkip
 		p.errorf(n, cfgShow(name), "", "unknown section (want [Interface] or [Peer])")

@@ -1,4 +1,4 @@
-package router
+package config
 
 import (
 	"errors"
@@ -73,9 +73,9 @@ func FuzzParseConfig(f *testing.F) {
 			if c != nil {
 				t.Fatal("config and error both returned")
 			}
-			var ce *ConfigError
+			var ce *Error
 			if !errors.As(err, &ce) {
-				t.Fatalf("%T is not a *ConfigError", err)
+				t.Fatalf("%T is not a *Error", err)
 			}
 			lines := strings.Split(err.Error(), "\n")
 			if len(lines) > cfgMaxErrors+1 {
