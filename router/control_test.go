@@ -15,7 +15,7 @@ import (
 // one's socket; the socket is created 0600.
 func TestControlSocketRefusesLiveRouter(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "yip0.sock")
-	a, b := newMemRouter(t, "192.0.2.1:1"), newMemRouter(t, "192.0.2.2:1")
+	a, b := newTestRouter(t), newTestRouter(t)
 	if err := a.ServeControl(path); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/yip-router/yip-router/config"
@@ -14,12 +15,12 @@ import (
 // their old values, and applies nothing when the new peers are not all
 // usable.
 func TestReloadReportsAndIsWhole(t *testing.T) {
-	m := newMemRouter(t, "192.0.2.1:51820")
+	m := newTestRouter(t)
 	k1, _ := crypto.GeneratePrivateKey()
 	p1 := config.Peer{PublicKey: k1.Public(), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}
 	m.cfg = &config.Config{Interface: config.Interface{Name: "yip0", MTU: 1400, ListenPort: 5000,
 		Addresses: []netip.Prefix{netip.MustParsePrefix("10.9.0.9/24")}}, Peers: []config.Peer{p1}}
-	if err := m.setPeers(m.cfg.Peers); err != nil {
+	if err := m.core.SetPeers(m.cfg.Peers); err != nil {
 		t.Fatal(err)
 	}
 
@@ -47,16 +48,30 @@ func TestReloadReportsAndIsWhole(t *testing.T) {
 	if err == nil || errors.Is(err, ErrReloadPartial) {
 		t.Fatalf("reload with our own key as a peer: %v", err)
 	}
-	m.mu.Lock()
-	n := len(m.peers)
-	m.mu.Unlock()
-	if n != 1 || m.local.Peer(k2.Public()) != nil {
-		t.Fatalf("a refused reload applied peers: %d peers", n)
+	if n := len(m.core.Peers()); n != 1 || m.local.Peer(k2.Public()) != nil {
+		t.Fatalf("a refused reload applied peers: %v", m.core.Peers())
 	}
 
 	mtu := *m.cfg
 	mtu.Interface.MTU = 1300
 	if _, err := m.Reload(&mtu); err == nil {
 		t.Fatal("MTU change reloaded")
+	}
+}
+
+// Reload refuses an Endpoint of the other family than the running sockets,
+// as New does, instead of applying a peer nothing can be sent to.
+func TestReloadRefusesOtherFamilyEndpoint(t *testing.T) {
+	m := newTestRouter(t)
+	m.cfg = &config.Config{Interface: config.Interface{Name: "yip0", MTU: 1400, ListenPort: 5000}}
+	k, _ := crypto.GeneratePrivateKey()
+	nc := &config.Config{Interface: m.cfg.Interface, Peers: []config.Peer{{Line: 7, PublicKey: k.Public(),
+		Endpoint:   netip.MustParseAddrPort("[2001:db8::1]:51820"),
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.0.0.2/32")}}}}
+	if _, err := m.Reload(nc); err == nil || !strings.Contains(err.Error(), "line 7") {
+		t.Fatalf("reload of an IPv6 endpoint on an IPv4 router: %v", err)
+	}
+	if n := len(m.core.Peers()); n != 0 {
+		t.Fatalf("%d peers applied", n)
 	}
 }

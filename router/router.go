@@ -1,8 +1,6 @@
 package router
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	mrand "math/rand/v2"
@@ -17,43 +15,11 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/yip-router/yip-router/config"
+	"github.com/yip-router/yip-router/control"
 	"github.com/yip-router/yip-router/crypto"
-	"github.com/yip-router/yip-router/fec"
 	"github.com/yip-router/yip-router/shard"
 	"github.com/yip-router/yip-router/shard/tun"
 	"github.com/yip-router/yip-router/shard/udp"
-)
-
-// Session timing. Rekey and handshake timeout are WireGuard's values; a
-// session is rejected after 3 × the rekey interval (360 s; WireGuard: 180 s),
-// so a responder whose initiator went quiet keeps the session while it
-// re-initiates itself (at 1.25 × rekey).
-const (
-	// DefaultRekeyAfter is when the initiator of a session starts a new
-	// handshake.
-	DefaultRekeyAfter = 120 * time.Second
-	// rejectAfter is when a session that was not renewed is torn down.
-	rejectAfterFactor = 3
-	// handshakeTimeout is how long an initiation waits for its response.
-	handshakeTimeout = 5 * time.Second
-	// timerPeriod is how often the control-plane timers run.
-	timerPeriod = 250 * time.Millisecond
-	// cookieThreshold: initiations per second above which the responder
-	// demands cookies (each costs ~72 µs of DH: 500/s is ~4% of a core).
-	cookieThreshold = 500
-	// cookieReplyCap: cookie replies per second, router-wide, to sources
-	// that are no peer's known address. Under a flood of spoofed
-	// initiations every reply costs the receiving data shard a seal and a
-	// sendto; past the cap such sources get silence (a real initiator
-	// from an unknown address retries on its schedule). Known addresses
-	// always get theirs.
-	cookieReplyCap = 2000
-)
-
-// Conn indexes of a shard's sockets.
-const (
-	connGroup = 0 // the SO_REUSEPORT group member on ListenPort
-	connLane  = 1 // the shard's lane socket (port low bits = shard)
 )
 
 // Options are the command-line overrides and test knobs.
@@ -69,29 +35,24 @@ type Options struct {
 	Sys string
 }
 
-// Router is one running yip-router: TUN device, shards and control plane.
+// Router is one running yip-router: TUN device, sockets, shards, and the
+// control plane's core wired to them.
 type Router struct {
-	cfg     *config.Config
-	opts    Options
-	log     *zap.Logger
-	local   *crypto.Local
-	cookies *crypto.CookieChecker
-	dev     *tun.Device
-	cpus    []int
-	group   []*udp.Conn
-	laneSk  []*udp.Conn
-	mesh    *shard.Mesh
-	shards  []*shard.Shard
-	table   atomic.Pointer[shard.Table]
-	started atomic.Int64 // Start's time (Unix ns): Status may run before Start
-	// known holds every peer's endpoint address (configured or learnt
-	// from a completed handshake), read lock-free by the shards' cookie
-	// path; setEndpoint keeps it in step under mu.
-	known     sync.Map           // netip.Addr → struct{}; lock-free reads
-	knownRefs map[netip.Addr]int // peers per known address, under mu
-	// replySlot and replyCount count cookie replies to unknown sources
-	// in the current second (cookieReplyCap).
-	replySlot, replyCount atomic.Int64
+	cfg *config.Config // the running configuration (Reload replaces it under reloadMu)
+	// reloadMu makes reloads one at a time.
+	reloadMu sync.Mutex
+	opts     Options
+	log      *zap.Logger
+	local    *crypto.Local
+	core     *control.Core
+	dev      *tun.Device
+	cpus     []int
+	group    []*udp.Conn
+	laneSk   []*udp.Conn
+	mesh     *shard.Mesh
+	shards   []*shard.Shard
+	table    atomic.Pointer[shard.Table]
+	started  atomic.Int64 // Start's time (Unix ns): Status may run before Start
 	// offDisabled is the config's DisableOffload at start (a reload
 	// cannot change offloads).
 	offDisabled config.OffloadSet
@@ -100,86 +61,9 @@ type Router struct {
 	resMu     sync.RWMutex
 	resClosed bool
 
-	mu      sync.Mutex
-	peers   map[crypto.PublicKey]*peer
-	byID    map[shard.PeerID]*peer
-	nextID  shard.PeerID
-	pending map[uint32]*peer // our initiation index → peer
-
-	npending atomic.Int32 // len(pending), read without the lock
-	// pendMu guards byEndpoint: our pending initiations by the endpoint
-	// they were sent to, so a cookie reply (or junk of its length) finds
-	// its candidates in O(1) without the router lock. Lock order: mu, then
-	// pendMu.
-	pendMu     sync.Mutex
-	byEndpoint map[netip.AddrPort][]*crypto.Initiation
-	// cookieScans counts pending initiations tried against cookie replies.
-	cookieScans atomic.Uint64
-	limit       *limiter      // initiations answered without a cookie, per source prefix
-	proven      *limiter      // initiations with a valid mac2, per source prefix
-	initCount   atomic.Uint64 // initiations received this second
-	initSlot    atomic.Int64
-	hs          handshakeStats
-
-	// testSend replaces the sockets for handshake datagrams in in-memory
-	// tests; nil in a real router.
-	testSend func(sh, conn int, b []byte, to netip.AddrPort) error
-
 	stop    chan struct{}
 	wg      sync.WaitGroup
 	runErrs chan error
-}
-
-type handshakeStats struct {
-	initiated, completed, answered, cookies, refused, rateLimited atomic.Uint64
-	// cookiesCapped counts initiations from unknown sources left without
-	// a cookie reply over cookieReplyCap.
-	cookiesCapped atomic.Uint64
-}
-
-// peer is the control plane's view of a configured peer. Guarded by
-// Router.mu.
-type peer struct {
-	id       shard.PeerID
-	cfg      config.Peer
-	cp       *crypto.Peer
-	endpoint netip.AddrPort
-
-	want      bool // traffic waits for a session
-	wantSince time.Time
-	init      *crypto.Initiation
-	initIndex uint32
-	initTo    netip.AddrPort // where init was sent (its byEndpoint key)
-	initAt    time.Time
-	respReads bucket // responses read for init (forgeries cost DH)
-	attempts  int
-	fromLane  int // the lane socket this handshake's initiations leave from
-	nextTry   time.Time
-
-	sess        *crypto.Session
-	sessAt      time.Time
-	rekeyJitter time.Duration // added to the rekey time of this session
-	lanes       int
-	remoteIP    netip.Addr
-	initiator   bool
-	lastHS      time.Time
-	nHS         uint64
-	// endpointLane is the lane whose remote is the endpoint (the
-	// responder's: the initiator's lane whose socket sent the
-	// initiation; the initiator's: any, 0), so its move moves the
-	// endpoint.
-	endpointLane int
-	// place[i] is the shard that owns lane i: i, unless the lane's
-	// datagrams proved to arrive elsewhere (a NAT rewrote its port; see
-	// shard/place.go) and it was moved there. Kept across rekeys.
-	place []int
-}
-
-func (r *Router) rekeyAfter() time.Duration {
-	if r.opts.RekeyAfter > 0 {
-		return r.opts.RekeyAfter
-	}
-	return DefaultRekeyAfter
 }
 
 // New sets the router up: CPUs, TUN device, sockets, shards and peers. It
@@ -200,16 +84,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 			opts.RekeyAfter = d
 		}
 	}
-	r := &Router{
-		cfg: cfg, opts: opts, log: opts.Log,
-		cookies: crypto.NewCookieChecker(),
-		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
-		pending: map[uint32]*peer{}, nextID: 1,
-		byEndpoint: map[netip.AddrPort][]*crypto.Initiation{},
-		knownRefs:  map[netip.Addr]int{},
-		stop:       make(chan struct{}),
-		limit:      newLimiter(), proven: newLimiter(),
-	}
+	r := &Router{cfg: cfg, opts: opts, log: opts.Log, stop: make(chan struct{})}
 	ok := false
 	defer func() {
 		if !ok {
@@ -284,16 +159,23 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	if r.mesh, err = shard.NewMesh(nsh); err != nil {
 		return nil, err
 	}
+	r.core = control.New(control.Deps{Local: r.local, Plane: plane{r}, Log: r.log,
+		RekeyAfter: opts.RekeyAfter, FEC: cfg.Interface.FEC})
+	c := r.core
 	for i := range nsh {
 		s, err := shard.New(shard.Config{
 			ID: i, CPU: r.cpus[i], TUN: r.dev.Queues[i],
-			Conns: []*udp.Conn{r.group[i], r.laneSk[i]},
+			Conns: []*udp.Conn{control.ConnGroup: r.group[i], control.ConnLane: r.laneSk[i]},
 			Mesh:  r.mesh, Table: &r.table,
-			Unmatched: r.unmatched,
-			NoSession: r.noSession,
-			Moved:     r.peerMoved,
-			Silent:    r.peerSilent,
-			Misplaced: r.laneMisplaced,
+			Unmatched: c.Unmatched,
+			NoSession: c.NoSession,
+			// These take the core's lock: on a goroutine of their
+			// own, so a shard never waits for it.
+			Moved: func(sh int, p shard.PeerID, i int, from, to netip.AddrPort) {
+				go c.PeerMoved(sh, p, i, from, to)
+			},
+			Silent:    func(sh int, p shard.PeerID) { go c.PeerSilent(sh, p) },
+			Misplaced: func(sh int, p shard.PeerID, i, via int) { go c.LaneMisplaced(sh, p, i, via) },
 			// Writing TCP superpackets needs only the header; UDP ones
 			// need a kernel with USO, which the device's grant proves.
 			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,
@@ -304,7 +186,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		}
 		r.shards = append(r.shards, s)
 	}
-	if err := r.setPeers(cfg.Peers); err != nil {
+	if err := c.SetPeers(cfg.Peers); err != nil {
 		return nil, err
 	}
 	var routes []netip.Prefix
@@ -318,107 +200,8 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	return r, nil
 }
 
-// randIntn is for retry jitter and lane port choice, which need spread,
-// not secrecy.
+// randIntn is for the lane ports' choice, which needs spread, not secrecy.
 func randIntn(n int) int { return mrand.IntN(n) }
-
-func randUint32() uint32 {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	return binary.LittleEndian.Uint32(b[:])
-}
-
-// setPeers installs the configured peers and the route table built from
-// their AllowedIPs. Peers whose key and PSK are unchanged keep their
-// sessions (SIGHUP).
-func (r *Router) setPeers(pcs []config.Peer) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	keep := map[crypto.PublicKey]bool{}
-	var routes []shard.Route
-	var fresh []crypto.PublicKey
-	for _, pc := range pcs {
-		if r.peers[pc.PublicKey] == nil {
-			fresh = append(fresh, pc.PublicKey)
-		}
-	}
-	r.local.Prepare(fresh)
-	for _, pc := range pcs {
-		keep[pc.PublicKey] = true
-		p := r.peers[pc.PublicKey]
-		if p == nil || p.cfg.PresharedKey != pc.PresharedKey {
-			cp, err := r.local.AddPeer(pc.PublicKey, pc.PresharedKey)
-			if err != nil {
-				return fmt.Errorf("peer at line %d: %w", pc.Line, err)
-			}
-			if p != nil {
-				r.dropSession(p)
-			} else {
-				p = &peer{id: r.nextID}
-				r.nextID++
-				r.peers[pc.PublicKey] = p
-				r.byID[p.id] = p
-			}
-			p.cp = cp
-		}
-		was, wasKA := p.cfg.Endpoint, p.cfg.PersistentKeepalive
-		p.cfg = pc
-		if pc.PersistentKeepalive != wasKA && p.sess != nil {
-			id, ka := p.id, pc.PersistentKeepalive
-			for _, s := range r.shards {
-				s.Do(func(x *shard.Shard) { x.SetKeepalive(id, ka) })
-			}
-		}
-		switch {
-		case pc.Endpoint.IsValid() && !p.endpoint.IsValid():
-			r.setEndpoint(p, pc.Endpoint)
-		case pc.Endpoint.IsValid() && was.IsValid() && pc.Endpoint != was && pc.Endpoint != p.endpoint:
-			// The operator moved the peer: handshakes go there, and so
-			// do the lanes that talk to its endpoint (as initiator, all
-			// of them); the peer's lanes follow our datagrams' new
-			// source on their side (roaming).
-			r.log.Info("peer endpoint changed", zap.String("peer", pc.PublicKey.String()), zap.Stringer("from", p.endpoint), zap.Stringer("to", pc.Endpoint))
-			from, to, id := p.endpoint, pc.Endpoint, p.id
-			r.setEndpoint(p, to)
-			for _, s := range r.shards {
-				s.Do(func(x *shard.Shard) { x.MoveRemote(id, from, to) })
-			}
-		}
-		for _, pfx := range pc.AllowedIPs {
-			routes = append(routes, shard.Route{Prefix: pfx, Peer: p.id})
-		}
-	}
-	for k, p := range r.peers {
-		if !keep[k] {
-			// Lanes or not, shards may hold packets waiting for it.
-			r.clearInit(p)
-			r.forget(p.id)
-			r.local.RemovePeer(k)
-			r.setEndpoint(p, netip.AddrPort{})
-			delete(r.peers, k)
-			delete(r.byID, p.id)
-		}
-	}
-	r.table.Store(shard.NewTable(routes))
-	return nil
-}
-
-// dropSession forgets p's session and lanes. Caller holds r.mu.
-func (r *Router) dropSession(p *peer) {
-	if p.sess == nil {
-		return
-	}
-	p.sess = nil
-	p.place = nil
-	r.forget(p.id)
-}
-
-// forget tells every shard to drop peer id's lanes and waiting packets.
-func (r *Router) forget(id shard.PeerID) {
-	for _, s := range r.shards {
-		s.Do(func(sh *shard.Shard) { sh.RemovePeer(id) })
-	}
-}
 
 // Start runs the shards and the timers.
 func (r *Router) Start() {
@@ -436,7 +219,16 @@ func (r *Router) Start() {
 	r.wg.Add(2)
 	go func() {
 		defer r.wg.Done()
-		r.timers()
+		t := time.NewTicker(control.TimerPeriod)
+		defer t.Stop()
+		for {
+			select {
+			case <-r.stop:
+				return
+			case now := <-t.C:
+				r.core.Tick(now)
+			}
+		}
 	}()
 	go func() {
 		defer r.wg.Done()
@@ -510,6 +302,8 @@ var ErrReloadPartial = errors.New("reload partly applied")
 // caller can say they need a restart. The peers are checked whole before
 // any is applied.
 func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
 	old := r.cfg.Interface
 	nw := cfg.Interface
 	var refuse []string
@@ -561,12 +355,11 @@ func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 	for _, p := range cfg.Peers {
 		newRoutes = append(newRoutes, p.AllowedIPs...)
 	}
-	if err := r.setPeers(cfg.Peers); err != nil {
+	if err := r.core.SetPeers(cfg.Peers); err != nil {
 		return needRestart, fmt.Errorf("%w: %w", ErrReloadPartial, err)
 	}
-	r.mu.Lock()
+	r.core.SetFEC(nw.FEC)
 	r.cfg = &run
-	r.mu.Unlock()
 	add, del := diffPrefixes(oldRoutes, newRoutes)
 	if len(add)+len(del) > 0 {
 		if err := replaceRoutes(r.dev.Name, add, del); err != nil {
@@ -594,17 +387,6 @@ func diffPrefixes(old, nw []netip.Prefix) (add, del []netip.Prefix) {
 		}
 	}
 	return add, del
-}
-
-// fecConfig is the starting encoder ratio for a new lane.
-func (r *Router) fecConfig() (fec.EncoderConfig, fec.Mode) {
-	m := r.cfg.Interface.FEC
-	a, err := fec.NewAdapter(m, fec.AdaptConfig{})
-	if err != nil {
-		return fec.EncoderConfig{K: 16, R: 0}, fec.Mode{Kind: fec.ModeOff}
-	}
-	k, rr := a.Ratio()
-	return fec.EncoderConfig{K: k, R: rr, FirstGroup: randUint32()}, m
 }
 
 // Name is the TUN interface's name.

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/yip-router/yip-router/control"
 	"github.com/yip-router/yip-router/shard"
 )
 
@@ -31,17 +32,7 @@ type ShardStatus struct {
 }
 
 // HandshakeCounts are the control plane's handshake figures.
-type HandshakeCounts struct {
-	Initiated      uint64 `json:"initiated"`
-	Completed      uint64 `json:"completed"`
-	Answered       uint64 `json:"answered"`
-	CookieDemanded uint64 `json:"cookie_demanded"`
-	Refused        uint64 `json:"refused"`
-	RateLimited    uint64 `json:"rate_limited"`
-	// CookieCapped: initiations from no peer's known address left without
-	// a cookie reply, over the per-second cap on such replies.
-	CookieCapped uint64 `json:"cookie_capped"`
-}
+type HandshakeCounts = control.Counts
 
 // PeerStatus is one peer and its lanes.
 type PeerStatus struct {
@@ -89,20 +80,16 @@ func (r *Router) Status() Status {
 	st := Status{
 		Interface: r.dev.Name, PublicKey: r.local.PublicKey().String(),
 		ListenPort: r.group[0].LocalAddr().Port(),
-		Handshakes: HandshakeCounts{
-			Initiated: r.hs.initiated.Load(), Completed: r.hs.completed.Load(), Answered: r.hs.answered.Load(),
-			CookieDemanded: r.hs.cookies.Load(), Refused: r.hs.refused.Load(),
-			RateLimited: r.hs.rateLimited.Load(), CookieCapped: r.hs.cookiesCapped.Load(),
-		},
-		Offloads: r.offloadState(), Kernel: r.kernelDrops(),
+		Handshakes: r.core.Counts(),
+		Offloads:   r.offloadState(), Kernel: r.kernelDrops(),
 	}
 	if t := r.started.Load(); t != 0 {
 		st.Uptime = time.Since(time.Unix(0, t))
 	}
 	// The shards answer on their own goroutines, and the lanes are grouped
-	// by peer before the router lock is taken: under it only the peers are
-	// copied, O(peers), so `show` and scrapes do not hold the lock that the
-	// handshake path takes for peers × lanes.
+	// by peer before the core's lock is taken: under it only the peers are
+	// copied (Core.Peers, O(peers)), so `show` and scrapes do not hold the
+	// lock that the handshake path takes for peers × lanes.
 	lanes := map[shard.PeerID][]shard.LaneStatus{}
 	for i, s := range r.shards {
 		snap := s.Snapshot()
@@ -120,29 +107,17 @@ func (r *Router) Status() Status {
 			}
 		}
 	}
-	type peerView struct {
-		id      shard.PeerID
-		ps      PeerStatus
-		hasSess bool
-	}
-	r.mu.Lock()
-	views := make([]peerView, 0, len(r.peers))
-	for _, p := range r.peers {
-		ps := PeerStatus{PublicKey: p.cfg.PublicKey.String(), LastHandshake: p.lastHS, Handshakes: p.nHS, Initiator: p.initiator,
-			PersistentKeepalive: p.cfg.PersistentKeepalive}
-		if p.endpoint.IsValid() {
-			ps.Endpoint = p.endpoint.String()
+	for _, p := range r.core.Peers() {
+		ps := PeerStatus{PublicKey: p.Config.PublicKey.String(), LastHandshake: p.LastHandshake, Handshakes: p.Handshakes,
+			Initiator: p.Initiator, PersistentKeepalive: p.Config.PersistentKeepalive}
+		if p.Endpoint.IsValid() {
+			ps.Endpoint = p.Endpoint.String()
 		}
-		for _, a := range p.cfg.AllowedIPs {
+		for _, a := range p.Config.AllowedIPs {
 			ps.AllowedIPs = append(ps.AllowedIPs, a.String())
 		}
-		views = append(views, peerView{p.id, ps, p.sess != nil})
-	}
-	r.mu.Unlock()
-	for _, v := range views {
-		ps := v.ps
-		if v.hasSess {
-			for _, l := range lanes[v.id] {
+		if p.Session {
+			for _, l := range lanes[p.ID] {
 				ps.Lanes = append(ps.Lanes, LaneStatus{
 					Index: l.Index, Shard: l.Shard, Remote: l.Remote.String(),
 					RxPackets: l.RxPackets, TxPackets: l.TxPackets, RxBytes: l.RxBytes, TxBytes: l.TxBytes,

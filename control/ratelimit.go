@@ -1,4 +1,4 @@
-package router
+package control
 
 import (
 	"net/netip"
@@ -6,28 +6,17 @@ import (
 	"time"
 )
 
-// Per-source limits on handshake initiations (each costs the responder a
-// DH): a token bucket per source prefix (/24 for IPv4, /64 for IPv6, so one
-// host cannot dodge it by rotating addresses in its subnet), refilled at
-// initRate per second up to initBurst. The table is bounded: when full, the
-// idlest half is dropped, so a flood of sources costs memory only up to the
-// bound.
-const (
-	initRate     = 20.0
-	initBurst    = 5.0
-	limiterLimit = 8192
-
-	// Reads of responses per pending initiation (each read that fails
-	// costs four X25519: two in the read, two to rebuild the state).
-	respRate  = 4
-	respBurst = 8.0
-)
-
+// bucket is a token bucket (take refills it).
 type bucket struct {
 	tokens float64
 	last   time.Time
 }
 
+// limiter is a token bucket per source prefix (/24 for IPv4, /64 for
+// IPv6, so one host cannot dodge it by rotating addresses in its subnet),
+// refilled at initRate per second up to initBurst. The table is bounded:
+// when full, the idlest half is dropped, so a flood of sources costs memory
+// only up to the bound.
 type limiter struct {
 	mu      sync.Mutex
 	buckets map[netip.Prefix]*bucket

@@ -1,9 +1,9 @@
-package router
+package control
 
 import (
+	"net"
 	"net/netip"
 	"testing"
-	"time"
 
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
@@ -14,28 +14,33 @@ import (
 // (it answers with a cookie reply): the work that competes with data on
 // that shard during a handshake flood.
 func BenchmarkFloodInitiation(b *testing.B) {
-	resp := newMemRouter(b, "192.0.2.1:51820")
+	resp := newMemCore(b, "192.0.2.1:51820", 1, nil)
 	init := attackerInitiation(b, resp)
-	sink, err := netip.ParseAddrPort("127.0.0.1:9") // discard; nothing listens
+	// "sendto" sends the cookie replies from a real UDP socket to the
+	// discard port (nothing listens): the system call is part of the cost.
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		b.Fatal(err)
 	}
+	defer conn.Close()
+	sink := netip.MustParseAddrPort("127.0.0.1:9")
 	for _, send := range []string{"staged", "sendto"} {
 		b.Run(send, func(b *testing.B) {
-			if send == "staged" {
-				resp.testSend = func(int, int, []byte, netip.AddrPort) error { return nil }
-			} else {
-				resp.testSend = nil
+			resp.plane.send = func(_, _ int, p []byte, _ netip.AddrPort) error {
+				if send == "sendto" {
+					_, err := conn.WriteToUDPAddrPort(p, sink)
+					return err
+				}
+				return nil
 			}
 			from := netip.MustParseAddrPort("10.64.0.1:40000")
-			resp.initSlot.Store(time.Now().Unix())
+			resp.initSlot.Store(resp.clock.Now().Unix())
 			resp.initCount.Store(1 << 30)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
 				from = netip.AddrPortFrom(from.Addr().Next(), uint16(i))
-				_ = sink
-				resp.unmatched(0, connGroup, init, from)
+				resp.Unmatched(0, ConnGroup, init, from)
 			}
 		})
 	}
@@ -45,16 +50,16 @@ func BenchmarkFloodInitiation(b *testing.B) {
 // without allocating, whatever its length (short, cookie-reply length,
 // handshake length with a wrong mac1).
 func TestGarbageCostsNoAllocation(t *testing.T) {
-	resp := newMemRouter(t, "192.0.2.1:51820")
-	resp.testSend = func(int, int, []byte, netip.AddrPort) error { return nil }
+	resp := newMemCore(t, "192.0.2.1:51820", 1, nil)
+	resp.plane.send = func(int, int, []byte, netip.AddrPort) error { return nil }
 	from := netip.MustParseAddrPort("10.64.0.1:40000")
 	for _, n := range []int{30, 70, 200, 400} {
 		junk := make([]byte, n)
 		for i := range junk {
 			junk[i] = byte(i*7 + n)
 		}
-		resp.unmatched(0, connGroup, junk, from) // warm up
-		if a := testing.AllocsPerRun(100, func() { resp.unmatched(0, connGroup, junk, from) }); a != 0 {
+		resp.Unmatched(0, ConnGroup, junk, from) // warm up
+		if a := testing.AllocsPerRun(100, func() { resp.Unmatched(0, ConnGroup, junk, from) }); a != 0 {
 			t.Errorf("%d-byte garbage datagram: %.1f allocations", n, a)
 		}
 	}
@@ -65,24 +70,24 @@ func TestGarbageCostsNoAllocation(t *testing.T) {
 // a send), while a peer's known address is always answered: its
 // handshake goes through the cookie path as before.
 func TestCookieRepliesCappedExceptKnown(t *testing.T) {
-	resp := newMemRouter(t, "192.0.2.1:51820")
+	resp := newMemCore(t, "192.0.2.1:51820", 1, nil)
 	known := netip.MustParseAddrPort("198.51.100.7:40000")
 	pk, _ := crypto.GeneratePrivateKey()
-	if err := resp.setPeers([]config.Peer{{PublicKey: pk.Public(), Endpoint: known,
+	if err := resp.SetPeers([]config.Peer{{PublicKey: pk.Public(), Endpoint: known,
 		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}}); err != nil {
 		t.Fatal(err)
 	}
 	sent := 0
 	var lastTo netip.AddrPort
-	resp.testSend = func(_, _ int, _ []byte, to netip.AddrPort) error { sent++; lastTo = to; return nil }
+	resp.plane.send = func(_, _ int, _ []byte, to netip.AddrPort) error { sent++; lastTo = to; return nil }
 	init := attackerInitiation(t, resp)
-	resp.initSlot.Store(time.Now().Unix())
+	resp.initSlot.Store(resp.clock.Now().Unix())
 	resp.initCount.Store(1 << 30) // under load: cookies demanded
 	from := netip.MustParseAddrPort("10.64.0.1:40000")
 	const flood = 3 * cookieReplyCap
 	for i := range flood {
 		from = netip.AddrPortFrom(from.Addr().Next(), uint16(i))
-		resp.unmatched(0, connGroup, init, from)
+		resp.Unmatched(0, ConnGroup, init, from)
 	}
 	// A second boundary inside the loop can allow one more cap's worth.
 	if sent == 0 || sent > 2*cookieReplyCap {
@@ -95,7 +100,7 @@ func TestCookieRepliesCappedExceptKnown(t *testing.T) {
 		t.Fatalf("cookie_capped %d + refused %d, want %d", c, r, flood-sent)
 	}
 	sent = 0
-	resp.unmatched(0, connGroup, init, known)
+	resp.Unmatched(0, ConnGroup, init, known)
 	if sent != 1 || lastTo != known {
 		t.Fatalf("the known peer's address got %d replies past the cap", sent)
 	}

@@ -1,4 +1,4 @@
-package router
+package control
 
 import (
 	"net/netip"

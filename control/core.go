@@ -1,0 +1,209 @@
+package control
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	mrand "math/rand/v2"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/yip-router/yip-router/config"
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
+	"github.com/yip-router/yip-router/shard"
+)
+
+// Random is where the core draws its random numbers.
+type Random interface {
+	// IntN is for spread (retry jitter, lane choice, rekey jitter):
+	// 0 ≤ n' < n.
+	IntN(n int) int
+	// Uint32 is for session indices, which an observer must not predict.
+	Uint32() uint32
+}
+
+// sysRandom is the real randomness: math/rand/v2 for spread, crypto/rand
+// for indices.
+type sysRandom struct{}
+
+func (sysRandom) IntN(n int) int { return mrand.IntN(n) }
+
+func (sysRandom) Uint32() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return binary.LittleEndian.Uint32(b[:])
+}
+
+// Deps are the core's outside world.
+type Deps struct {
+	Local *crypto.Local
+	Plane DataPlane
+	Log   *zap.Logger // nil: no logging
+	// Now is the clock (nil: time.Now).
+	Now func() time.Time
+	// Rand is the randomness (nil: the real one).
+	Rand Random
+	// RekeyAfter overrides DefaultRekeyAfter (tests).
+	RekeyAfter time.Duration
+	// FEC is the starting FEC mode of new lanes (SetFEC changes it).
+	FEC fec.Mode
+}
+
+// Core is the control plane's state and decisions. Its methods are safe for
+// concurrent use: shards call the event methods (Unmatched, NoSession,
+// PeerMoved, PeerSilent, LaneMisplaced) from their goroutines.
+type Core struct {
+	local      *crypto.Local
+	cookies    *crypto.CookieChecker
+	dp         DataPlane
+	log        *zap.Logger
+	now        func() time.Time
+	rnd        Random
+	rekeyAfter time.Duration
+	shards     int
+
+	// known holds every peer's endpoint address (configured or learnt
+	// from a completed handshake), read lock-free by the cookie path;
+	// setEndpoint keeps it in step under mu.
+	known     sync.Map           // netip.Addr → struct{}; lock-free reads
+	knownRefs map[netip.Addr]int // peers per known address, under mu
+	// replySlot and replyCount count cookie replies to unknown sources
+	// in the current second (cookieReplyCap).
+	replySlot, replyCount atomic.Int64
+
+	mu      sync.Mutex
+	fecMode fec.Mode
+	peers   map[crypto.PublicKey]*peer
+	byID    map[shard.PeerID]*peer
+	nextID  shard.PeerID
+	pending map[uint32]*peer // our initiation index → peer
+
+	npending atomic.Int32 // len(pending), read without the lock
+	// pendMu guards byEndpoint: our pending initiations by the endpoint
+	// they were sent to, so a cookie reply (or junk of its length) finds
+	// its candidates in O(1) without the core lock. Lock order: mu, then
+	// pendMu.
+	pendMu     sync.Mutex
+	byEndpoint map[netip.AddrPort][]*crypto.Initiation
+	// cookieScans counts pending initiations tried against cookie replies.
+	cookieScans atomic.Uint64
+	limit       *limiter      // initiations answered without a cookie, per source prefix
+	proven      *limiter      // initiations with a valid mac2, per source prefix
+	initCount   atomic.Uint64 // initiations received this second
+	initSlot    atomic.Int64
+	hs          handshakeStats
+}
+
+type handshakeStats struct {
+	initiated, completed, answered, cookies, refused, rateLimited atomic.Uint64
+	// cookiesCapped counts initiations from unknown sources left without
+	// a cookie reply over cookieReplyCap.
+	cookiesCapped atomic.Uint64
+}
+
+// peer is the core's view of a configured peer. Guarded by Core.mu.
+type peer struct {
+	id       shard.PeerID
+	cfg      config.Peer
+	cp       *crypto.Peer
+	endpoint netip.AddrPort
+
+	want      bool // traffic waits for a session
+	wantSince time.Time
+	init      *crypto.Initiation
+	initIndex uint32
+	initTo    netip.AddrPort // where init was sent (its byEndpoint key)
+	initAt    time.Time
+	respReads bucket // responses read for init (forgeries cost DH)
+	attempts  int
+	fromLane  int // the lane socket this handshake's initiations leave from
+	nextTry   time.Time
+
+	sess        *crypto.Session
+	sessAt      time.Time
+	rekeyJitter time.Duration // added to the rekey time of this session
+	lanes       int
+	remoteIP    netip.Addr
+	initiator   bool
+	lastHS      time.Time
+	nHS         uint64
+	// endpointLane is the lane whose remote is the endpoint (the
+	// responder's: the initiator's lane whose socket sent the
+	// initiation; the initiator's: any, 0), so its move moves the
+	// endpoint.
+	endpointLane int
+	// place[i] is the shard that owns lane i: i, unless the lane's
+	// datagrams proved to arrive elsewhere (a NAT rewrote its port; see
+	// shard/place.go) and it was moved there. Kept across rekeys.
+	place []int
+}
+
+// New makes a core with no peers; SetPeers adds them.
+func New(d Deps) *Core {
+	c := &Core{
+		local: d.Local, dp: d.Plane, log: d.Log, now: d.Now, rnd: d.Rand,
+		rekeyAfter: d.RekeyAfter, shards: d.Plane.Shards(), fecMode: d.FEC,
+		cookies: crypto.NewCookieChecker(),
+		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
+		pending: map[uint32]*peer{}, nextID: 1,
+		byEndpoint: map[netip.AddrPort][]*crypto.Initiation{},
+		knownRefs:  map[netip.Addr]int{},
+		limit:      newLimiter(), proven: newLimiter(),
+	}
+	if c.log == nil {
+		c.log = zap.NewNop()
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+	if c.rnd == nil {
+		c.rnd = sysRandom{}
+	}
+	if c.rekeyAfter <= 0 {
+		c.rekeyAfter = DefaultRekeyAfter
+	}
+	return c
+}
+
+// SetFEC sets the FEC mode of lanes installed from now on (SIGHUP).
+func (c *Core) SetFEC(m fec.Mode) {
+	c.mu.Lock()
+	c.fecMode = m
+	c.mu.Unlock()
+}
+
+// fecConfig is the starting encoder ratio for a new lane. Caller holds mu.
+func (c *Core) fecConfig() (fec.EncoderConfig, fec.Mode) {
+	m := c.fecMode
+	a, err := fec.NewAdapter(m, fec.AdaptConfig{})
+	if err != nil {
+		return fec.EncoderConfig{K: 16, R: 0}, fec.Mode{Kind: fec.ModeOff}
+	}
+	k, rr := a.Ratio()
+	return fec.EncoderConfig{K: k, R: rr, FirstGroup: c.rnd.Uint32()}, m
+}
+
+// setEndpoint changes p's endpoint and keeps the set of peers' endpoint
+// addresses (known) in step: O(1), where rebuilding the set on every
+// handshake made a 10,000-peer hub spend half its CPU on it. Caller holds
+// mu.
+func (c *Core) setEndpoint(p *peer, ep netip.AddrPort) {
+	if old := p.endpoint; old.IsValid() {
+		a := old.Addr()
+		if c.knownRefs[a]--; c.knownRefs[a] <= 0 {
+			delete(c.knownRefs, a)
+			c.known.Delete(a)
+		}
+	}
+	p.endpoint = ep
+	if ep.IsValid() {
+		a := ep.Addr()
+		if c.knownRefs[a]++; c.knownRefs[a] == 1 {
+			c.known.Store(a, struct{}{})
+		}
+	}
+}

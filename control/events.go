@@ -1,0 +1,95 @@
+package control
+
+// Lane events: what the shards report about a peer's lanes (traffic waits
+// for a session, a lane moved to a new address, a lane went unanswered, a
+// lane's datagrams arrive on another shard). Each takes the core lock;
+// package router calls the last three on a goroutine of their own, so a
+// shard never waits for that lock.
+
+import (
+	"net/netip"
+
+	"go.uber.org/zap"
+
+	"github.com/yip-router/yip-router/shard"
+)
+
+// NoSession: traffic waits for peer id. Tick starts the handshake (not
+// here: this runs on a shard).
+func (c *Core) NoSession(_ int, id shard.PeerID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.byID[id]; p != nil && !p.want {
+		p.want = true
+		p.wantSince = c.now()
+	}
+}
+
+// PeerMoved: an authenticated datagram moved lane index of peer, on shard
+// sh, from one address to another. A new IP means the peer moved: its lanes
+// on the other shards follow (same ports). The endpoint for handshakes
+// follows the endpoint's lane (the lane whose remote it is), or else the
+// new IP.
+func (c *Core) PeerMoved(sh int, peer shard.PeerID, index int, from, to netip.AddrPort) {
+	if from.Addr() != to.Addr() {
+		c.dp.FollowPeer(sh, peer, from.Addr(), to.Addr())
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.byID[peer]
+	if p == nil {
+		return
+	}
+	ep := p.endpoint
+	switch {
+	case index == p.endpointLane && ep == from:
+		ep = to
+	case ep.Addr() == from.Addr():
+		ep = netip.AddrPortFrom(to.Addr(), ep.Port())
+	default:
+		return
+	}
+	if ep != p.endpoint {
+		c.log.Info("peer roamed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", p.endpoint), zap.Stringer("to", ep))
+		c.setEndpoint(p, ep)
+	}
+}
+
+// PeerSilent: a lane of peer on shard sh has been sending without hearing
+// back (shard/timing.go's noReplyAfter). The peer presumably restarted and
+// lost its keys, so a new handshake starts, unless one is under way or
+// backing off.
+func (c *Core) PeerSilent(sh int, peer shard.PeerID) {
+	now := c.now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.byID[peer]
+	if p == nil || p.sess == nil || (p.init != nil && now.Sub(p.initAt) < HandshakeTimeout) || now.Before(p.nextTry) {
+		return
+	}
+	c.log.Info("peer stopped answering; new handshake", zap.String("peer", p.cfg.PublicKey.String()), zap.Int("shard", sh))
+	c.initiate(p, now)
+}
+
+// LaneMisplaced: lane index of peer, owned by shard from, proved to
+// receive its datagrams on shard via (a NAT rewrote the lane's port). The
+// lane moves there, so its datagrams stop taking a ring hop, and the other
+// shards learn its new owner. Only a responder's lanes move: an
+// initiator's come back to the lane sockets it owns.
+func (c *Core) LaneMisplaced(from int, peer shard.PeerID, index, via int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.byID[peer]
+	if p == nil || p.sess == nil || p.initiator || index >= len(p.place) || p.place[index] != from || via < 0 || via >= c.shards {
+		return
+	}
+	p.place[index] = via
+	c.log.Debug("lane moves to the shard its datagrams arrive on", zap.String("peer", p.cfg.PublicKey.String()),
+		zap.Int("lane", index), zap.Int("from", from), zap.Int("to", via))
+	c.dp.MoveLane(from, peer, index, via)
+	for j := range c.shards {
+		if j != from && j != via {
+			c.dp.SetLaneOwner(j, peer, p.lanes, index, via, netip.AddrPort{}, nil)
+		}
+	}
+}

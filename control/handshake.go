@@ -1,0 +1,241 @@
+package control
+
+// Handshake datagrams that reach the core: initiations (answered, or met
+// with a cookie reply under load), responses to our initiations, and
+// cookie replies. They arrive on the shard goroutines through Unmatched.
+
+import (
+	"bytes"
+	"net/netip"
+	"slices"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/yip-router/yip-router/crypto"
+)
+
+// Unmatched is the shards' hook for datagrams that match no lane (or fail
+// its tag), on socket conn of shard sh (conn < 0: handed over by another
+// shard): handshakes are recognised and answered here, on the shard that
+// received them, so handshake work spreads over all cores. It reports
+// whether data was a handshake datagram.
+func (c *Core) Unmatched(sh, conn int, data []byte, from netip.AddrPort) bool {
+	typ, idx := c.local.Classify(data)
+	switch typ {
+	case crypto.TypeInitiation:
+		c.handleInitiation(sh, conn, data, from)
+		return true
+	case crypto.TypeResponse:
+		return c.handleResponse(idx, data, from)
+	}
+	return c.handleCookieReply(data, from)
+}
+
+// replyAllowed says whether a cookie reply may go to addr: always to a
+// peer's known address, else while this second's replies to unknown
+// sources are under cookieReplyCap.
+func (c *Core) replyAllowed(addr netip.Addr, now time.Time) bool {
+	if _, ok := c.known.Load(addr); ok {
+		return true
+	}
+	if advanceSlot(&c.replySlot, now.Unix()) {
+		c.replyCount.Store(0)
+	}
+	return c.replyCount.Add(1) <= cookieReplyCap
+}
+
+// underLoad counts initiations per second across shards.
+func (c *Core) underLoad(now time.Time) bool {
+	if advanceSlot(&c.initSlot, now.Unix()) {
+		c.initCount.Store(0)
+	}
+	return c.initCount.Add(1) > cookieThreshold
+}
+
+// advanceSlot moves a per-second counter's slot forward to slot and reports
+// whether this caller moved it (and so resets the count). A shard whose
+// clock reading is a moment older never moves it back: that reset the
+// count, letting more initiations through than the threshold.
+func advanceSlot(cur *atomic.Int64, slot int64) bool {
+	for {
+		old := cur.Load()
+		if slot <= old {
+			return false
+		}
+		if cur.CompareAndSwap(old, slot) {
+			return true
+		}
+	}
+}
+
+func (c *Core) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) {
+	now := c.now()
+	if conn < 0 {
+		conn = ConnGroup
+	}
+	// Who may cost us a DH. Nothing unproven is charged to a bucket that a
+	// proven source depends on, so spoofers cannot lock a real peer out:
+	//   - not under load (global rate under the threshold) and the source
+	//     prefix's unproven bucket has a token: answer, charging it;
+	//   - otherwise demand a cookie: a valid mac2 proves the initiator
+	//     receives at its address, and it is charged to the prefix's proven
+	//     bucket, which spoofed initiations never touch;
+	//   - no valid mac2: a cookie reply (never longer than the initiation),
+	//     so a real peer whose prefix is being spoofed retries with mac2.
+	loaded := c.underLoad(now)
+	switch {
+	case !loaded && c.limit.allow(from.Addr(), now):
+	case c.cookies.CheckMac2(data, from, now):
+		if !c.proven.allow(from.Addr(), now) {
+			c.hs.rateLimited.Add(1)
+			return
+		}
+	default:
+		if !c.replyAllowed(from.Addr(), now) {
+			c.hs.cookiesCapped.Add(1)
+			return
+		}
+		reply, err := c.local.CookieReplyClassified(data, c.cookies, from, now)
+		if err == nil {
+			_ = c.dp.SendHandshake(sh, conn, reply, from)
+			c.hs.cookies.Add(1)
+		}
+		return
+	}
+	inc, err := c.local.ConsumeInitiation(data)
+	if err != nil {
+		c.hs.refused.Add(1)
+		c.log.Debug("initiation refused", zap.Stringer("from", from), zap.Error(err))
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[inc.Peer().PublicKey()]
+	if p == nil {
+		c.hs.refused.Add(1)
+		return
+	}
+	// Both sides initiating at once would each end up with the session of
+	// its own initiation. The side with the smaller public key keeps its
+	// initiation and ignores the other's; the larger one answers and
+	// abandons its own.
+	if p.init != nil && now.Sub(p.initAt) < HandshakeTimeout {
+		ours := c.local.PublicKey()
+		if bytes.Compare(ours[:], p.cfg.PublicKey[:]) < 0 {
+			c.log.Debug("crossing initiations: keeping ours", zap.String("peer", p.cfg.PublicKey.String()))
+			return
+		}
+		c.clearInit(p)
+	}
+	ports := make([]uint16, c.shards)
+	for i := range ports {
+		ports[i] = c.dp.ListenPort()
+	}
+	index := c.rnd.Uint32()
+	resp, sess, err := inc.Respond(index, crypto.LaneOffer{Ports: ports})
+	if err != nil {
+		c.hs.refused.Add(1)
+		return
+	}
+	// Lanes first, then the response: the initiator sends data as soon
+	// as it has the response. Our own initiation, however old, is
+	// abandoned: a late response to it must not replace the session both
+	// sides are about to agree on.
+	c.clearInit(p)
+	p.attempts = 0
+	c.setEndpoint(p, from)
+	// The initiation came from the initiator's socket of lane From: that
+	// lane is at the source as seen (a NAT may have rewritten the port)
+	// and arrives on this shard; the other lanes' ports are as offered.
+	offered := slices.Clone(sess.Remote.Ports)
+	k := sess.Remote.From
+	if k < min(c.shards, sess.Remote.Lanes()) {
+		sess.Remote.Ports[k] = from.Port()
+	} else {
+		// Sent from a lane this session will not run: handshakes go to
+		// lane 0's address, which it does.
+		k = -1
+		c.setEndpoint(p, netip.AddrPortFrom(from.Addr(), offered[0]))
+	}
+	p.endpointLane = max(k, 0)
+	c.install(p, sess, offered, from.Addr(), sh, k, now)
+	if err := c.dp.SendHandshake(sh, conn, resp, from); err != nil {
+		c.log.Warn("sending handshake response", zap.Stringer("to", from), zap.Error(err))
+	}
+	c.hs.answered.Add(1)
+	c.log.Info("handshake answered", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", from), zap.Int("lanes", p.lanes))
+}
+
+// handleResponse reads a response to one of our pending initiations. Anyone
+// who saw the initiation and holds our public key can send one with a valid
+// mac1 and index, so the reads are rate-limited per initiation and done
+// outside the core lock (the Initiation serialises them and survives a
+// failed one).
+func (c *Core) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool {
+	if c.npending.Load() == 0 {
+		// Nothing of ours is pending: a response (anyone holding our
+		// public key can make one) costs no core lock.
+		return false
+	}
+	now := c.now()
+	c.mu.Lock()
+	p := c.pending[idx]
+	if p == nil || p.init == nil || p.initIndex != idx {
+		c.mu.Unlock()
+		return false
+	}
+	in := p.init
+	if !p.respReads.take(now, respRate, respBurst) {
+		c.mu.Unlock()
+		c.hs.rateLimited.Add(1)
+		return true
+	}
+	c.mu.Unlock()
+	sess, err := in.ConsumeResponse(data)
+	if err != nil {
+		c.hs.refused.Add(1)
+		c.log.Debug("response refused", zap.Stringer("from", from), zap.Error(err))
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p.init != in {
+		return true // replaced or abandoned while we read it
+	}
+	c.clearInit(p)
+	p.attempts = 0
+	c.setEndpoint(p, from)
+	c.install(p, sess, nil, from.Addr(), -1, -1, now)
+	p.endpointLane = 0
+	c.hs.completed.Add(1)
+	c.log.Info("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))
+	return true
+}
+
+// handleCookieReply tries data as a cookie reply to our pending
+// initiations sent to from. Garbage floods come through here, so it costs
+// O(1) and never takes the core lock: a length test, then only the
+// initiations sent to that exact endpoint are tried.
+func (c *Core) handleCookieReply(data []byte, from netip.AddrPort) bool {
+	if !crypto.CookieReplyLen(len(data)) || c.npending.Load() == 0 {
+		return false
+	}
+	var buf [4]*crypto.Initiation
+	c.pendMu.Lock()
+	cands := append(buf[:0], c.byEndpoint[from]...)
+	c.pendMu.Unlock()
+	now := c.now()
+	for _, in := range cands {
+		c.cookieScans.Add(1)
+		// The cookie is kept for the next attempt, which comes on the
+		// normal schedule (as in WireGuard): a reply anyone on the path
+		// could forge must not cancel the initiation or bring the retry
+		// forward.
+		if in.ConsumeCookieReply(data, now) == nil {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,301 @@
+package control
+
+import (
+	mrand "math/rand/v2"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/yip-router/yip-router/config"
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/shard"
+)
+
+// The in-memory world of the core's unit tests: a fake data plane that
+// records what the core asks of it, a clock that moves only when a test
+// moves it, and seeded randomness.
+
+// sent is a handshake datagram the core sent.
+type sent struct {
+	sh, conn int
+	b        []byte
+	to       netip.AddrPort
+}
+
+// laneAt names a peer's lane.
+type laneAt struct {
+	peer  shard.PeerID
+	index int
+}
+
+// fakePlane is a DataPlane that records.
+type fakePlane struct {
+	mu        sync.Mutex
+	shards    int
+	listen    uint16
+	lanePorts []uint16
+	out       []sent
+	send      func(sh, conn int, b []byte, to netip.AddrPort) error // nil: record in out
+
+	lanes     map[laneAt]shard.LaneConfig // installed lanes, latest first
+	owner     map[laneAt]int              // shard that owns each lane
+	installs  int
+	confirms  int
+	removed   map[shard.PeerID]int
+	keepalive map[shard.PeerID]time.Duration
+	owners    map[laneAt]map[int]int // shard → owner it was told
+	moved     []laneAt               // MoveLane calls
+	remotes   [][2]netip.AddrPort    // MoveRemote calls
+	follows   []int                  // FollowPeer: the shard left out
+	table     *shard.Table
+}
+
+func newFakePlane(shards int) *fakePlane {
+	f := &fakePlane{shards: shards, listen: 51000,
+		lanes: map[laneAt]shard.LaneConfig{}, owner: map[laneAt]int{}, removed: map[shard.PeerID]int{},
+		keepalive: map[shard.PeerID]time.Duration{}, owners: map[laneAt]map[int]int{}}
+	for i := range shards {
+		f.lanePorts = append(f.lanePorts, uint16(40000+i))
+	}
+	return f
+}
+
+func (f *fakePlane) Shards() int         { return f.shards }
+func (f *fakePlane) ListenPort() uint16  { return f.listen }
+func (f *fakePlane) LanePorts() []uint16 { return append([]uint16(nil), f.lanePorts...) }
+
+func (f *fakePlane) SendHandshake(sh, conn int, b []byte, to netip.AddrPort) error {
+	if f.send != nil {
+		return f.send(sh, conn, b, to)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.out = append(f.out, sent{sh, conn, append([]byte(nil), b...), to})
+	return nil
+}
+
+func (f *fakePlane) InstallLane(owner int, lc shard.LaneConfig, confirm bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := laneAt{lc.Peer, lc.Index}
+	f.lanes[k], f.owner[k] = lc, owner
+	f.installs++
+	if confirm {
+		f.confirms++
+	}
+}
+
+func (f *fakePlane) SetLaneOwner(sh int, peer shard.PeerID, _, index, owner int, _ netip.AddrPort, _ *crypto.LaneKeys) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := laneAt{peer, index}
+	if f.owners[k] == nil {
+		f.owners[k] = map[int]int{}
+	}
+	f.owners[k][sh] = owner
+}
+
+func (f *fakePlane) MoveLane(from int, peer shard.PeerID, index, to int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	k := laneAt{peer, index}
+	if f.owner[k] == from {
+		f.owner[k] = to
+	}
+	f.moved = append(f.moved, k)
+}
+
+func (f *fakePlane) RemovePeer(peer shard.PeerID) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed[peer]++
+	for k := range f.lanes {
+		if k.peer == peer {
+			delete(f.lanes, k)
+			delete(f.owner, k)
+		}
+	}
+}
+
+func (f *fakePlane) SetKeepalive(peer shard.PeerID, d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.keepalive[peer] = d
+}
+
+func (f *fakePlane) MoveRemote(_ shard.PeerID, from, to netip.AddrPort) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.remotes = append(f.remotes, [2]netip.AddrPort{from, to})
+}
+
+func (f *fakePlane) FollowPeer(except int, _ shard.PeerID, _, _ netip.Addr) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.follows = append(f.follows, except)
+}
+
+func (f *fakePlane) SetRoutes(t *shard.Table) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.table = t
+}
+
+// fakeClock moves only when a test moves it.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) Advance(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+	return c.t
+}
+
+// seeded is Random from a seeded PCG: runs repeat exactly.
+type seeded struct{ *mrand.Rand }
+
+func (s seeded) Uint32() uint32 { return s.Rand.Uint32() }
+
+// memCore is a Core in the in-memory world. addr is its underlay address
+// as its peers see it.
+type memCore struct {
+	*Core
+	priv  crypto.PrivateKey
+	addr  netip.AddrPort
+	plane *fakePlane
+	clock *fakeClock
+}
+
+// epoch is where every fake clock starts.
+var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func newMemCore(t testing.TB, addr string, shards int, clock *fakeClock) *memCore {
+	t.Helper()
+	priv, err := crypto.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if clock == nil {
+		clock = &fakeClock{t: epoch}
+	}
+	f := newFakePlane(shards)
+	c := New(Deps{Local: crypto.NewLocal(priv, true), Plane: f, Now: clock.Now,
+		Rand: seeded{mrand.New(mrand.NewPCG(uint64(len(addr)), 7))}})
+	return &memCore{Core: c, priv: priv, addr: netip.MustParseAddrPort(addr), plane: f, clock: clock}
+}
+
+// take returns what m sent since the last take.
+func (m *memCore) take() []sent {
+	m.plane.mu.Lock()
+	defer m.plane.mu.Unlock()
+	out := m.plane.out
+	m.plane.out = nil
+	return out
+}
+
+// deliver hands every datagram of sends addressed to m to it, from the
+// address from, on m's socket conn.
+func (m *memCore) deliver(sends []sent, from netip.AddrPort, conn int) {
+	for _, d := range sends {
+		if d.to == m.addr {
+			m.Unmatched(0, conn, d.b, from)
+		}
+	}
+}
+
+// memPair is an initiator (ini, with the responder's endpoint configured)
+// and a responder (resp) on one clock.
+func memPair(t testing.TB, iniAddr string) (ini, resp *memCore) {
+	t.Helper()
+	clock := &fakeClock{t: epoch}
+	ini = newMemCore(t, iniAddr, 1, clock)
+	resp = newMemCore(t, "192.0.2.1:51820", 1, clock)
+	if err := ini.SetPeers([]config.Peer{{PublicKey: resp.local.PublicKey(), Endpoint: resp.addr,
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.2/32")}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := resp.SetPeers([]config.Peer{{PublicKey: ini.local.PublicKey(),
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}}); err != nil {
+		t.Fatal(err)
+	}
+	return ini, resp
+}
+
+// peerOf is m's only peer.
+func (m *memCore) peerOf(t testing.TB) *peer {
+	t.Helper()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, p := range m.peers {
+		return p
+	}
+	t.Fatal("no peer")
+	return nil
+}
+
+// locked runs f under m's lock.
+func (m *memCore) locked(f func()) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	f()
+}
+
+// kick has traffic wait for m's only peer and runs m's timers at the time
+// its next handshake attempt is due (moving the clock there), or now.
+func (m *memCore) kick(t testing.TB) {
+	p := m.peerOf(t)
+	m.NoSession(0, p.id)
+	var next time.Time
+	m.locked(func() { next = p.nextTry })
+	if d := next.Sub(m.clock.Now()); d > 0 {
+		m.clock.Advance(d)
+	}
+	m.Tick(m.clock.Now())
+}
+
+// handshake runs one complete handshake from ini to resp, with the
+// datagrams crossing the network at once.
+func handshake(t testing.TB, ini, resp *memCore) {
+	t.Helper()
+	ini.kick(t)
+	resp.deliver(ini.take(), ini.addr, ConnGroup)
+	ini.deliver(resp.take(), resp.addr, ConnLane)
+	if ini.peerOf(t).sess == nil || resp.peerOf(t).sess == nil {
+		t.Fatal("handshake did not complete")
+	}
+}
+
+// attackerInitiation is an initiation with a valid mac1 for resp from a key
+// resp does not know: what anyone holding resp's public key can send.
+func attackerInitiation(t testing.TB, resp *memCore) []byte {
+	t.Helper()
+	ak, _ := crypto.GeneratePrivateKey()
+	a := crypto.NewLocal(ak, true)
+	pr, err := a.AddPeer(resp.local.PublicKey(), crypto.PresharedKey{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, d, err := a.Initiate(pr, 1, crypto.LaneOffer{Ports: []uint16{1000}}, resp.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// peerOf0 is m's only peer; caller holds m.mu.
+func (m *memCore) peerOf0() *peer {
+	for _, p := range m.peers {
+		return p
+	}
+	return nil
+}

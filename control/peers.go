@@ -1,0 +1,145 @@
+package control
+
+// The peer set: SetPeers applies a configuration's peers (at start and on
+// SIGHUP) and the route table built from their AllowedIPs; Peers and Counts
+// are what `show` and the metrics read.
+
+import (
+	"fmt"
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/yip-router/yip-router/config"
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/shard"
+)
+
+// SetPeers installs the configured peers and the route table built from
+// their AllowedIPs. Peers whose key and PSK are unchanged keep their
+// sessions; a changed PSK drops the session; a changed Endpoint moves the
+// handshakes and the lanes that talk to it; a removed peer loses its
+// lanes and waiting packets.
+func (c *Core) SetPeers(pcs []config.Peer) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := map[crypto.PublicKey]bool{}
+	var routes []shard.Route
+	var fresh []crypto.PublicKey
+	for _, pc := range pcs {
+		if c.peers[pc.PublicKey] == nil {
+			fresh = append(fresh, pc.PublicKey)
+		}
+	}
+	c.local.Prepare(fresh)
+	for _, pc := range pcs {
+		keep[pc.PublicKey] = true
+		p := c.peers[pc.PublicKey]
+		if p == nil || p.cfg.PresharedKey != pc.PresharedKey {
+			cp, err := c.local.AddPeer(pc.PublicKey, pc.PresharedKey)
+			if err != nil {
+				return fmt.Errorf("peer at line %d: %w", pc.Line, err)
+			}
+			if p != nil {
+				c.dropSession(p)
+			} else {
+				p = &peer{id: c.nextID}
+				c.nextID++
+				c.peers[pc.PublicKey] = p
+				c.byID[p.id] = p
+			}
+			p.cp = cp
+		}
+		was, wasKA := p.cfg.Endpoint, p.cfg.PersistentKeepalive
+		p.cfg = pc
+		if pc.PersistentKeepalive != wasKA && p.sess != nil {
+			c.dp.SetKeepalive(p.id, pc.PersistentKeepalive)
+		}
+		switch {
+		case pc.Endpoint.IsValid() && !p.endpoint.IsValid():
+			c.setEndpoint(p, pc.Endpoint)
+		case pc.Endpoint.IsValid() && was.IsValid() && pc.Endpoint != was && pc.Endpoint != p.endpoint:
+			// The operator moved the peer: handshakes go there, and so
+			// do the lanes that talk to its endpoint (as initiator, all
+			// of them); the peer's lanes follow our datagrams' new
+			// source on their side (roaming).
+			c.log.Info("peer endpoint changed", zap.String("peer", pc.PublicKey.String()), zap.Stringer("from", p.endpoint), zap.Stringer("to", pc.Endpoint))
+			from := p.endpoint
+			c.setEndpoint(p, pc.Endpoint)
+			c.dp.MoveRemote(p.id, from, pc.Endpoint)
+		}
+		for _, pfx := range pc.AllowedIPs {
+			routes = append(routes, shard.Route{Prefix: pfx, Peer: p.id})
+		}
+	}
+	for k, p := range c.peers {
+		if !keep[k] {
+			// Lanes or not, shards may hold packets waiting for it.
+			c.clearInit(p)
+			c.dp.RemovePeer(p.id)
+			c.local.RemovePeer(k)
+			c.setEndpoint(p, netip.AddrPort{})
+			delete(c.peers, k)
+			delete(c.byID, p.id)
+		}
+	}
+	c.dp.SetRoutes(shard.NewTable(routes))
+	return nil
+}
+
+// dropSession forgets p's session and lanes. Caller holds mu.
+func (c *Core) dropSession(p *peer) {
+	if p.sess == nil {
+		return
+	}
+	p.sess = nil
+	p.place = nil
+	c.dp.RemovePeer(p.id)
+}
+
+// PeerInfo is one peer as the core sees it.
+type PeerInfo struct {
+	ID            shard.PeerID
+	Config        config.Peer
+	Endpoint      netip.AddrPort // zero: none known
+	LastHandshake time.Time
+	Handshakes    uint64
+	Initiator     bool // of the current session
+	Session       bool
+}
+
+// Peers lists the peers, in no order: O(peers) under the lock, so `show`
+// and scrapes do not hold up handshakes for long.
+func (c *Core) Peers() []PeerInfo {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]PeerInfo, 0, len(c.peers))
+	for _, p := range c.peers {
+		out = append(out, PeerInfo{ID: p.id, Config: p.cfg, Endpoint: p.endpoint, LastHandshake: p.lastHS,
+			Handshakes: p.nHS, Initiator: p.initiator, Session: p.sess != nil})
+	}
+	return out
+}
+
+// Counts are the handshake figures; they only go up.
+type Counts struct {
+	Initiated      uint64 `json:"initiated"`
+	Completed      uint64 `json:"completed"`
+	Answered       uint64 `json:"answered"`
+	CookieDemanded uint64 `json:"cookie_demanded"`
+	Refused        uint64 `json:"refused"`
+	RateLimited    uint64 `json:"rate_limited"`
+	// CookieCapped: initiations from no peer's known address left without
+	// a cookie reply, over the per-second cap on such replies.
+	CookieCapped uint64 `json:"cookie_capped"`
+}
+
+// Counts reads the handshake figures.
+func (c *Core) Counts() Counts {
+	return Counts{
+		Initiated: c.hs.initiated.Load(), Completed: c.hs.completed.Load(), Answered: c.hs.answered.Load(),
+		CookieDemanded: c.hs.cookies.Load(), Refused: c.hs.refused.Load(),
+		RateLimited: c.hs.rateLimited.Load(), CookieCapped: c.hs.cookiesCapped.Load(),
+	}
+}

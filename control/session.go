@@ -1,0 +1,149 @@
+package control
+
+// Sessions: starting a handshake (initiate), forgetting a pending one
+// (clearInit), and installing a completed session's lanes on the shards
+// (install).
+
+import (
+	"net/netip"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/shard"
+)
+
+// install gives the session's lanes to the shards, and every other shard
+// learns each lane's owner and receive keys. As initiator (arrived < 0)
+// lane i goes to shard i, which owns the lane socket its datagrams come
+// back to. As responder lane i goes where it was before a rekey (p.place),
+// and lane fromLane (the one whose socket sent the initiation; -1: none
+// this session runs) to the shard the initiation arrived on (arrived):
+// its datagrams come from the same socket through the same NAT mapping.
+// Caller holds c.mu.
+func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP netip.Addr, arrived, fromLane int, now time.Time) {
+	lanes := min(c.shards, sess.Remote.Lanes())
+	encCfg, mode := c.fecConfig()
+	if p.sess != nil && p.lanes != lanes {
+		c.dropSession(p)
+	}
+	initiator := arrived < 0
+	conn := ConnGroup
+	if initiator {
+		conn = ConnLane
+	}
+	if initiator || len(p.place) != lanes {
+		p.place = make([]int, lanes)
+		for i := range p.place {
+			p.place[i] = i
+		}
+	}
+	if !initiator && fromLane >= 0 && arrived != p.place[fromLane] {
+		// The sending lane goes where its datagrams arrive; the lane
+		// there, if any, takes its old shard.
+		for i, o := range p.place {
+			if o == arrived {
+				p.place[i] = p.place[fromLane]
+			}
+		}
+		p.place[fromLane] = arrived
+	}
+	for i := range lanes {
+		remote := netip.AddrPortFrom(remoteIP, sess.Remote.Ports[i])
+		recv := sess.Keys.RecvLane(i)
+		lc := shard.LaneConfig{
+			Peer: p.id, Index: i, Lanes: lanes, Remote: remote, Conn: conn,
+			Send: sess.Keys.SendLane(i), Recv: recv,
+			FEC: encCfg, Mode: mode, HoldTx: !initiator,
+			Keepalive: p.cfg.PersistentKeepalive,
+		}
+		if i < len(offered) && offered[i] != remote.Port() {
+			lc.Offered = netip.AddrPortFrom(remoteIP, offered[i])
+		}
+		owner := p.place[i]
+		// As WireGuard: the initiator confirms the new keys at once, so
+		// the responder stops sending under the old ones even if we
+		// have nothing to send.
+		c.dp.InstallLane(owner, lc, initiator)
+		for j := range c.shards {
+			if j != owner {
+				c.dp.SetLaneOwner(j, p.id, lanes, i, owner, remote, &recv)
+			}
+		}
+	}
+	// Shards beyond the lane count still read TUN packets for the peer:
+	// they learn the owners too (done above for every j).
+	p.sess, p.sessAt, p.lanes, p.remoteIP, p.initiator = sess, now, lanes, remoteIP, initiator
+	// Rekeys come at no fixed period either: up to a tenth later.
+	p.rekeyJitter = time.Duration(c.rnd.IntN(int(c.rekeyAfter/rekeyJitterDiv) + 1))
+	p.want = false
+	p.lastHS = now
+	p.nHS++
+}
+
+// clearInit forgets p's pending initiation. Caller holds c.mu.
+func (c *Core) clearInit(p *peer) {
+	if p.init != nil {
+		delete(c.pending, p.initIndex)
+		c.pendMu.Lock()
+		var rest []*crypto.Initiation
+		for _, in := range c.byEndpoint[p.initTo] {
+			if in != p.init {
+				rest = append(rest, in)
+			}
+		}
+		if len(rest) == 0 {
+			delete(c.byEndpoint, p.initTo)
+		} else {
+			c.byEndpoint[p.initTo] = rest
+		}
+		c.pendMu.Unlock()
+		p.init = nil
+	}
+	c.npending.Store(int32(len(c.pending)))
+}
+
+// initiate sends an initiation to p. Caller holds c.mu.
+func (c *Core) initiate(p *peer, now time.Time) {
+	if !p.endpoint.IsValid() {
+		return // responder-only peer: it must come to us
+	}
+	ports := c.dp.LanePorts()
+	c.clearInit(p)
+	// From a random lane's socket: its port steers the initiation to that
+	// lane's shard on the responder, so a hub's handshakes spread over its
+	// shards, and no single port starts every session. Retries keep the
+	// lane: a cookie is bound to the source port it was sent to.
+	if p.attempts == 0 || p.fromLane >= len(ports) {
+		p.fromLane = c.rnd.IntN(len(ports))
+	}
+	fromLane := p.fromLane
+	index := c.rnd.Uint32()
+	for c.pending[index] != nil {
+		// Responses find their initiation by this index: another
+		// pending initiation's must not be overwritten.
+		index = c.rnd.Uint32()
+	}
+	in, dgram, err := c.local.Initiate(p.cp, index, crypto.LaneOffer{Ports: ports, From: fromLane}, now)
+	if err != nil {
+		c.log.Error("initiate", zap.Error(err))
+		return
+	}
+	p.init, p.initIndex, p.initAt, p.initTo = in, index, now, p.endpoint
+	p.respReads = bucket{tokens: respBurst, last: now}
+	c.pending[index] = p
+	c.pendMu.Lock()
+	c.byEndpoint[p.endpoint] = append(c.byEndpoint[p.endpoint], in)
+	c.pendMu.Unlock()
+	c.npending.Store(int32(len(c.pending)))
+	p.attempts++
+	// Backoff with jitter: 1, 2, 4, 8 s … capped at 15 s, ±10%.
+	back := min(retryFirst<<min(p.attempts-1, 4), retryMax)
+	back += time.Duration(c.rnd.IntN(int(2*back/retryJitterDiv)+1)) - back/retryJitterDiv
+	p.nextTry = now.Add(back)
+	if err := c.dp.SendHandshake(fromLane, ConnLane, dgram, p.endpoint); err != nil {
+		c.log.Debug("sending initiation", zap.Stringer("to", p.endpoint), zap.Error(err))
+	}
+	c.hs.initiated.Add(1)
+}

@@ -1,0 +1,58 @@
+package control
+
+import "time"
+
+// Every control-plane timing constant and rate. Rekey and handshake
+// timeout are WireGuard's values; a session is rejected after 3 × the
+// rekey interval (360 s; WireGuard: 180 s), so a responder whose initiator
+// went quiet keeps the session while it re-initiates itself (at 1.25 ×
+// rekey). The lanes' own timers (keepalives, loss reports, liveness) are in
+// shard/timing.go.
+const (
+	// DefaultRekeyAfter is when the initiator of a session starts a new
+	// handshake.
+	DefaultRekeyAfter = 120 * time.Second
+	// rejectAfterFactor × rekey is when a session that was not renewed
+	// is torn down.
+	rejectAfterFactor = 3
+	// responderRekeyDiv: a responder whose initiator did not rekey
+	// initiates itself at rekey × (1 + 1/responderRekeyDiv).
+	responderRekeyDiv = 4
+	// rekeyJitterDiv: a session's rekey comes up to rekey/rekeyJitterDiv
+	// late, so rekeys recur at no fixed period.
+	rekeyJitterDiv = 10
+	// HandshakeTimeout is how long an initiation waits for its response.
+	HandshakeTimeout = 5 * time.Second
+	// TimerPeriod is how often Tick should run.
+	TimerPeriod = 250 * time.Millisecond
+	// Retry backoff: retryFirst doubling per attempt up to retryMax,
+	// ±retryJitterDiv⁻¹ of it at random.
+	retryFirst     = time.Second
+	retryMax       = 15 * time.Second
+	retryJitterDiv = 10
+	// wantTimeout: traffic that waited this long for a session no longer
+	// starts handshakes.
+	wantTimeout = 90 * time.Second
+
+	// cookieThreshold: initiations per second above which the responder
+	// demands cookies (each costs ~72 µs of DH: 500/s is ~4% of a core).
+	cookieThreshold = 500
+	// cookieReplyCap: cookie replies per second, router-wide, to sources
+	// that are no peer's known address. Under a flood of spoofed
+	// initiations every reply costs the receiving data shard a seal and a
+	// sendto; past the cap such sources get silence (a real initiator
+	// from an unknown address retries on its schedule). Known addresses
+	// always get theirs.
+	cookieReplyCap = 2000
+
+	// Per-source limits on initiations (each costs the responder a DH):
+	// a token bucket per source prefix, initRate per second up to
+	// initBurst, in a table of at most limiterLimit prefixes.
+	initRate     = 20.0
+	initBurst    = 5.0
+	limiterLimit = 8192
+	// Reads of responses per pending initiation (each read that fails
+	// costs four X25519: two in the read, two to rebuild the state).
+	respRate  = 4
+	respBurst = 8.0
+)
