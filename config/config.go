@@ -136,36 +136,36 @@ func (e *Error) Error() string {
 }
 
 const (
-	cfgMaxFileSize   = 1 << 20 // bytes
-	cfgMaxLineLen    = 4096    // bytes, without the line terminator
-	cfgMaxErrors     = 20
-	cfgMaxKeyFile    = 4096 // bytes read from a PrivateKeyFile
-	cfgMinMTU        = 576
-	cfgMinIPv6MTU    = 1280
-	cfgMaxShards     = 64
-	cfgDefaultName   = "yip0"
-	cfgDefaultPort   = 0 // no well-known port: a DPI box maps 51820 to WireGuard
-	cfgLookupTimeout = 5 * time.Second
-	cfgIfNameMax     = 15 // IFNAMSIZ - 1
+	maxFileSize   = 1 << 20 // bytes
+	maxLineLen    = 4096    // bytes, without the line terminator
+	maxErrors     = 20
+	maxKeyFile    = 4096 // bytes read from a PrivateKeyFile
+	minMTU        = 576
+	minIPv6MTU    = 1280
+	maxShards     = 64
+	defaultName   = "yip0"
+	defaultPort   = 0 // no well-known port: a DPI box maps 51820 to WireGuard
+	lookupTimeout = 5 * time.Second
+	ifNameMax     = 15 // IFNAMSIZ - 1
 )
 
 const (
-	cfgSecInterface = "Interface"
-	cfgSecPeer      = "Peer"
+	secInterface = "Interface"
+	secPeer      = "Peer"
 )
 
 // Canonical key names by lower-case spelling.
 var (
-	cfgInterfaceKeys = cfgKeyTable("Name", "PrivateKey", "PrivateKeyFile", "ListenPort",
+	interfaceKeys = keyTable("Name", "PrivateKey", "PrivateKeyFile", "ListenPort",
 		"ListenAddress", "Address", "MTU", "Shards", "FEC", "MetricsListen", "DisableOffload")
-	cfgPeerKeys = cfgKeyTable("PublicKey", "PresharedKey", "Endpoint", "AllowedIPs",
+	peerKeys = keyTable("PublicKey", "PresharedKey", "Endpoint", "AllowedIPs",
 		"PersistentKeepalive")
 	// Keys of wg / wg-quick that yip-router does not have.
-	cfgForeignKeys = cfgKeyTable("DNS", "Table", "PreUp", "PostUp", "PreDown", "PostDown",
+	foreignKeys = keyTable("DNS", "Table", "PreUp", "PostUp", "PreDown", "PostDown",
 		"SaveConfig", "FwMark")
 )
 
-func cfgKeyTable(names ...string) map[string]string {
+func keyTable(names ...string) map[string]string {
 	m := make(map[string]string, len(names))
 	for _, n := range names {
 		m[strings.ToLower(n)] = n
@@ -173,25 +173,25 @@ func cfgKeyTable(names ...string) map[string]string {
 	return m
 }
 
-// cfgMultiKey reports keys that may repeat (their values accumulate).
-func cfgMultiKey(k string) bool { return k == "Address" || k == "AllowedIPs" }
+// multiKey reports keys that may repeat (their values accumulate).
+func multiKey(k string) bool { return k == "Address" || k == "AllowedIPs" }
 
 // Load reads and parses the config file at path. A relative
 // PrivateKeyFile is taken relative to the directory of path.
 func Load(path string) (*Config, error) {
 	fail := func(msg string) (*Config, error) {
-		return nil, errors.Join(&Error{File: path, Msg: cfgOneLine(msg)})
+		return nil, errors.Join(&Error{File: path, Msg: oneLine(msg)})
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return fail(cfgPathErr(err))
+		return fail(pathErr(err))
 	}
 	defer f.Close()
 	if fi, err := f.Stat(); err == nil && fi.IsDir() {
 		return fail("is a directory, not a config file")
 	}
-	var secrets cfgSecrets
-	c, err := cfgParse(path, f, cfgOptions{dir: filepath.Dir(path), secrets: &secrets})
+	var secrets keySources
+	c, err := parseConfig(path, f, options{dir: filepath.Dir(path), secrets: &secrets})
 	if err != nil {
 		return nil, err
 	}
@@ -207,34 +207,34 @@ func Load(path string) (*Config, error) {
 // relative PrivateKeyFile is taken relative to the current directory.
 // Endpoint host names are resolved with net.DefaultResolver.
 func Parse(name string, r io.Reader) (*Config, error) {
-	return cfgParse(name, r, cfgOptions{})
+	return parseConfig(name, r, options{})
 }
 
-// cfgOptions are the parser's outside dependencies, replaceable in tests and
+// options are the parser's outside dependencies, replaceable in tests and
 // fuzzing.
-type cfgOptions struct {
+type options struct {
 	dir     string                                                       // base of a relative PrivateKeyFile; "" = current directory
 	lookup  func(ctx context.Context, host string) ([]netip.Addr, error) // nil = net.DefaultResolver
-	readKey func(path string) ([]byte, error)                            // nil = cfgReadKeyFile
-	secrets *cfgSecrets                                                  // nil = not recorded
+	readKey func(path string) ([]byte, error)                            // nil = readKeyFile
+	secrets *keySources                                                  // nil = not recorded
 }
 
-// cfgSecrets records where a config's keys came from.
-type cfgSecrets struct {
+// keySources records where a config's keys came from.
+type keySources struct {
 	files  []string // PrivateKeyFile paths read
 	inline bool     // a PrivateKey or PresharedKey in the file itself
 }
 
-type cfgSection int
+type sectionKind int
 
 const (
-	cfgNone      cfgSection = iota // before any header
-	cfgInterface                   // the [Interface] section
-	cfgPeer                        // a [Peer] section
-	cfgSkip                        // unknown or duplicate section: its keys are ignored
+	noSection        sectionKind = iota // before any header
+	interfaceSection                    // the [Interface] section
+	peerSection                         // a [Peer] section
+	skippedSection                      // unknown or duplicate section: its keys are ignored
 )
 
-type cfgPeerState struct {
+type peerState struct {
 	Peer
 	seen         map[string]int // canonical key -> line
 	allowedLines []int          // line of each AllowedIPs entry
@@ -242,9 +242,9 @@ type cfgPeerState struct {
 	epPort       uint16
 }
 
-type cfgParser struct {
+type parser struct {
 	name string
-	opt  cfgOptions
+	opt  options
 
 	errs        []*Error
 	dropped     int
@@ -256,39 +256,39 @@ type cfgParser struct {
 	privOK    bool
 	addrLines []int // line of each Addresses entry
 
-	sec   cfgSection
-	peers []*cfgPeerState
+	sec   sectionKind
+	peers []*peerState
 
-	secrets cfgSecrets
+	secrets keySources
 }
 
-func cfgParse(name string, r io.Reader, opt cfgOptions) (*Config, error) {
+func parseConfig(name string, r io.Reader, opt options) (*Config, error) {
 	if opt.lookup == nil {
 		opt.lookup = func(ctx context.Context, host string) ([]netip.Addr, error) {
 			return net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 		}
 	}
 	if opt.readKey == nil {
-		opt.readKey = cfgReadKeyFile
+		opt.readKey = readKeyFile
 	}
-	p := &cfgParser{name: name, opt: opt}
+	p := &parser{name: name, opt: opt}
 	p.iface = Interface{
-		Name:          cfgDefaultName,
-		ListenPort:    cfgDefaultPort,
+		Name:          defaultName,
+		ListenPort:    defaultPort,
 		ListenAddress: netip.IPv6Unspecified(),
 		MTU:           DefaultMTU,
 		ShardsAuto:    true,
 		FEC:           fec.Mode{Kind: fec.ModeAuto},
 	}
 
-	data, err := io.ReadAll(io.LimitReader(r, cfgMaxFileSize+1))
+	data, err := io.ReadAll(io.LimitReader(r, maxFileSize+1))
 	if err != nil {
-		return nil, errors.Join(&Error{File: name, Msg: cfgOneLine("read: " + err.Error())})
+		return nil, errors.Join(&Error{File: name, Msg: oneLine("read: " + err.Error())})
 	}
-	if len(data) > cfgMaxFileSize {
-		line := bytes.Count(data[:cfgMaxFileSize], []byte{'\n'}) + 1
+	if len(data) > maxFileSize {
+		line := bytes.Count(data[:maxFileSize], []byte{'\n'}) + 1
 		return nil, errors.Join(&Error{File: name, Line: line,
-			Msg: fmt.Sprintf("file is larger than 1 MiB (%d bytes)", cfgMaxFileSize)})
+			Msg: fmt.Sprintf("file is larger than 1 MiB (%d bytes)", maxFileSize)})
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))
 	for n := 1; len(data) > 0; n++ {
@@ -324,8 +324,8 @@ func cfgParse(name string, r io.Reader, opt cfgOptions) (*Config, error) {
 	return c, nil
 }
 
-func (p *cfgParser) errorf(line int, section, key, format string, args ...any) {
-	if len(p.errs) >= cfgMaxErrors {
+func (p *parser) errorf(line int, section, key, format string, args ...any) {
+	if len(p.errs) >= maxErrors {
 		if p.dropped == 0 {
 			p.droppedLine = line
 		}
@@ -333,16 +333,16 @@ func (p *cfgParser) errorf(line int, section, key, format string, args ...any) {
 		return
 	}
 	p.errs = append(p.errs, &Error{File: p.name, Line: line, Section: section, Key: key,
-		Msg: cfgOneLine(fmt.Sprintf(format, args...))})
+		Msg: oneLine(fmt.Sprintf(format, args...))})
 }
 
 // line handles one line of the file (terminator removed).
-func (p *cfgParser) line(n int, raw []byte) {
-	if len(raw) > cfgMaxLineLen {
-		p.errorf(n, "", "", "line is longer than %d bytes", cfgMaxLineLen)
+func (p *parser) line(n int, raw []byte) {
+	if len(raw) > maxLineLen {
+		p.errorf(n, "", "", "line is longer than %d bytes", maxLineLen)
 		return
 	}
-	s := strings.TrimSpace(cfgStripComment(string(raw)))
+	s := strings.TrimSpace(stripComment(string(raw)))
 	if s == "" {
 		return
 	}
@@ -364,25 +364,25 @@ func (p *cfgParser) line(n int, raw []byte) {
 	}
 	lk := strings.ToLower(k)
 	switch p.sec {
-	case cfgSkip:
+	case skippedSection:
 		return // the section header was already reported
-	case cfgNone:
+	case noSection:
 		where := "put it under [Interface] or [Peer]"
-		if c, ok := cfgInterfaceKeys[lk]; ok {
+		if c, ok := interfaceKeys[lk]; ok {
 			k, where = c, "it belongs under [Interface]"
-		} else if c, ok := cfgPeerKeys[lk]; ok {
+		} else if c, ok := peerKeys[lk]; ok {
 			k, where = c, "it belongs under [Peer]"
 		} else {
-			k = cfgShow(k)
+			k = show(k)
 		}
 		p.errorf(n, "", k, "key outside any section (%s)", where)
 		return
 	}
-	table, other, otherSec := cfgInterfaceKeys, cfgPeerKeys, cfgSecPeer
+	table, other, otherSec := interfaceKeys, peerKeys, secPeer
 	seen := p.ifaceSeen
-	var peer *cfgPeerState
-	if p.sec == cfgPeer {
-		table, other, otherSec = cfgPeerKeys, cfgInterfaceKeys, cfgSecInterface
+	var peer *peerState
+	if p.sec == peerSection {
+		table, other, otherSec = peerKeys, interfaceKeys, secInterface
 		peer = p.peers[len(p.peers)-1]
 		seen = peer.seen
 	}
@@ -390,15 +390,15 @@ func (p *cfgParser) line(n int, raw []byte) {
 	if !ok {
 		switch {
 		case other[lk] != "":
-			p.errorf(n, sec, cfgShow(k), "unknown key in [%s] (%s belongs in [%s])", sec, other[lk], otherSec)
-		case cfgForeignKeys[lk] != "":
-			p.errorf(n, sec, cfgShow(k), "unknown key (a WireGuard/wg-quick key that yip-router does not support)")
+			p.errorf(n, sec, show(k), "unknown key in [%s] (%s belongs in [%s])", sec, other[lk], otherSec)
+		case foreignKeys[lk] != "":
+			p.errorf(n, sec, show(k), "unknown key (a WireGuard/wg-quick key that yip-router does not support)")
 		default:
-			p.errorf(n, sec, cfgShow(k), "unknown key")
+			p.errorf(n, sec, show(k), "unknown key")
 		}
 		return
 	}
-	if first, dup := seen[key]; dup && !cfgMultiKey(key) {
+	if first, dup := seen[key]; dup && !multiKey(key) {
 		p.errorf(n, sec, key, "duplicate key (first set at line %d)", first)
 		return
 	}
@@ -412,47 +412,47 @@ func (p *cfgParser) line(n int, raw []byte) {
 	}
 }
 
-func (p *cfgParser) secName() string {
+func (p *parser) secName() string {
 	switch p.sec {
-	case cfgInterface:
-		return cfgSecInterface
-	case cfgPeer:
-		return cfgSecPeer
+	case interfaceSection:
+		return secInterface
+	case peerSection:
+		return secPeer
 	}
 	return ""
 }
 
-func (p *cfgParser) header(n int, s string) {
+func (p *parser) header(n int, s string) {
 	if !strings.HasSuffix(s, "]") {
-		p.sec = cfgSkip
-		p.errorf(n, "", "", "%s is not a section header (want [Interface] or [Peer])", cfgQuoteShort(s))
+		p.sec = skippedSection
+		p.errorf(n, "", "", "%s is not a section header (want [Interface] or [Peer])", quoteShort(s))
 		return
 	}
 	name := strings.TrimSpace(s[1 : len(s)-1])
 	switch strings.ToLower(name) {
 	case "interface":
 		if p.ifaceLine != 0 {
-			p.sec = cfgSkip
-			p.errorf(n, cfgSecInterface, "", "duplicate section (first at line %d); there must be exactly one", p.ifaceLine)
+			p.sec = skippedSection
+			p.errorf(n, secInterface, "", "duplicate section (first at line %d); there must be exactly one", p.ifaceLine)
 			return
 		}
-		p.sec, p.ifaceLine, p.ifaceSeen = cfgInterface, n, map[string]int{}
+		p.sec, p.ifaceLine, p.ifaceSeen = interfaceSection, n, map[string]int{}
 	case "peer":
-		p.sec = cfgPeer
-		p.peers = append(p.peers, &cfgPeerState{Peer: Peer{Line: n}, seen: map[string]int{}})
+		p.sec = peerSection
+		p.peers = append(p.peers, &peerState{Peer: Peer{Line: n}, seen: map[string]int{}})
 	default:
-		p.sec = cfgSkip
-		p.errorf(n, cfgShow(name), "", "unknown section (want [Interface] or [Peer])")
+		p.sec = skippedSection
+		p.errorf(n, show(name), "", "unknown section (want [Interface] or [Peer])")
 	}
 }
 
-func (p *cfgParser) interfaceKey(n int, key, v string) {
-	const sec = cfgSecInterface
+func (p *parser) interfaceKey(n int, key, v string) {
+	const sec = secInterface
 	bad := func(format string, args ...any) { p.errorf(n, sec, key, format, args...) }
 	ic := &p.iface
 	switch key {
 	case "Name":
-		if msg := cfgCheckIfName(v); msg != "" {
+		if msg := checkIfName(v); msg != "" {
 			bad("%s", msg)
 			return
 		}
@@ -478,7 +478,7 @@ func (p *cfgParser) interfaceKey(n int, key, v string) {
 			}
 			b, err := p.opt.readKey(path)
 			if err != nil {
-				bad("%q: %s", path, cfgPathErr(err))
+				bad("%q: %s", path, pathErr(err))
 				return
 			}
 			text, what = string(b), strconv.Quote(path)+": "
@@ -493,7 +493,7 @@ func (p *cfgParser) interfaceKey(n int, key, v string) {
 		}
 		ic.PrivateKey, p.privOK = k, true
 	case "ListenPort":
-		port, msg := cfgParsePort(v)
+		port, msg := parsePort(v)
 		if msg != "" {
 			bad("%s", msg)
 			return
@@ -507,8 +507,8 @@ func (p *cfgParser) interfaceKey(n int, key, v string) {
 		}
 		ic.ListenAddress = a
 	case "Address":
-		for _, item := range cfgSplitList(v) {
-			pf, msg := cfgParsePrefix(item)
+		for _, item := range splitList(v) {
+			pf, msg := parsePrefix(item)
 			if msg != "" {
 				bad("%s", msg)
 				continue
@@ -521,27 +521,27 @@ func (p *cfgParser) interfaceKey(n int, key, v string) {
 			p.addrLines = append(p.addrLines, n)
 		}
 	case "MTU":
-		m, ok := cfgParseUint(v, 1<<20)
-		if !ok {
-			bad("%q is not a number (want %d..%d)", v, cfgMinMTU, MaxMTU)
+		m, err := strconv.ParseUint(v, 10, 32)
+		if err != nil {
+			bad("%q is not a number (want %d..%d)", v, minMTU, MaxMTU)
 			return
 		}
-		if m < cfgMinMTU || m > MaxMTU {
-			bad("%d is out of range %d..%d", m, cfgMinMTU, MaxMTU)
+		if m < minMTU || m > MaxMTU {
+			bad("%d is out of range %d..%d", m, minMTU, MaxMTU)
 			return
 		}
-		ic.MTU = m
+		ic.MTU = int(m)
 	case "Shards":
 		if strings.EqualFold(v, "auto") {
 			ic.ShardsAuto, ic.Shards = true, 0
 			return
 		}
-		s, ok := cfgParseUint(v, 1<<20)
-		if !ok || s < 1 || s > cfgMaxShards {
-			bad("%q: want auto or a number of shards 1..%d", v, cfgMaxShards)
+		s, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || s < 1 || s > maxShards {
+			bad("%q: want auto or a number of shards 1..%d", v, maxShards)
 			return
 		}
-		ic.ShardsAuto, ic.Shards = false, s
+		ic.ShardsAuto, ic.Shards = false, int(s)
 	case "FEC":
 		m, err := fec.ParseMode(v)
 		if err != nil {
@@ -565,8 +565,8 @@ func (p *cfgParser) interfaceKey(n int, key, v string) {
 	}
 }
 
-func (p *cfgParser) peerKey(n int, ps *cfgPeerState, key, v string) {
-	const sec = cfgSecPeer
+func (p *parser) peerKey(n int, ps *peerState, key, v string) {
+	const sec = secPeer
 	bad := func(format string, args ...any) { p.errorf(n, sec, key, format, args...) }
 	switch key {
 	case "PublicKey":
@@ -606,19 +606,19 @@ func (p *cfgParser) peerKey(n int, ps *cfgPeerState, key, v string) {
 			bad("%q is not host:port (like 192.0.2.1:51820, [2001:db8::1]:51820 or vpn.example.com:51820)", v)
 			return
 		}
-		pt, msg := cfgParsePort(port)
+		pt, msg := parsePort(port)
 		if msg != "" {
 			bad("%q: %s", v, msg)
 			return
 		}
-		if _, err := netip.ParseAddr(host); err == nil || !cfgValidHostname(host) {
+		if _, err := netip.ParseAddr(host); err == nil || !validHostname(host) {
 			bad("%q is not host:port: %q is neither an IP address nor a host name", v, host)
 			return
 		}
 		ps.epHost, ps.epPort = host, pt
 	case "AllowedIPs":
-		for _, item := range cfgSplitList(v) {
-			pf, msg := cfgParsePrefix(item)
+		for _, item := range splitList(v) {
+			pf, msg := parsePrefix(item)
 			if msg != "" {
 				bad("%s", msg)
 				continue
@@ -631,8 +631,8 @@ func (p *cfgParser) peerKey(n int, ps *cfgPeerState, key, v string) {
 			ps.PersistentKeepalive = 0
 			return
 		}
-		s, ok := cfgParseUint(v, 65535)
-		if !ok {
+		s, err := strconv.ParseUint(v, 10, 16)
+		if err != nil {
 			bad("%q: want off or seconds 0..65535", v)
 			return
 		}
@@ -641,21 +641,21 @@ func (p *cfgParser) peerKey(n int, ps *cfgPeerState, key, v string) {
 }
 
 // finish runs the checks that need the whole file.
-func (p *cfgParser) finish() {
+func (p *parser) finish() {
 	ic := &p.iface
 	if p.ifaceLine == 0 {
-		p.errorf(1, cfgSecInterface, "", "section is missing (exactly one is required)")
+		p.errorf(1, secInterface, "", "section is missing (exactly one is required)")
 	} else {
 		_, k1 := p.ifaceSeen["PrivateKey"]
 		_, k2 := p.ifaceSeen["PrivateKeyFile"]
 		if !k1 && !k2 {
-			p.errorf(p.ifaceLine, cfgSecInterface, "PrivateKey", "missing (set PrivateKey or PrivateKeyFile)")
+			p.errorf(p.ifaceLine, secInterface, "PrivateKey", "missing (set PrivateKey or PrivateKeyFile)")
 		}
-		if l, ok := p.ifaceSeen["MTU"]; ok && ic.MTU < cfgMinIPv6MTU {
+		if l, ok := p.ifaceSeen["MTU"]; ok && ic.MTU < minIPv6MTU {
 			for i, a := range ic.Addresses {
 				if a.Addr().Is6() {
-					p.errorf(l, cfgSecInterface, "MTU", "%d is below %d, the IPv6 minimum, and Address %s (line %d) is IPv6",
-						ic.MTU, cfgMinIPv6MTU, a, p.addrLines[i])
+					p.errorf(l, secInterface, "MTU", "%d is below %d, the IPv6 minimum, and Address %s (line %d) is IPv6",
+						ic.MTU, minIPv6MTU, a, p.addrLines[i])
 					break
 				}
 			}
@@ -671,15 +671,15 @@ func (p *cfgParser) finish() {
 		l, seen := ps.seen["PublicKey"]
 		switch {
 		case !seen:
-			p.errorf(ps.Line, cfgSecPeer, "PublicKey", "missing (every [Peer] needs one)")
+			p.errorf(ps.Line, secPeer, "PublicKey", "missing (every [Peer] needs one)")
 		case ps.PublicKey.IsZero():
 			// bad value, already reported
 		case p.privOK && ps.PublicKey == own:
-			p.errorf(l, cfgSecPeer, "PublicKey", "is this interface's own public key (from %s at line %d)",
+			p.errorf(l, secPeer, "PublicKey", "is this interface's own public key (from %s at line %d)",
 				p.privKeyName(), p.privLine())
 		default:
 			if first, dup := byKey[ps.PublicKey]; dup {
-				p.errorf(l, cfgSecPeer, "PublicKey", "duplicate peer: same key as the peer at line %d (PublicKey at line %d)",
+				p.errorf(l, secPeer, "PublicKey", "duplicate peer: same key as the peer at line %d (PublicKey at line %d)",
 					p.peerAt(first), first)
 			} else {
 				byKey[ps.PublicKey] = l
@@ -690,17 +690,17 @@ func (p *cfgParser) finish() {
 	p.overlaps()
 }
 
-func (p *cfgParser) privKeyName() string {
+func (p *parser) privKeyName() string {
 	if _, ok := p.ifaceSeen["PrivateKey"]; ok {
 		return "PrivateKey"
 	}
 	return "PrivateKeyFile"
 }
 
-func (p *cfgParser) privLine() int { return p.ifaceSeen[p.privKeyName()] }
+func (p *parser) privLine() int { return p.ifaceSeen[p.privKeyName()] }
 
 // peerAt returns the header line of the peer whose PublicKey is on line l.
-func (p *cfgParser) peerAt(l int) int {
+func (p *parser) peerAt(l int) int {
 	for _, ps := range p.peers {
 		if ps.seen["PublicKey"] == l {
 			return ps.Line
@@ -711,7 +711,7 @@ func (p *cfgParser) peerAt(l int) int {
 
 // endpoint resolves a host name and checks the address family against a
 // specific ListenAddress.
-func (p *cfgParser) endpoint(ps *cfgPeerState) {
+func (p *parser) endpoint(ps *peerState) {
 	l, ok := ps.seen["Endpoint"]
 	if !ok {
 		return
@@ -726,14 +726,14 @@ func (p *cfgParser) endpoint(ps *cfgPeerState) {
 		family = "IPv6"
 	}
 	if ps.epHost != "" {
-		if len(p.errs) >= cfgMaxErrors {
+		if len(p.errs) >= maxErrors {
 			return // not worth a slow lookup: nothing more can be shown
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), cfgLookupTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), lookupTimeout)
 		addrs, err := p.opt.lookup(ctx, ps.epHost)
 		cancel()
 		if err != nil {
-			p.errorf(l, cfgSecPeer, "Endpoint", "cannot resolve %q: %v", ps.epHost, err)
+			p.errorf(l, secPeer, "Endpoint", "cannot resolve %q: %v", ps.epHost, err)
 			return
 		}
 		var pick netip.Addr
@@ -748,10 +748,10 @@ func (p *cfgParser) endpoint(ps *cfgPeerState) {
 		}
 		if !pick.IsValid() {
 			if specific {
-				p.errorf(l, cfgSecPeer, "Endpoint", "%q has no %s address to match ListenAddress %s (line %d)",
+				p.errorf(l, secPeer, "Endpoint", "%q has no %s address to match ListenAddress %s (line %d)",
 					ps.epHost, family, la, p.ifaceSeen["ListenAddress"])
 			} else {
-				p.errorf(l, cfgSecPeer, "Endpoint", "%q resolves to no IP address", ps.epHost)
+				p.errorf(l, secPeer, "Endpoint", "%q resolves to no IP address", ps.epHost)
 			}
 			return
 		}
@@ -759,7 +759,7 @@ func (p *cfgParser) endpoint(ps *cfgPeerState) {
 		return
 	}
 	if ps.Endpoint.IsValid() && !compatible(ps.Endpoint.Addr()) {
-		p.errorf(l, cfgSecPeer, "Endpoint", "%s is not %s like ListenAddress %s (line %d)",
+		p.errorf(l, secPeer, "Endpoint", "%s is not %s like ListenAddress %s (line %d)",
 			ps.Endpoint, family, la, p.ifaceSeen["ListenAddress"])
 	}
 }
@@ -768,7 +768,7 @@ func (p *cfgParser) endpoint(ps *cfgPeerState) {
 // a peer or between peers. Prefixes are either nested or disjoint, so after
 // sorting by (family, address, length) a stack of enclosing prefixes finds
 // every overlapping one in O(n log n).
-func (p *cfgParser) overlaps() {
+func (p *parser) overlaps() {
 	type entry struct {
 		pf   netip.Prefix
 		line int
@@ -813,16 +813,16 @@ func (p *cfgParser) overlaps() {
 			default:
 				rel = "is inside " + first.pf.String() + " from"
 			}
-			p.errorf(second.line, cfgSecPeer, "AllowedIPs", "%s %s line %d (%s); AllowedIPs must not overlap",
+			p.errorf(second.line, secPeer, "AllowedIPs", "%s %s line %d (%s); AllowedIPs must not overlap",
 				second.pf, rel, first.line, whose)
 		}
 		stack = append(stack, e)
 	}
 }
 
-// cfgStripComment removes a comment: '#' or ';' at the start of the line or
+// stripComment removes a comment: '#' or ';' at the start of the line or
 // after a space or tab.
-func cfgStripComment(s string) string {
+func stripComment(s string) string {
 	for i := 0; i < len(s); i++ {
 		if (s[i] == '#' || s[i] == ';') && (i == 0 || s[i-1] == ' ' || s[i-1] == '\t') {
 			return s[:i]
@@ -831,8 +831,8 @@ func cfgStripComment(s string) string {
 	return s
 }
 
-// cfgSplitList splits a comma-separated value; empty items are skipped.
-func cfgSplitList(v string) []string {
+// splitList splits a comma-separated value; empty items are skipped.
+func splitList(v string) []string {
 	var out []string
 	for item := range strings.SplitSeq(v, ",") {
 		if item = strings.TrimSpace(item); item != "" {
@@ -842,8 +842,8 @@ func cfgSplitList(v string) []string {
 	return out
 }
 
-// cfgParsePrefix parses a prefix, or a bare address as a single host.
-func cfgParsePrefix(s string) (netip.Prefix, string) {
+// parsePrefix parses a prefix, or a bare address as a single host.
+func parsePrefix(s string) (netip.Prefix, string) {
 	var pf netip.Prefix
 	var err error
 	if strings.Contains(s, "/") {
@@ -866,27 +866,22 @@ func cfgParsePrefix(s string) (netip.Prefix, string) {
 	return pf, ""
 }
 
-// cfgParseUint parses plain decimal digits (no sign, no spaces) up to max.
-func cfgParseUint(s string, max int) (int, bool) {
-	n, err := strconv.ParseUint(s, 10, 32)
-	return int(n), err == nil && n <= uint64(max)
-}
-
-func cfgParsePort(s string) (uint16, string) {
-	n, ok := cfgParseUint(s, 65535)
-	if !ok || n == 0 {
+// parsePort parses a port 1..65535: decimal digits, no sign.
+func parsePort(s string) (uint16, string) {
+	n, err := strconv.ParseUint(s, 10, 16)
+	if err != nil || n == 0 {
 		return 0, fmt.Sprintf("%q is not a port (want 1..65535)", s)
 	}
 	return uint16(n), ""
 }
 
-// cfgCheckIfName checks a Linux interface name; "" means valid.
-func cfgCheckIfName(s string) string {
+// checkIfName checks a Linux interface name; "" means valid.
+func checkIfName(s string) string {
 	switch {
 	case s == "":
 		return "value is empty"
-	case len(s) > cfgIfNameMax:
-		return fmt.Sprintf("%q is longer than %d bytes", s, cfgIfNameMax)
+	case len(s) > ifNameMax:
+		return fmt.Sprintf("%q is longer than %d bytes", s, ifNameMax)
 	case s == "." || s == "..":
 		return fmt.Sprintf("%q is not a valid interface name", s)
 	}
@@ -910,8 +905,8 @@ func cfgCheckIfName(s string) string {
 	return ""
 }
 
-// cfgValidHostname reports whether s is a syntactically valid DNS name.
-func cfgValidHostname(s string) bool {
+// validHostname reports whether s is a syntactically valid DNS name.
+func validHostname(s string) bool {
 	s = strings.TrimSuffix(s, ".")
 	if s == "" || len(s) > 253 {
 		return false
@@ -933,7 +928,7 @@ func cfgValidHostname(s string) bool {
 	return !numeric
 }
 
-func cfgReadKeyFile(path string) ([]byte, error) {
+func readKeyFile(path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -946,18 +941,18 @@ func cfgReadKeyFile(path string) ([]byte, error) {
 	if !fi.Mode().IsRegular() {
 		return nil, errors.New("not a regular file")
 	}
-	b, err := io.ReadAll(io.LimitReader(f, cfgMaxKeyFile+1))
+	b, err := io.ReadAll(io.LimitReader(f, maxKeyFile+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(b) > cfgMaxKeyFile {
-		return nil, fmt.Errorf("larger than %d bytes; want just the base64 key", cfgMaxKeyFile)
+	if len(b) > maxKeyFile {
+		return nil, fmt.Errorf("larger than %d bytes; want just the base64 key", maxKeyFile)
 	}
 	return b, nil
 }
 
-// cfgPathErr drops the path from an *fs.PathError (messages name it already).
-func cfgPathErr(err error) string {
+// pathErr drops the path from an *fs.PathError (messages name it already).
+func pathErr(err error) string {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return pe.Op + ": " + pe.Err.Error()
@@ -965,8 +960,8 @@ func cfgPathErr(err error) string {
 	return err.Error()
 }
 
-// cfgShow prints a key or section name as is when it is plain, else quoted.
-func cfgShow(s string) string {
+// show prints a key or section name as is when it is plain, else quoted.
+func show(s string) string {
 	for i := 0; i < len(s); i++ {
 		c := s[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
@@ -979,8 +974,8 @@ func cfgShow(s string) string {
 	return s
 }
 
-// cfgQuoteShort quotes a line for a message, cut short: it may hold a key.
-func cfgQuoteShort(s string) string {
+// quoteShort quotes a line for a message, cut short: it may hold a key.
+func quoteShort(s string) string {
 	const max = 32
 	if len(s) > max {
 		return strconv.Quote(s[:max]) + "..."
@@ -988,7 +983,7 @@ func cfgQuoteShort(s string) string {
 	return strconv.Quote(s)
 }
 
-// cfgOneLine keeps a message on one line whatever an error it wraps says.
-func cfgOneLine(s string) string {
+// oneLine keeps a message on one line whatever an error it wraps says.
+func oneLine(s string) string {
 	return strings.NewReplacer("\r\n", "; ", "\n", "; ", "\r", " ").Replace(s)
 }

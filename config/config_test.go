@@ -19,8 +19,8 @@ import (
 	"github.com/yip-router/yip-router/fec"
 )
 
-// cfgTestKey returns a deterministic private key and its text forms.
-func cfgTestKey(t testing.TB, seed byte) (crypto.PrivateKey, string, string) {
+// testKey returns a deterministic private key and its text forms.
+func testKey(t testing.TB, seed byte) (crypto.PrivateKey, string, string) {
 	t.Helper()
 	var b [crypto.KeyLen]byte
 	for i := range b {
@@ -33,23 +33,23 @@ func cfgTestKey(t testing.TB, seed byte) (crypto.PrivateKey, string, string) {
 	return k, k.String(), k.Public().String()
 }
 
-// cfgTestText joins lines (so that line N of the file is lines[N-1]) and
+// testText joins lines (so that line N of the file is lines[N-1]) and
 // fills in {PRIV} (our key), {OWNPUB} (its public key), {PUB1}..{PUB3} and
 // {PSK}.
-func cfgTestText(t testing.TB, lines ...string) string {
+func testText(t testing.TB, lines ...string) string {
 	t.Helper()
-	_, priv, own := cfgTestKey(t, 1)
-	_, _, p1 := cfgTestKey(t, 2)
-	_, _, p2 := cfgTestKey(t, 3)
-	_, _, p3 := cfgTestKey(t, 4)
+	_, priv, own := testKey(t, 1)
+	_, _, p1 := testKey(t, 2)
+	_, _, p2 := testKey(t, 3)
+	_, _, p3 := testKey(t, 4)
 	psk := base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))
 	return strings.NewReplacer("{PRIV}", priv, "{OWNPUB}", own, "{PUB1}", p1, "{PUB2}", p2,
 		"{PUB3}", p3, "{PSK}", psk).Replace(strings.Join(lines, "\n") + "\n")
 }
 
-// cfgFakeLookup resolves *.v4 to 192.0.2.1, *.v6 to 2001:db8::1, *.both to
+// fakeLookup resolves *.v4 to 192.0.2.1, *.v6 to 2001:db8::1, *.both to
 // both (IPv6 first) and anything else to a lookup error; no network.
-func cfgFakeLookup(_ context.Context, host string) ([]netip.Addr, error) {
+func fakeLookup(_ context.Context, host string) ([]netip.Addr, error) {
 	switch {
 	case strings.HasSuffix(host, ".v4"):
 		return []netip.Addr{netip.MustParseAddr("192.0.2.1")}, nil
@@ -61,15 +61,15 @@ func cfgFakeLookup(_ context.Context, host string) ([]netip.Addr, error) {
 	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 }
 
-func cfgTestParse(t testing.TB, text string) (*Config, error) {
+func testParse(t testing.TB, text string) (*Config, error) {
 	t.Helper()
-	return cfgParse("t.conf", strings.NewReader(text), cfgOptions{lookup: cfgFakeLookup})
+	return parseConfig("t.conf", strings.NewReader(text), options{lookup: fakeLookup})
 }
 
-// cfgCheckErrors checks that err has exactly one line per want, in order;
+// checkErrors checks that err has exactly one line per want, in order;
 // a want is "PREFIX|SUBSTRING": the line must start with PREFIX (file, line,
 // section, key) and contain SUBSTRING.
-func cfgCheckErrors(t *testing.T, err error, want []string) {
+func checkErrors(t *testing.T, err error, want []string) {
 	t.Helper()
 	if err == nil {
 		t.Fatalf("no error; want %q", want)
@@ -91,7 +91,7 @@ func cfgCheckErrors(t *testing.T, err error, want []string) {
 }
 
 func TestConfigErrors(t *testing.T) {
-	long := strings.Repeat("x", cfgMaxLineLen-len("# ")+1)
+	long := strings.Repeat("x", maxLineLen-len("# ")+1)
 	tests := []struct {
 		name  string
 		lines []string
@@ -280,17 +280,17 @@ func TestConfigErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := cfgTestParse(t, cfgTestText(t, tc.lines...))
+			c, err := testParse(t, testText(t, tc.lines...))
 			if c != nil {
 				t.Errorf("config returned with an error")
 			}
-			cfgCheckErrors(t, err, tc.want)
+			checkErrors(t, err, tc.want)
 		})
 	}
 }
 
 func TestConfigFull(t *testing.T) {
-	text := cfgTestText(t,
+	text := testText(t,
 		"\ufeff# full example, CRLF line ends",
 		"  [ interface ]  # comment after a header",
 		"name = tun%d",
@@ -322,12 +322,12 @@ func TestConfigFull(t *testing.T) {
 		"PersistentKeepalive = 0",
 	)
 	text = strings.ReplaceAll(text, "\n", "\r\n")
-	c, err := cfgTestParse(t, text)
+	c, err := testParse(t, text)
 	if err != nil {
 		t.Fatal(err)
 	}
-	priv, _, _ := cfgTestKey(t, 1)
-	k := func(seed byte) crypto.PublicKey { p, _, _ := cfgTestKey(t, seed); return p.Public() }
+	priv, _, _ := testKey(t, 1)
+	k := func(seed byte) crypto.PublicKey { p, _, _ := testKey(t, seed); return p.Public() }
 	var psk crypto.PresharedKey
 	copy(psk[:], "0123456789abcdef0123456789abcdef")
 	pfx := netip.MustParsePrefix
@@ -374,7 +374,7 @@ func TestConfigFull(t *testing.T) {
 }
 
 func TestConfigDefaults(t *testing.T) {
-	c, err := Parse("d.conf", strings.NewReader(cfgTestText(t, "[Interface]", "PrivateKey = {PRIV}")))
+	c, err := Parse("d.conf", strings.NewReader(testText(t, "[Interface]", "PrivateKey = {PRIV}")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +414,7 @@ func TestConfigEndpointResolution(t *testing.T) {
 			lines = append(lines, "ListenAddress = "+tc.listen)
 		}
 		lines = append(lines, "[Peer]", "PublicKey = {PUB1}", "Endpoint = "+tc.host+":7")
-		c, err := cfgTestParse(t, cfgTestText(t, lines...))
+		c, err := testParse(t, testText(t, lines...))
 		if err != nil {
 			t.Errorf("%s via %s: %v", tc.host, tc.listen, err)
 			continue
@@ -430,7 +430,7 @@ func TestConfigResolveLocalhost(t *testing.T) {
 	if _, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", "localhost"); err != nil {
 		t.Skip("localhost does not resolve here:", err)
 	}
-	c, err := Parse("l.conf", strings.NewReader(cfgTestText(t,
+	c, err := Parse("l.conf", strings.NewReader(testText(t,
 		"[Interface]", "PrivateKey = {PRIV}", "[Peer]", "PublicKey = {PUB1}", "Endpoint = localhost:51820")))
 	if err != nil {
 		t.Fatal(err)
@@ -441,16 +441,16 @@ func TestConfigResolveLocalhost(t *testing.T) {
 }
 
 func TestConfigTooLarge(t *testing.T) {
-	big := cfgTestText(t, "[Interface]", "PrivateKey = {PRIV}") + strings.Repeat("# padding line\n", cfgMaxFileSize/15+1)
+	big := testText(t, "[Interface]", "PrivateKey = {PRIV}") + strings.Repeat("# padding line\n", maxFileSize/15+1)
 	_, err := Parse("big.conf", strings.NewReader(big))
-	want := strconv.Itoa(strings.Count(big[:cfgMaxFileSize], "\n") + 1)
-	cfgCheckErrors(t, err, []string{"big.conf:" + want + ": |file is larger than 1 MiB"})
+	want := strconv.Itoa(strings.Count(big[:maxFileSize], "\n") + 1)
+	checkErrors(t, err, []string{"big.conf:" + want + ": |file is larger than 1 MiB"})
 
 	// Exactly at the limit is fine.
-	ok := cfgTestText(t, "[Interface]", "PrivateKey = {PRIV}")
-	ok += strings.Repeat("#\n", (cfgMaxFileSize-len(ok))/2)
-	ok += strings.Repeat("#", cfgMaxFileSize-len(ok))
-	if len(ok) != cfgMaxFileSize {
+	ok := testText(t, "[Interface]", "PrivateKey = {PRIV}")
+	ok += strings.Repeat("#\n", (maxFileSize-len(ok))/2)
+	ok += strings.Repeat("#", maxFileSize-len(ok))
+	if len(ok) != maxFileSize {
 		t.Fatal(len(ok))
 	}
 	if _, err := Parse("ok.conf", strings.NewReader(ok)); err != nil {
@@ -463,30 +463,30 @@ func TestConfigErrorCap(t *testing.T) {
 	for range 30 {
 		lines = append(lines, "Bogus = 1")
 	}
-	_, err := cfgTestParse(t, cfgTestText(t, lines...))
+	_, err := testParse(t, testText(t, lines...))
 	var want []string
-	for i := range cfgMaxErrors {
+	for i := range maxErrors {
 		want = append(want, fmt.Sprintf("t.conf:%d: [Interface] Bogus: |unknown key", i+3))
 	}
 	want = append(want, "t.conf:23: |too many errors: 10 more not shown")
-	cfgCheckErrors(t, err, want)
+	checkErrors(t, err, want)
 	if n := len(err.(interface{ Unwrap() []error }).Unwrap()); n != 21 {
 		t.Errorf("Unwrap gives %d errors", n)
 	}
 }
 
-type cfgFailReader struct{}
+type failReader struct{}
 
-func (cfgFailReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
+func (failReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }
 
 func TestConfigReadError(t *testing.T) {
-	_, err := Parse("r.conf", cfgFailReader{})
-	cfgCheckErrors(t, err, []string{"r.conf: |read: disk on fire"})
+	_, err := Parse("r.conf", failReader{})
+	checkErrors(t, err, []string{"r.conf: |read: disk on fire"})
 }
 
 func TestLoadConfig(t *testing.T) {
 	dir := t.TempDir()
-	priv, privText, _ := cfgTestKey(t, 1)
+	priv, privText, _ := testKey(t, 1)
 	if err := os.MkdirAll(filepath.Join(dir, "keys"), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -498,7 +498,7 @@ func TestLoadConfig(t *testing.T) {
 	}
 	write := func(name string, lines ...string) string {
 		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(cfgTestText(t, lines...)), 0o600); err != nil {
+		if err := os.WriteFile(p, []byte(testText(t, lines...)), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		return p
@@ -520,24 +520,24 @@ func TestLoadConfig(t *testing.T) {
 
 	p = write("own.conf", "[Interface]", "PrivateKeyFile = keys/a.key", "[Peer]", "PublicKey = {OWNPUB}")
 	_, err = Load(p)
-	cfgCheckErrors(t, err, []string{p + ":4: [Peer] PublicKey: |is this interface's own public key (from PrivateKeyFile at line 2)"})
+	checkErrors(t, err, []string{p + ":4: [Peer] PublicKey: |is this interface's own public key (from PrivateKeyFile at line 2)"})
 
 	p = write("bad.conf", "[Interface]", "PrivateKeyFile = bad.key")
 	_, err = Load(p)
-	cfgCheckErrors(t, err, []string{p + ":2: [Interface] PrivateKeyFile: |" + strconv.Quote(filepath.Join(dir, "bad.key")) + ": private key must be 44 base64 characters"})
+	checkErrors(t, err, []string{p + ":2: [Interface] PrivateKeyFile: |" + strconv.Quote(filepath.Join(dir, "bad.key")) + ": private key must be 44 base64 characters"})
 
 	p = write("missing.conf", "[Interface]", "PrivateKeyFile = nope.key")
 	_, err = Load(p)
-	cfgCheckErrors(t, err, []string{p + ":2: [Interface] PrivateKeyFile: |" + strconv.Quote(filepath.Join(dir, "nope.key")) + ": open: no such file or directory"})
+	checkErrors(t, err, []string{p + ":2: [Interface] PrivateKeyFile: |" + strconv.Quote(filepath.Join(dir, "nope.key")) + ": open: no such file or directory"})
 
 	p = write("dir.conf", "[Interface]", "PrivateKeyFile = keys")
 	_, err = Load(p)
-	cfgCheckErrors(t, err, []string{p + ":2: [Interface] PrivateKeyFile: |not a regular file"})
+	checkErrors(t, err, []string{p + ":2: [Interface] PrivateKeyFile: |not a regular file"})
 
 	_, err = Load(filepath.Join(dir, "absent.conf"))
-	cfgCheckErrors(t, err, []string{filepath.Join(dir, "absent.conf") + ": |open: no such file or directory"})
+	checkErrors(t, err, []string{filepath.Join(dir, "absent.conf") + ": |open: no such file or directory"})
 	_, err = Load(dir)
-	cfgCheckErrors(t, err, []string{dir + ": |is a directory"})
+	checkErrors(t, err, []string{dir + ": |is a directory"})
 }
 
 // TestConfigExamples: the shipped examples parse and are a matching pair.
