@@ -68,7 +68,7 @@ func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte("[Peer]\nPublicKey = x\n[Bogus]\nMTU\n= 1\n"))
 	opt := options{lookup: fakeLookup, readKey: fakeReadKey}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := parseConfig("fuzz.conf", strings.NewReader(string(data)), opt)
+		c, _, err := build("fuzz.conf", data, opt)
 		if err != nil {
 			if c != nil {
 				t.Fatal("config and error both returned")
@@ -90,7 +90,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		checkValid(t, c)
 		text := formatConfig(c)
-		c2, err := parseConfig("again.conf", strings.NewReader(text), opt)
+		c2, _, err := build("again.conf", []byte(text), opt)
 		if err != nil {
 			t.Fatalf("formatted config does not parse: %v\n%s", err, text)
 		}

@@ -63,7 +63,8 @@ func fakeLookup(_ context.Context, host string) ([]netip.Addr, error) {
 
 func testParse(t testing.TB, text string) (*Config, error) {
 	t.Helper()
-	return parseConfig("t.conf", strings.NewReader(text), options{lookup: fakeLookup})
+	c, _, err := read("t.conf", strings.NewReader(text), options{lookup: fakeLookup})
+	return c, err
 }
 
 // checkErrors checks that err has exactly one line per want, in order;
