@@ -1,3 +1,5 @@
+// Fuzzing of the whole parser, with a test-only writer of configs.
+
 package config
 
 import (
@@ -51,24 +53,18 @@ func formatConfig(c *Config) string {
 	return b.String()
 }
 
-// fakeReadKey stands in for PrivateKeyFile reads while fuzzing, so that
-// fuzzed paths never touch the file system.
-func fakeReadKey(path string) ([]byte, error) {
-	if strings.Contains(path, "good") {
-		return []byte("AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=\n"), nil
-	}
-	return nil, errors.New("no such file")
-}
-
+// FuzzParseConfig runs every step on arbitrary text, with testOptions in
+// place of the file system and the network, and checks that an accepted
+// config keeps its promises and survives being written back and parsed
+// again.
 func FuzzParseConfig(f *testing.F) {
 	f.Add([]byte(testText(f, "[Interface]", "PrivateKey = {PRIV}", "Address = 10.0.0.1/24, fd00::1/64",
 		"[Peer]", "PublicKey = {PUB1}", "Endpoint = gw.both:51820", "AllowedIPs = 10.0.0.2/32, fd00::2/128",
 		"[Peer]", "PublicKey = {PUB2}", "Endpoint = [2001:db8::2]:1", "AllowedIPs = 10.0.1.0/24", "PersistentKeepalive = off")))
 	f.Add([]byte("[Interface]\nPrivateKeyFile = good.key\nMTU=1300\nShards=3\nFEC=4:2\n"))
 	f.Add([]byte("[Peer]\nPublicKey = x\n[Bogus]\nMTU\n= 1\n"))
-	opt := options{lookup: fakeLookup, readKey: fakeReadKey}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, _, err := build("fuzz.conf", data, opt)
+		c, _, err := build("fuzz.conf", data, testOptions)
 		if err != nil {
 			if c != nil {
 				t.Fatal("config and error both returned")
@@ -90,7 +86,7 @@ func FuzzParseConfig(f *testing.F) {
 		}
 		checkValid(t, c)
 		text := formatConfig(c)
-		c2, _, err := build("again.conf", []byte(text), opt)
+		c2, _, err := build("again.conf", []byte(text), testOptions)
 		if err != nil {
 			t.Fatalf("formatted config does not parse: %v\n%s", err, text)
 		}
