@@ -11,7 +11,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 
 	"github.com/yip-router/yip-router/crypto"
 )
@@ -38,7 +37,7 @@ func (p *parser) readKey(dir string, read keyReader) {
 	p.keys.files = append(p.keys.files, path)
 	k, err := crypto.ParsePrivateKey(string(b))
 	if err != nil {
-		bad("%s: %v", strconv.Quote(path), err)
+		bad("%q: %v", path, err)
 		return
 	}
 	p.iface.PrivateKey, p.privOK = k, true
