@@ -1,3 +1,5 @@
+// Fuzzing of the whole parser, with a test-only writer of configs.
+
 package config
 
 import (
@@ -12,10 +14,10 @@ import (
 	"github.com/yip-router/yip-router/crypto"
 )
 
-// cfgFormat writes c back as a config file (test only): parsing it again
+// formatConfig writes c back as a config file (test only): parsing it again
 // must give the same config, which checks that every accepted value is
 // stored in a form that means what the text said.
-func cfgFormat(c *Config) string {
+func formatConfig(c *Config) string {
 	var b strings.Builder
 	ic := c.Interface
 	fmt.Fprintf(&b, "[Interface]\nName = %s\nPrivateKey = %s\nListenAddress = %s\n",
@@ -51,24 +53,18 @@ func cfgFormat(c *Config) string {
 	return b.String()
 }
 
-// cfgFakeReadKey stands in for PrivateKeyFile reads while fuzzing, so that
-// fuzzed paths never touch the file system.
-func cfgFakeReadKey(path string) ([]byte, error) {
-	if strings.Contains(path, "good") {
-		return []byte("AQIDBAUGBwgJCgsMDQ4PEBESExQVFhcYGRobHB0eHyA=\n"), nil
-	}
-	return nil, errors.New("no such file")
-}
-
+// FuzzParseConfig runs every step on arbitrary text, with testOptions in
+// place of the file system and the network, and checks that an accepted
+// config keeps its promises and survives being written back and parsed
+// again.
 func FuzzParseConfig(f *testing.F) {
-	f.Add([]byte(cfgTestText(f, "[Interface]", "PrivateKey = {PRIV}", "Address = 10.0.0.1/24, fd00::1/64",
+	f.Add([]byte(testText(f, "[Interface]", "PrivateKey = {PRIV}", "Address = 10.0.0.1/24, fd00::1/64",
 		"[Peer]", "PublicKey = {PUB1}", "Endpoint = gw.both:51820", "AllowedIPs = 10.0.0.2/32, fd00::2/128",
 		"[Peer]", "PublicKey = {PUB2}", "Endpoint = [2001:db8::2]:1", "AllowedIPs = 10.0.1.0/24", "PersistentKeepalive = off")))
 	f.Add([]byte("[Interface]\nPrivateKeyFile = good.key\nMTU=1300\nShards=3\nFEC=4:2\n"))
 	f.Add([]byte("[Peer]\nPublicKey = x\n[Bogus]\nMTU\n= 1\n"))
-	opt := cfgOptions{lookup: cfgFakeLookup, readKey: cfgFakeReadKey}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		c, err := cfgParse("fuzz.conf", strings.NewReader(string(data)), opt)
+		c, _, err := build("fuzz.conf", data, testOptions)
 		if err != nil {
 			if c != nil {
 				t.Fatal("config and error both returned")
@@ -78,7 +74,7 @@ func FuzzParseConfig(f *testing.F) {
 				t.Fatalf("%T is not a *Error", err)
 			}
 			lines := strings.Split(err.Error(), "\n")
-			if len(lines) > cfgMaxErrors+1 {
+			if len(lines) > maxErrors+1 {
 				t.Fatalf("%d error lines", len(lines))
 			}
 			for _, l := range lines {
@@ -88,9 +84,9 @@ func FuzzParseConfig(f *testing.F) {
 			}
 			return
 		}
-		cfgCheckValid(t, c)
-		text := cfgFormat(c)
-		c2, err := cfgParse("again.conf", strings.NewReader(text), opt)
+		checkValid(t, c)
+		text := formatConfig(c)
+		c2, _, err := build("again.conf", []byte(text), testOptions)
 		if err != nil {
 			t.Fatalf("formatted config does not parse: %v\n%s", err, text)
 		}
@@ -104,25 +100,25 @@ func FuzzParseConfig(f *testing.F) {
 	})
 }
 
-// cfgCheckValid checks the promises an accepted config makes.
-func cfgCheckValid(t *testing.T, c *Config) {
+// checkValid checks the promises an accepted config makes.
+func checkValid(t *testing.T, c *Config) {
 	t.Helper()
 	ic := c.Interface
-	if msg := cfgCheckIfName(ic.Name); msg != "" {
+	if msg := checkIfName(ic.Name); msg != "" {
 		t.Fatalf("accepted name: %s", msg)
 	}
 	if ic.PrivateKey.IsZero() || !ic.ListenAddress.IsValid() {
 		t.Fatalf("accepted interface %+v", ic)
 	}
-	if ic.MTU < cfgMinMTU || ic.MTU > MaxMTU {
+	if ic.MTU < minMTU || ic.MTU > MaxMTU {
 		t.Fatalf("accepted MTU %d", ic.MTU)
 	}
 	for _, a := range ic.Addresses {
-		if a.Addr().Is6() && ic.MTU < cfgMinIPv6MTU {
+		if a.Addr().Is6() && ic.MTU < minIPv6MTU {
 			t.Fatalf("accepted MTU %d with %s", ic.MTU, a)
 		}
 	}
-	if ic.ShardsAuto != (ic.Shards == 0) || ic.Shards < 0 || ic.Shards > cfgMaxShards {
+	if ic.ShardsAuto != (ic.Shards == 0) || ic.Shards < 0 || ic.Shards > maxShards {
 		t.Fatalf("accepted shards %v %d", ic.ShardsAuto, ic.Shards)
 	}
 	own := ic.PrivateKey.Public()

@@ -1,0 +1,195 @@
+// The checks that need the whole file: checkText, the last part of the
+// parse step, and finish, the last step, which checks the peers' public
+// keys once the private key is known and returns the Config or the errors.
+
+package config
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/yip-router/yip-router/crypto"
+)
+
+// checkText runs the checks that need the whole text but no I/O.
+func (p *parser) checkText() {
+	ic := &p.iface
+	if p.ifaceLine == 0 {
+		p.errorf(1, secInterface, "", "section is missing (exactly one is required)")
+	} else {
+		_, k1 := p.ifaceSeen["PrivateKey"]
+		_, k2 := p.ifaceSeen["PrivateKeyFile"]
+		if !k1 && !k2 {
+			p.errorf(p.ifaceLine, secInterface, "PrivateKey", "missing (set PrivateKey or PrivateKeyFile)")
+		}
+		if l, ok := p.ifaceSeen["MTU"]; ok && ic.MTU < minIPv6MTU {
+			for i, a := range ic.Addresses {
+				if a.Addr().Is6() {
+					p.errorf(l, secInterface, "MTU", "%d is below %d, the IPv6 minimum, and Address %s (line %d) is IPv6",
+						ic.MTU, minIPv6MTU, a, p.addrLines[i])
+					break
+				}
+			}
+		}
+	}
+	family := p.listenFamily()
+	for _, ps := range p.peers {
+		if _, ok := ps.seen["PublicKey"]; !ok {
+			p.errorf(ps.Line, secPeer, "PublicKey", "missing (every [Peer] needs one)")
+		}
+		// An Endpoint host name is checked by the resolve step.
+		if ep := ps.Endpoint; ep.IsValid() && !fitsFamily(ep.Addr(), family) {
+			p.errorf(ps.seen["Endpoint"], secPeer, "Endpoint", "%s is not %s like ListenAddress %s (line %d)",
+				ep, family, p.iface.ListenAddress.Unmap(), p.ifaceSeen["ListenAddress"])
+		}
+	}
+	p.overlaps()
+}
+
+// listenFamily is the one address family the underlay sockets carry,
+// "IPv4" or "IPv6", or "" for both. Bound to :: the sockets carry both
+// families; to anything else (0.0.0.0 included) one.
+func (p *parser) listenFamily() string {
+	la := p.iface.ListenAddress.Unmap()
+	switch {
+	case la == netip.IPv6Unspecified():
+		return ""
+	case la.Is4():
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+// fitsFamily reports whether a is of family ("" fits any address).
+func fitsFamily(a netip.Addr, family string) bool {
+	return family == "" || a.Is4() == (family == "IPv4")
+}
+
+// finish checks the peers' public keys against this interface's own and one
+// another's, then returns the config, or every problem found, sorted by
+// line.
+func (p *parser) finish() (*Config, error) {
+	p.checkPeerKeys()
+	if len(p.errs) > 0 {
+		slices.SortStableFunc(p.errs, func(a, b *Error) int { return a.Line - b.Line })
+		if p.dropped > 0 {
+			p.errs = append(p.errs, &Error{File: p.name, Line: p.droppedLine,
+				Msg: fmt.Sprintf("too many errors: %d more not shown", p.dropped)})
+		}
+		errs := make([]error, len(p.errs))
+		for i, e := range p.errs {
+			errs[i] = e
+		}
+		return nil, errors.Join(errs...)
+	}
+	c := &Config{Interface: p.iface}
+	for _, ps := range p.peers {
+		c.Peers = append(c.Peers, ps.Peer)
+	}
+	return c, nil
+}
+
+// checkPeerKeys reports a peer with this interface's own public key and
+// peers that share one. It needs the private key, which a PrivateKeyFile
+// gives only in the readKey step.
+func (p *parser) checkPeerKeys() {
+	var own crypto.PublicKey
+	if p.privOK {
+		own = p.iface.PrivateKey.Public()
+	}
+	byKey := map[crypto.PublicKey]int{}
+	for _, ps := range p.peers {
+		l, seen := ps.seen["PublicKey"]
+		switch {
+		case !seen, ps.PublicKey.IsZero():
+			// missing or a bad value: already reported
+		case p.privOK && ps.PublicKey == own:
+			p.errorf(l, secPeer, "PublicKey", "is this interface's own public key (from %s at line %d)",
+				p.privKeyName(), p.privLine())
+		default:
+			if first, dup := byKey[ps.PublicKey]; dup {
+				p.errorf(l, secPeer, "PublicKey", "duplicate peer: same key as the peer at line %d (PublicKey at line %d)",
+					p.peerAt(first), first)
+			} else {
+				byKey[ps.PublicKey] = l
+			}
+		}
+	}
+}
+
+func (p *parser) privKeyName() string {
+	if _, ok := p.ifaceSeen["PrivateKey"]; ok {
+		return "PrivateKey"
+	}
+	return "PrivateKeyFile"
+}
+
+func (p *parser) privLine() int { return p.ifaceSeen[p.privKeyName()] }
+
+// peerAt returns the header line of the peer whose PublicKey is on line l.
+func (p *parser) peerAt(l int) int {
+	for _, ps := range p.peers {
+		if ps.seen["PublicKey"] == l {
+			return ps.Line
+		}
+	}
+	return 0
+}
+
+// overlaps reports AllowedIPs prefixes that equal or contain another, within
+// a peer or between peers. Prefixes are either nested or disjoint, so after
+// sorting by (family, address, length) a stack of enclosing prefixes finds
+// every overlapping one in O(n log n).
+func (p *parser) overlaps() {
+	type entry struct {
+		pf   netip.Prefix
+		line int
+		peer int // header line
+		seq  int // position in the file, to order entries on the same line
+	}
+	var all []entry
+	for _, ps := range p.peers {
+		for i, pf := range ps.AllowedIPs {
+			all = append(all, entry{pf, ps.allowedLines[i], ps.Line, len(all)})
+		}
+	}
+	slices.SortFunc(all, func(a, b entry) int {
+		if c := a.pf.Addr().Compare(b.pf.Addr()); c != 0 {
+			return c // orders IPv4 before IPv6
+		}
+		if c := a.pf.Bits() - b.pf.Bits(); c != 0 {
+			return c
+		}
+		return a.seq - b.seq
+	})
+	var stack []entry
+	for _, e := range all {
+		for len(stack) > 0 && !stack[len(stack)-1].pf.Contains(e.pf.Addr()) {
+			stack = stack[:len(stack)-1]
+		}
+		if len(stack) > 0 {
+			first, second := stack[len(stack)-1], e // first contains second
+			if first.seq > second.seq {
+				first, second = second, first
+			}
+			whose := fmt.Sprintf("peer at line %d", first.peer)
+			if first.peer == second.peer {
+				whose = "same peer"
+			}
+			var rel string
+			switch {
+			case first.pf == second.pf:
+				rel = "is also listed at"
+			case second.pf.Bits() < first.pf.Bits():
+				rel = "contains " + first.pf.String() + " from"
+			default:
+				rel = "is inside " + first.pf.String() + " from"
+			}
+			p.errorf(second.line, secPeer, "AllowedIPs", "%s %s line %d (%s); AllowedIPs must not overlap",
+				second.pf, rel, first.line, whose)
+		}
+		stack = append(stack, e)
+	}
+}

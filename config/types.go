@@ -1,0 +1,132 @@
+// The values a config file turns into (Config, Interface, Peer), the Error
+// that names a problem's file:line [Section] Key, and the format's limits.
+
+package config
+
+import (
+	"net/netip"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
+)
+
+// DefaultMTU is the inner (TUN) MTU when the config sets none: a 1500-byte
+// underlay minus the IPv6 (40) and UDP (8) headers, minus the largest
+// per-datagram overhead, 42 bytes for a parity datagram: 16 bytes of framing
+// (crypto.FrameOverhead), 2 bytes of FEC length prefix and 24 bytes of AEAD
+// counter and tag (crypto.SymbolOverhead). See docs/CONFIG.md.
+const DefaultMTU = 1410
+
+// MaxMTU is the largest inner MTU: a sealed packet (MTU + 24) must fit the
+// largest FEC data symbol.
+const MaxMTU = fec.MaxSymbolLen - crypto.SymbolOverhead // 1576
+
+const (
+	maxFileSize   = 1 << 20 // bytes
+	maxLineLen    = 4096    // bytes, without the line terminator
+	maxErrors     = 20
+	maxKeyFile    = 4096 // bytes read from a PrivateKeyFile
+	minMTU        = 576
+	minIPv6MTU    = 1280
+	maxShards     = 64
+	defaultName   = "yip0"
+	defaultPort   = 0 // no well-known port: a DPI box maps 51820 to WireGuard
+	lookupTimeout = 5 * time.Second
+	ifNameMax     = 15 // IFNAMSIZ - 1
+)
+
+// Section names as messages spell them.
+const (
+	secInterface = "Interface"
+	secPeer      = "Peer"
+)
+
+// Config is a parsed config file.
+type Config struct {
+	Path      string // file it was read from ("" for readers)
+	Interface Interface
+	Peers     []Peer
+	// SecretFiles are the files that hold a key: the PrivateKeyFile, and
+	// the config file itself when it holds a PrivateKey or PresharedKey.
+	SecretFiles []string
+}
+
+// Interface is the [Interface] section.
+type Interface struct {
+	Name          string            // TUN interface name; default "yip0"; may contain one %d
+	PrivateKey    crypto.PrivateKey // from PrivateKey or PrivateKeyFile
+	ListenPort    uint16            // 0 (default): a free port the kernel picks at each start
+	ListenAddress netip.Addr        // underlay address to bind; default :: (both families)
+	Addresses     []netip.Prefix    // key Address; with host bits, e.g. 10.1.0.1/24
+	MTU           int               // default DefaultMTU; 576..MaxMTU, >= 1280 with an IPv6 Address
+	ShardsAuto    bool              // Shards = auto (the default)
+	Shards        int               // Shards = N, 1..64 (0 when ShardsAuto)
+	FEC           fec.Mode          // default auto
+	MetricsListen string            // optional host:port (a valid netip.AddrPort)
+	// DisableOffload turns offloads off by hand (key DisableOffload, a
+	// comma-separated list); all are on by default where the kernel
+	// has them.
+	DisableOffload OffloadSet
+}
+
+// Peer is one [Peer] section.
+type Peer struct {
+	Line                int                 // line of its [Peer] header, for messages
+	PublicKey           crypto.PublicKey    // required
+	PresharedKey        crypto.PresharedKey // zero = none
+	Endpoint            netip.AddrPort      // zero = none (responder only)
+	EndpointText        string              // as written
+	AllowedIPs          []netip.Prefix      // masked; no overlaps within or between peers
+	PersistentKeepalive time.Duration       // 0 = off
+}
+
+// PeerByKey returns the peer with public key k, or nil.
+func (c *Config) PeerByKey(k crypto.PublicKey) *Peer {
+	for i := range c.Peers {
+		if c.Peers[i].PublicKey == k {
+			return &c.Peers[i]
+		}
+	}
+	return nil
+}
+
+// Error is one problem in a config file. Load and Parse
+// return all problems found (up to 20) joined with errors.Join, so the
+// error's text has one line per problem; errors.As finds the first
+// *Error and the Unwrap() []error method gives them all.
+type Error struct {
+	File    string
+	Line    int    // 1-based; 0 when not about a line (e.g. the file cannot be opened)
+	Section string // "Interface", "Peer", an unknown section as written, or ""
+	Key     string // canonical key name, an unknown key as written, or ""
+	Msg     string
+}
+
+// Error formats as FILE:LINE: [Section] Key: message, leaving out the
+// parts that are empty.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		b.WriteByte(':')
+		b.WriteString(strconv.Itoa(e.Line))
+	}
+	b.WriteString(": ")
+	if e.Section != "" {
+		b.WriteString("[" + e.Section + "]")
+	}
+	if e.Key != "" {
+		if e.Section != "" {
+			b.WriteByte(' ')
+		}
+		b.WriteString(e.Key)
+	}
+	if e.Section != "" || e.Key != "" {
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
