@@ -3,8 +3,6 @@ package control
 import (
 	"net/netip"
 	"testing"
-
-	"github.com/yip-router/yip-router/config"
 )
 
 // A lane moved by an authenticated datagram: the endpoint for handshakes
@@ -64,15 +62,8 @@ func TestPeerMovedEndpoint(t *testing.T) {
 // every other shard learns the new owner, and the placement survives a
 // rekey. Initiators' lanes and stale reports do not move.
 func TestLaneMisplacedMovesAndSticks(t *testing.T) {
-	clock := &fakeClock{t: epoch}
-	ini := newMemCore(t, "198.51.100.7:40000", 3, clock)
-	resp := newMemCore(t, "192.0.2.1:51820", 3, clock)
-	if err := ini.SetPeers([]config.Peer{{PublicKey: resp.local.PublicKey(), Endpoint: resp.addr}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := resp.SetPeers([]config.Peer{{PublicKey: ini.local.PublicKey()}}); err != nil {
-		t.Fatal(err)
-	}
+	ini, resp := memPairShards(t, "198.51.100.7:40000", 3, 3)
+	clock := ini.clock
 	// steer delivers ini's initiations where the responder's steering
 	// would: lane k's socket to shard k.
 	steer := func() {

@@ -214,12 +214,18 @@ func (m *memCore) deliver(sends []sent, from netip.AddrPort, conn int) {
 }
 
 // memPair is an initiator (ini, with the responder's endpoint configured)
-// and a responder (resp) on one clock.
+// and a responder (resp) on one clock, one shard each.
 func memPair(t testing.TB, iniAddr string) (ini, resp *memCore) {
 	t.Helper()
+	return memPairShards(t, iniAddr, 1, 1)
+}
+
+// memPairShards is memPair with iniShards and respShards shards.
+func memPairShards(t testing.TB, iniAddr string, iniShards, respShards int) (ini, resp *memCore) {
+	t.Helper()
 	clock := &fakeClock{t: epoch}
-	ini = newMemCore(t, iniAddr, 1, clock)
-	resp = newMemCore(t, "192.0.2.1:51820", 1, clock)
+	ini = newMemCore(t, iniAddr, iniShards, clock)
+	resp = newMemCore(t, "192.0.2.1:51820", respShards, clock)
 	if err := ini.SetPeers([]config.Peer{{PublicKey: resp.local.PublicKey(), Endpoint: resp.addr,
 		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.2/32")}}}); err != nil {
 		t.Fatal(err)

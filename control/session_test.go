@@ -331,15 +331,7 @@ func TestKeepaliveStartsSessionsTrafficOrNot(t *testing.T) {
 // initiation on the shard it arrived on, and every shard learns every
 // lane's owner.
 func TestInstallPlacesLanes(t *testing.T) {
-	clock := &fakeClock{t: epoch}
-	ini := newMemCore(t, "198.51.100.7:40000", 4, clock)
-	resp := newMemCore(t, "192.0.2.1:51820", 3, clock)
-	if err := ini.SetPeers([]config.Peer{{PublicKey: resp.local.PublicKey(), Endpoint: resp.addr}}); err != nil {
-		t.Fatal(err)
-	}
-	if err := resp.SetPeers([]config.Peer{{PublicKey: ini.local.PublicKey()}}); err != nil {
-		t.Fatal(err)
-	}
+	ini, resp := memPairShards(t, "198.51.100.7:40000", 4, 3)
 	var from int
 	for {
 		ini.kick(t)
