@@ -1,191 +1,21 @@
 package shard
 
+// Tests of one packet's path through a pair of shards: egress, the wire and
+// ingress, with loss and FEC recovery, hand-over between shards, packets
+// waiting for a session, zero allocation, and what the counters say.
+
 import (
 	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"net/netip"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
-	"github.com/yip-router/yip-router/ring"
 	"github.com/yip-router/yip-router/shard/udp"
 )
-
-// side is one router's data plane in memory: shards, a mesh and a table,
-// with the syscalls replaced by slices.
-type side struct {
-	shards []*Shard
-	mesh   *Mesh
-	table  atomic.Pointer[Table]
-	sent   [][]wireDgram // per shard: datagrams "sent"
-	tun    [][][]byte    // per shard: packets "written to TUN"
-}
-
-type wireDgram struct {
-	to   netip.AddrPort
-	data []byte
-}
-
-func newSide(t testing.TB, n int, routes []Route) *side {
-	t.Helper()
-	return newSidePool(t, n, routes, 1024)
-}
-
-// newSidePool is newSide with pool buffers per shard.
-func newSidePool(t testing.TB, n int, routes []Route, pool int) *side {
-	t.Helper()
-	m, err := NewMesh(n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(m.Close)
-	sd := &side{mesh: m, sent: make([][]wireDgram, n), tun: make([][][]byte, n)}
-	sd.table.Store(NewTable(routes))
-	for i := range n {
-		s, err := New(Config{ID: i, CPU: -1, Conns: []*udp.Conn{nil}, Mesh: m, Table: &sd.table, Pool: pool})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.sendHook = func(c int, b *udp.Batch, k int) {
-			for j := range k {
-				sd.sent[i] = append(sd.sent[i], wireDgram{b.Addrs[j], bytes.Clone(b.Bufs[j][:b.Sizes[j]])})
-			}
-		}
-		s.tunOut = func(p []byte) error {
-			sd.tun[i] = append(sd.tun[i], bytes.Clone(p))
-			return nil
-		}
-		s.now = time.Now()
-		sd.shards = append(sd.shards, s)
-	}
-	return sd
-}
-
-var (
-	addrA = netip.MustParseAddrPort("192.0.2.1:40000")
-	addrB = netip.MustParseAddrPort("192.0.2.2:51820")
-)
-
-// connect installs a session of min(len(a), len(b)) lanes between two
-// sides, as the router will after a handshake. Peer ids: a knows b as 2, b
-// knows a as 1.
-func connect(t testing.TB, a, b *side, fc fec.EncoderConfig) {
-	t.Helper()
-	connectHold(t, a, b, fc, false)
-}
-
-// connectHold is connect with fresh keys; holdB makes b's lanes hold their
-// old keys for sending until a datagram arrives under the new (rekey
-// responder).
-func connectHold(t testing.TB, a, b *side, fc fec.EncoderConfig, holdB bool) {
-	t.Helper()
-	var k1, k2 [32]byte
-	rand.Read(k1[:])
-	rand.Read(k2[:])
-	ka, kb := crypto.NewSessionKeys(k1, k2, true), crypto.NewSessionKeys(k1, k2, false)
-	lanes := min(len(a.shards), len(b.shards))
-	for i := range lanes {
-		la := netip.AddrPortFrom(addrA.Addr(), addrA.Port()+uint16(i))
-		for _, x := range []struct {
-			sd     *side
-			keys   crypto.SessionKeys
-			peer   PeerID
-			remote netip.AddrPort
-		}{{a, ka, 2, addrB}, {b, kb, 1, la}} {
-			if err := x.sd.shards[i].InstallLane(LaneConfig{
-				Peer: x.peer, Index: i, Lanes: lanes, Remote: x.remote, Conn: 0,
-				Send: x.keys.SendLane(i), Recv: x.keys.RecvLane(i), FEC: fc,
-				HoldTx: holdB && x.sd == b,
-			}); err != nil {
-				t.Fatal(err)
-			}
-			for j, s := range x.sd.shards {
-				if j != i {
-					recv := x.keys.RecvLane(i)
-					s.SetLaneOwner(x.peer, lanes, i, i, x.remote, &recv)
-				}
-			}
-		}
-	}
-}
-
-// ipPacket makes an inner packet from src to dst with n bytes in all.
-func ipPacket(src, dst string, n int, seq int) []byte {
-	s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
-	if s.Is4() {
-		p := make([]byte, max(n, 20))
-		p[0], p[9] = 0x45, 17
-		binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
-		copy(p[12:], s.AsSlice())
-		copy(p[16:], d.AsSlice())
-		if len(p) > 24 {
-			binary.BigEndian.PutUint32(p[20:], uint32(seq))
-		}
-		return p
-	}
-	p := make([]byte, max(n, 40))
-	p[0], p[6] = 0x60, 17
-	binary.BigEndian.PutUint16(p[4:], uint16(len(p)-40))
-	copy(p[8:], s.AsSlice())
-	copy(p[24:], d.AsSlice())
-	if len(p) > 44 {
-		binary.BigEndian.PutUint32(p[40:], uint32(seq))
-	}
-	return p
-}
-
-// inject puts a TUN packet into shard s's egress path.
-func inject(t testing.TB, s *Shard, pkt []byte) {
-	t.Helper()
-	p := s.pool.Get()
-	if p == nil {
-		t.Fatal("pool empty")
-	}
-	p.N = copy(p.Buf[headroom:], pkt)
-	s.count(TunIn)
-	s.egress(p)
-}
-
-// deliverAll feeds every datagram a sent to b's shard that owns it (by
-// lane index = source port offset, as the steering program would), and
-// returns how many it fed. drop decides which to lose on the "wire".
-func deliverAll(t testing.TB, a, b *side, drop func(i int) bool) int {
-	t.Helper()
-	fed := 0
-	for i := range a.shards {
-		a.shards[i].flushAll()
-	}
-	k := 0
-	for i, ds := range a.sent {
-		for _, d := range ds {
-			k++
-			if drop != nil && drop(k) {
-				continue
-			}
-			// Which b shard: a's shard i owns lane i; b's lane i is on b's
-			// shard i. Source address: a's lane address for lane i.
-			s := b.shards[i%len(b.shards)]
-			p := s.pool.Get()
-			p.N = copy(p.Buf, d.data)
-			p.Addr = netip.AddrPortFrom(addrA.Addr(), addrA.Port()+uint16(i))
-			if d.to.Addr() == addrA.Addr() {
-				p.Addr = addrB
-			}
-			s.ingress(0, p.Buf[:p.N], p.Addr)
-			s.pool.Put(p)
-			fed++
-		}
-		a.sent[i] = nil
-	}
-	return fed
-}
-
-var routesA = []Route{{netip.MustParsePrefix("10.2.0.0/16"), 2}, {netip.MustParsePrefix("fd00:2::/64"), 2}}
-var routesB = []Route{{netip.MustParsePrefix("10.1.0.0/16"), 1}, {netip.MustParsePrefix("fd00:1::/64"), 1}}
 
 func TestPipelineRoundTrip(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
@@ -355,41 +185,6 @@ func TestPipelineZeroAlloc(t *testing.T) {
 	}
 }
 
-var _ = ring.Packet{}
-
-// relay keeps what shard from sends in buffers allocated once and feeds it
-// to another shard's ingress, as from A's address: the wire of the
-// zero-allocation tests, which must allocate nothing itself.
-type relay struct {
-	store [][]byte
-	n     int
-}
-
-func newRelay(from *Shard, capacity int) *relay {
-	r := &relay{store: make([][]byte, capacity)}
-	for i := range r.store {
-		r.store[i] = make([]byte, BufSize)
-	}
-	from.sendHook = func(_ int, bt *udp.Batch, k int) {
-		for j := range k {
-			r.store[r.n] = r.store[r.n][:copy(r.store[r.n][:BufSize], bt.Bufs[j][:bt.Sizes[j]])]
-			r.n++
-		}
-	}
-	return r
-}
-
-// deliver runs to's ingress on everything sent since the last deliver.
-func (r *relay) deliver(to *Shard) {
-	for _, d := range r.store[:r.n] {
-		p := to.pool.Get()
-		p.N, p.Addr = copy(p.Buf, d), addrA
-		to.ingress(0, p.Buf[:p.N], p.Addr)
-		to.pool.Put(p)
-	}
-	r.n = 0
-}
-
 // Packets for a peer without lanes wait (bounded) and go out once the
 // lanes exist; the router is asked once for a handshake.
 func TestPipelineWaitsForSession(t *testing.T) {
@@ -428,48 +223,6 @@ func TestPipelineWaitsForSession(t *testing.T) {
 	}
 }
 
-// A rekey loses nothing: packets sealed under the old keys still open after
-// the new keys are installed, and the responder keeps sending under the old
-// keys until the initiator has shown it holds the new ones.
-func TestPipelineRekey(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
-	sa, sb := a.shards[0], b.shards[0]
-	for i := range 6 {
-		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i)) // old keys, in flight
-	}
-	sa.flushAll()
-	inFlight := a.sent[0]
-	a.sent[0] = nil
-	connectHold(t, a, b, fec.EncoderConfig{K: 4, R: 1}, true) // rekey
-	// B answers with the old keys: A must still open them.
-	inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", 80, 100))
-	deliverAll(t, b, a, nil)
-	if len(a.tun[0]) != 1 {
-		t.Fatalf("A got %d packets from B before B confirmed the new keys", len(a.tun[0]))
-	}
-	// The old in-flight packets arrive late, then new-key packets.
-	a.sent[0] = inFlight
-	for i := 6; i < 10; i++ {
-		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
-	}
-	deliverAll(t, a, b, nil)
-	if len(b.tun[0]) != 10 {
-		t.Fatalf("B delivered %d of 10 across the rekey", len(b.tun[0]))
-	}
-	// B now sends with the new keys; A's current keys open them.
-	inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", 80, 101))
-	sb.flushAll()
-	d := b.sent[0][0].data
-	if _, _, err := sa.lanes[addrB].rxf.Deframe(append([]byte(nil), d...)); err != nil {
-		t.Fatalf("B still sends under the old keys after confirmation: %v", err)
-	}
-	deliverAll(t, b, a, nil)
-	if len(a.tun[0]) != 2 {
-		t.Fatalf("A got %d of 2", len(a.tun[0]))
-	}
-}
-
 // A shard told about another shard's lane before its own lane's install
 // arrives must not hand its waiting packets to itself (there is no ring from
 // a shard to itself): they keep waiting for the install.
@@ -483,44 +236,6 @@ func TestPipelineOwnInstallArrivesLast(t *testing.T) {
 	deliverAll(t, a, b, nil)
 	if len(b.tun[1]) != 1 {
 		t.Fatalf("the waiting packet was not sent once its lane arrived (%d delivered)", len(b.tun[1]))
-	}
-}
-
-// Two rekeys answered in a row with HoldTx, the first response lost: the
-// initiator still has the first keys, so the responder must keep them as
-// prev (not the never-used middle keys) and keep sending under them.
-func TestPipelineDoubleHoldKeepsConfirmedKeys(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
-	sb := b.shards[0]
-	first := sb.lanes[addrA].cfg
-	for i := range 2 {
-		cfg := first
-		ks := crypto.NewSessionKeys([32]byte{byte(i + 1)}, [32]byte{byte(i + 50)}, false)
-		cfg.Send, cfg.Recv = ks.SendLane(0), ks.RecvLane(0)
-		cfg.HoldTx = true
-		if err := sb.InstallLane(cfg); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// A, still on the first keys, sends; B must open it.
-	inject(t, a.shards[0], ipPacket("10.1.0.5", "10.2.0.9", 80, 7))
-	deliverAll(t, a, b, nil)
-	if len(b.tun[0]) != 1 {
-		t.Fatalf("B dropped a packet under the keys the initiator still holds")
-	}
-	// B answers under the first keys too, which A opens; the partial FEC
-	// group it opened under those keys still gets its parity on time.
-	inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", 80, 8))
-	sb.now = sb.now.Add(fec.DefaultFlushTimeout + time.Millisecond)
-	sb.tick()
-	sb.publish()
-	if sn := sb.Snapshot(); sn.Get(ParityOut) != 1 {
-		t.Fatalf("parity of the partial group under the previous keys: %d sent, want 1", sn.Get(ParityOut))
-	}
-	deliverAll(t, b, a, nil)
-	if len(a.tun[0]) != 1 {
-		t.Fatalf("A could not open B's reply: B sent under keys A never got")
 	}
 }
 
@@ -591,82 +306,4 @@ func TestSendRefusalsCounted(t *testing.T) {
 		t.Fatalf("udp_out %d bytes_out %d drop_send %d; the kernel took %d datagrams (%d bytes) of 10",
 			sn.Get(UDPOut), sn.Get(BytesOut), sn.Get(DropSend), got, gotBytes)
 	}
-}
-
-// The FEC counters a shard publishes (fec_recovered, drop_duplicate,
-// drop_fec_window) come from its lanes' decoders, which a rekey replaces
-// and a removal drops. Published counters must never decrease (Prometheus
-// counters), nor count anything twice: across two rekeys, the end of the
-// previous keys, a change of lane count and the removal of the peer they
-// stay exactly what the decoders counted.
-func TestDecoderCountersSurviveLaneReplacement(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-	sa, sb := a.shards[0], b.shards[0]
-	fc := fec.EncoderConfig{K: 4, R: 1}
-	var last Snapshot
-	check := func(what string, rec, dup, win uint64) {
-		t.Helper()
-		sb.publish()
-		sn := sb.Snapshot()
-		for _, c := range Counters() {
-			if !c.IsGauge() && sn.Get(c) < last.Get(c) {
-				t.Errorf("%s: %s went down from %d to %d", what, c, last.Get(c), sn.Get(c))
-			}
-		}
-		if sn.Get(FECRecovered) != rec || sn.Get(DropDuplicate) != dup || sn.Get(DropFECWindow) != win {
-			t.Errorf("%s: fec_recovered %d drop_duplicate %d drop_fec_window %d, want %d %d %d", what,
-				sn.Get(FECRecovered), sn.Get(DropDuplicate), sn.Get(DropFECWindow), rec, dup, win)
-		}
-		last = sn
-	}
-	feed := func(d wireDgram) {
-		p := sb.pool.Get()
-		p.N, p.Addr = copy(p.Buf, d.data), addrA
-		sb.ingress(0, p.Buf[:p.N], p.Addr)
-		sb.pool.Put(p)
-	}
-	// traffic sends 40 packets A → B losing one datagram of each group of
-	// 5: the decoder recovers 10. The first datagram is fed once more at
-	// once (a duplicate) and, with dupLate, again after 60 more groups (late:
-	// behind the 32-group window).
-	traffic := func(dupLate bool) {
-		t.Helper()
-		for i := range 40 {
-			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
-		}
-		sa.flushAll()
-		first := a.sent[0][0]
-		deliverAll(t, a, b, func(k int) bool { return k%5 == 2 })
-		feed(first)
-		if dupLate {
-			for i := range 240 {
-				inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
-			}
-			deliverAll(t, a, b, nil)
-			feed(first)
-		}
-	}
-	connect(t, a, b, fc)
-	traffic(true)
-	check("first keys", 10, 1, 1)
-	connectHold(t, a, b, fc, true) // rekey: the first keys become prev
-	check("after a rekey", 10, 1, 1)
-	traffic(false) // under the second keys, which B now confirms
-	check("traffic on the second keys", 20, 2, 1)
-	connectHold(t, a, b, fc, true) // the first keys go, the second become prev
-	check("after a second rekey", 20, 2, 1)
-	traffic(false)
-	sb.now = sb.now.Add(prevKeep + time.Second)
-	sb.tick() // the second keys go
-	check("after the previous keys expired", 30, 3, 1)
-	// The peer comes back with two lanes: its one-lane entry goes.
-	ln := sb.lanes[addrA]
-	cfg := ln.cfg
-	cfg.Lanes = 2
-	if err := sb.InstallLane(cfg); err != nil {
-		t.Fatal(err)
-	}
-	check("after the lane count changed", 30, 3, 1)
-	sb.RemovePeer(1)
-	check("after the peer was removed", 30, 3, 1)
 }
