@@ -131,6 +131,10 @@ type peer struct {
 	initiator   bool
 	lastHS      time.Time
 	nHS         uint64
+	// rtt is the last handshake's round trip as its initiator, from
+	// initiation to response (0: we answered it); the lanes' FEC aims
+	// for less residual loss on longer paths.
+	rtt time.Duration
 	// endpointLane is the lane whose remote is the endpoint (the
 	// responder's: the initiator's lane whose socket sent the
 	// initiation; the initiator's: any, 0), so its move moves the

@@ -145,6 +145,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) 
 	// sides are about to agree on.
 	c.clearInit(p)
 	p.attempts = 0
+	p.rtt = 0 // our lanes measure it (shard.LaneConfig.RTT)
 	c.setEndpoint(p, from)
 	// The initiation came from the initiator's socket of lane From: that
 	// lane is at the source as seen (a NAT may have rewritten the port)
@@ -204,6 +205,7 @@ func (c *Core) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool
 	if p.init != in {
 		return true // replaced or abandoned while we read it
 	}
+	p.rtt = now.Sub(p.initAt)
 	c.clearInit(p)
 	p.attempts = 0
 	c.setEndpoint(p, from)

@@ -259,7 +259,11 @@ func (m *memCore) locked(f func()) {
 // kick has traffic wait for m's only peer and runs m's timers at the time
 // its next handshake attempt is due (moving the clock there), or now.
 func (m *memCore) kick(t testing.TB) {
-	p := m.peerOf(t)
+	m.kickPeer(m.peerOf(t))
+}
+
+// kickPeer is kick for peer p.
+func (m *memCore) kickPeer(p *peer) {
 	m.NoSession(0, p.id)
 	var next time.Time
 	m.locked(func() { next = p.nextTry })

@@ -72,7 +72,7 @@ func TestSetPeersReload(t *testing.T) {
 
 	// A removed peer loses its lanes, routes, pending handshake and its
 	// address's place among the known ones.
-	ini.kick(t)
+	ini.kickPeer(rp)
 	if ini.npending.Load() == 0 {
 		t.Fatal("no initiation pending")
 	}

@@ -55,7 +55,7 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 		lc := shard.LaneConfig{
 			Peer: p.id, Index: i, Lanes: lanes, Remote: remote, Conn: conn,
 			Send: sess.Keys.SendLane(i), Recv: recv,
-			FEC: encCfg, Mode: mode, HoldTx: !initiator,
+			FEC: encCfg, Mode: mode, HoldTx: !initiator, RTT: p.rtt,
 			Keepalive: p.cfg.PersistentKeepalive,
 		}
 		if i < len(offered) && offered[i] != remote.Port() {

@@ -392,3 +392,19 @@ func TestSetFECAppliesToNewLanes(t *testing.T) {
 		t.Fatalf("lane FEC %+v mode %+v", lc.FEC, lc.Mode)
 	}
 }
+
+// The initiator's lanes learn the handshake's round trip (initiation to
+// response); the responder's measure their own (shard.LaneConfig.RTT).
+func TestInitiatorLanesGetHandshakeRTT(t *testing.T) {
+	ini, resp := memPair(t, "198.51.100.7:40000")
+	ini.kick(t)
+	resp.deliver(ini.take(), ini.addr, ConnGroup)
+	ini.clock.Advance(40 * time.Millisecond)
+	ini.deliver(resp.take(), resp.addr, ConnLane)
+	if got := ini.plane.lanes[laneAt{ini.peerOf(t).id, 0}].RTT; got != 40*time.Millisecond {
+		t.Fatalf("initiator's lane RTT %s, want 40ms", got)
+	}
+	if got := resp.plane.lanes[laneAt{resp.peerOf(t).id, 0}].RTT; got != 0 {
+		t.Fatalf("responder's lane RTT %s, want 0 (it measures its own)", got)
+	}
+}

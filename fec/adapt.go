@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ModeKind is the shape of the `fec =` setting.
@@ -13,7 +15,7 @@ type ModeKind uint8
 
 const (
 	ModeOff   ModeKind = iota // no parity; symbols are still numbered
-	ModeAuto                  // fixed K, R adapted to reported loss
+	ModeAuto                  // K:R adapted to reported loss and the path's RTT
 	ModeFixed                 // fixed K:R
 )
 
@@ -63,15 +65,26 @@ func (m Mode) String() string {
 
 // AdaptConfig tunes ModeAuto. Zero fields take the defaults.
 type AdaptConfig struct {
-	// K is the group size in auto mode (default 16). Larger K buys the
-	// same protection for less overhead but delays recovery and flushes
-	// more often at low rates; 16 meets the 5%-loss target at 25%.
-	K int
-	// MinR and MaxR are the floor and ceiling for R (default 1 and 8). The
-	// floor stays ≥1 so loss remains measurable on a clean path.
+	// Ks are the group sizes the rule chooses from (default 16 and 32).
+	// For the same parity share a larger K survives more loss (32:8
+	// beats 16:4), at the price of waiting longer for a group to fill
+	// before a loss is recovered; the rule takes the cheapest K:R that
+	// meets its target and, at equal cost, the smaller K.
+	Ks []int
+	// MinR and MaxR are the floor and ceiling for R (default 1 and 16).
+	// The floor stays ≥1 so loss remains measurable on a clean path.
 	MinR, MaxR int
-	// Target is the post-FEC inner loss the rule aims for (default 0.001).
+	// MaxOverhead caps R/K, the parity share the rule may spend
+	// (default 0.5).
+	MaxOverhead float64
+	// Target is the post-FEC inner loss the rule aims for while it knows
+	// no round-trip time, and the loosest it ever aims for (default
+	// 0.001). With a round-trip time (SetRTT) it aims for the lower
+	// TCPResidual(rtt).
 	Target float64
+	// MinTarget is the strictest target (default 1e-7): below it parity
+	// buys nothing a TCP flow could use.
+	MinTarget float64
 	// MinExpected: reports smaller than this are merged with the next one
 	// instead of acted on, so an idle lane's 1-of-3 blip does not max R
 	// (default 200 symbols).
@@ -79,34 +92,41 @@ type AdaptConfig struct {
 }
 
 // DefaultAdaptConfig is what a zero AdaptConfig means.
-var DefaultAdaptConfig = AdaptConfig{K: 16, MinR: 1, MaxR: 8, Target: 0.001, MinExpected: 200}
+var DefaultAdaptConfig = AdaptConfig{Ks: []int{16, 32}, MinR: 1, MaxR: 16, MaxOverhead: 0.5,
+	Target: 0.001, MinTarget: 1e-7, MinExpected: 200}
 
 var errAdaptConfig = errors.New("fec: adapt config out of range")
 
 // Adapter picks K:R for a lane's encoder from its peer's loss reports.
 //
 // Rule (ModeAuto): keep p, an exponentially weighted average (weight ½) of
-// the reported wire loss, and choose the smallest R in [MinR, MaxR] whose
-// predicted post-FEC loss ResidualLoss(K, R, max(p, latest)) is ≤ Target.
-// Taking the max with the latest report raises R on the first bad report;
-// lowering R goes one step per report and only when the lower R would still
-// predict ≤ Target/2, so R does not flap on noise. If no R reaches Target,
-// MaxR is used. ModeFixed and ModeOff ignore reports.
+// the reported wire loss, and choose, among the group sizes Ks and R in
+// [MinR, min(MaxR, K·MaxOverhead)], the K:R with the smallest parity share
+// R/K whose predicted post-FEC loss ResidualLoss(K, R, max(p, latest)) is
+// ≤ the target (ties: the smaller K). Taking the max with the latest
+// report raises protection on the first bad report; a cheaper K:R is taken
+// only when it would still predict ≤ target/2, so the ratio does not flap
+// on noise. If nothing reaches the target, the K:R with the lowest
+// predicted loss is used. The target is Target until SetRTT gives the
+// path's round-trip time, then TCPResidual of it, within [MinTarget,
+// Target]. ModeFixed and ModeOff ignore reports.
 type Adapter struct {
 	mode    Mode
 	cfg     AdaptConfig
 	k, r    int
 	p       float64
 	primed  bool
+	target  float64
+	rtt     time.Duration
 	pending LossReport
 }
 
-// NewAdapter returns an adapter starting at the mode's ratio (for auto, K:MinR
-// plus one step of margin until the first report).
+// NewAdapter returns an adapter starting at the mode's ratio (for auto, the
+// smallest K with MinR plus one step of margin until the first report).
 func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 	def := DefaultAdaptConfig
-	if cfg.K == 0 {
-		cfg.K = def.K
+	if len(cfg.Ks) == 0 {
+		cfg.Ks = def.Ks
 	}
 	if cfg.MinR == 0 {
 		cfg.MinR = def.MinR
@@ -114,33 +134,91 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 	if cfg.MaxR == 0 {
 		cfg.MaxR = max(def.MaxR, cfg.MinR)
 	}
+	if cfg.MaxOverhead == 0 {
+		cfg.MaxOverhead = def.MaxOverhead
+	}
 	if cfg.Target == 0 {
 		cfg.Target = def.Target
+	}
+	if cfg.MinTarget == 0 {
+		cfg.MinTarget = min(def.MinTarget, cfg.Target)
 	}
 	if cfg.MinExpected == 0 {
 		cfg.MinExpected = def.MinExpected
 	}
-	if !validRatio(cfg.K, cfg.MaxR) || cfg.MinR < 1 || cfg.MinR > cfg.MaxR ||
-		!(cfg.Target > 0 && cfg.Target < 1) {
+	if cfg.MinR < 1 || cfg.MinR > cfg.MaxR || cfg.MaxR > MaxR || !(cfg.MaxOverhead > 0) ||
+		!(cfg.Target > 0 && cfg.Target < 1) || !(cfg.MinTarget > 0 && cfg.MinTarget <= cfg.Target) {
 		return nil, errAdaptConfig
 	}
-	a := &Adapter{mode: m, cfg: cfg}
+	for _, k := range cfg.Ks {
+		if !validRatio(k, cfg.MinR) || float64(cfg.MinR) > float64(k)*cfg.MaxOverhead {
+			return nil, errAdaptConfig
+		}
+	}
+	a := &Adapter{mode: m, cfg: cfg, target: cfg.Target}
 	switch m.Kind {
 	case ModeOff:
-		a.k, a.r = cfg.K, 0
+		a.k, a.r = slices.Min(cfg.Ks), 0
 	case ModeFixed:
 		if !validRatio(m.K, m.R) {
 			return nil, ErrRatio
 		}
 		a.k, a.r = m.K, m.R
 	default:
-		a.k, a.r = cfg.K, min(cfg.MinR+1, cfg.MaxR)
+		a.k = slices.Min(cfg.Ks)
+		a.r = min(cfg.MinR+1, a.maxR(a.k))
 	}
 	return a, nil
 }
 
 // Ratio is the K:R the encoder should use for its next group.
 func (a *Adapter) Ratio() (k, r int) { return a.k, a.r }
+
+// SetRTT tells the rule the path's round-trip time (zero: unknown), which
+// sets how little residual loss the inner flows need.
+func (a *Adapter) SetRTT(rtt time.Duration) {
+	a.rtt = rtt
+	a.target = a.cfg.Target
+	if rtt > 0 {
+		a.target = min(a.cfg.Target, max(a.cfg.MinTarget, TCPResidual(rtt)))
+	}
+}
+
+// Target is the residual loss the rule currently aims for.
+func (a *Adapter) Target() float64 { return a.target }
+
+// maxR is the most parity the rule spends on a group of k.
+func (a *Adapter) maxR(k int) int {
+	return max(a.cfg.MinR, min(a.cfg.MaxR, int(float64(k)*a.cfg.MaxOverhead)))
+}
+
+// best is the cheapest K:R predicting ≤ target at wire loss p (ties: the
+// smaller K), or, if none does, the one predicting the least loss.
+func (a *Adapter) best(p, target float64) (k, r int, ok bool) {
+	bestRes := math.Inf(1)
+	for _, kk := range a.cfg.Ks {
+		for rr := a.cfg.MinR; rr <= a.maxR(kk); rr++ {
+			res := ResidualLoss(kk, rr, p)
+			if res <= target {
+				if !ok || cheaper(kk, rr, k, r) {
+					k, r, ok = kk, rr, true
+				}
+				break
+			}
+			if !ok && res < bestRes {
+				bestRes, k, r = res, kk, rr
+			}
+		}
+	}
+	return k, r, ok
+}
+
+// cheaper reports whether k1:r1 spends a smaller parity share than k2:r2,
+// or the same share in smaller groups.
+func cheaper(k1, r1, k2, r2 int) bool {
+	a, b := r1*k2, r2*k1 // r1/k1 vs r2/k2
+	return a < b || a == b && k1 < k2
+}
 
 // Observe feeds one peer report and returns the (possibly new) ratio.
 func (a *Adapter) Observe(rep LossReport) (k, r int) {
@@ -159,20 +237,42 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		a.p, a.primed = latest, true
 	}
 	p := math.Max(a.p, latest)
-	want := a.cfg.MaxR
-	for r := a.cfg.MinR; r <= a.cfg.MaxR; r++ {
-		if ResidualLoss(a.k, r, p) <= a.cfg.Target {
-			want = r
-			break
+	wk, wr, _ := a.best(p, a.target)
+	switch {
+	case cheaper(a.k, a.r, wk, wr):
+		// Not enough protection: more at once.
+		a.k, a.r = wk, wr
+	case cheaper(wk, wr, a.k, a.r):
+		// Cheaper would do: only with margin.
+		if dk, dr, ok := a.best(p, a.target/2); ok && cheaper(dk, dr, a.k, a.r) {
+			a.k, a.r = dk, dr
 		}
 	}
-	switch {
-	case want > a.r:
-		a.r = want
-	case want < a.r && ResidualLoss(a.k, a.r-1, p) <= a.cfg.Target/2:
-		a.r--
-	}
 	return a.k, a.r
+}
+
+// Path assumptions of TCPResidual: one inner flow of full-size segments
+// (MSS 1360 bytes, what a 1410-byte inner MTU carries over IPv6) should
+// still reach tcpGoal bits per second.
+const (
+	tcpMSSBits = 1360 * 8
+	tcpGoal    = 1e9
+)
+
+// TCPResidual is the inner loss rate at which one loss-based TCP flow over
+// a path of round-trip time rtt can still reach 1 Gbit/s: the larger of the
+// rates CUBIC's response function (RFC 9438: C = 0.4, β = 0.7, average
+// window 1.054·(RTT/p)^¾ segments) and the Reno-friendly one (Mathis:
+// 1.22/√p segments per RTT) allow. On a LAN that is ~1e-4; at 50 ms,
+// ~7e-7: a long path needs far less residual loss than a short one.
+func TCPResidual(rtt time.Duration) float64 {
+	t := rtt.Seconds()
+	if t <= 0 {
+		return 1
+	}
+	cubic := math.Pow(1.054*tcpMSSBits*math.Pow(t, -0.25)/tcpGoal, 4.0/3)
+	reno := math.Pow(1.22*tcpMSSBits/(t*tcpGoal), 2)
+	return math.Max(cubic, reno)
 }
 
 // ResidualLoss predicts the fraction of inner packets still lost after FEC

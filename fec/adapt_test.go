@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseMode(t *testing.T) {
@@ -57,6 +58,22 @@ func TestResidualLoss(t *testing.T) {
 	}
 }
 
+// cheapestMeeting is the brute-force answer to what the rule must choose:
+// the smallest parity share (then the smaller K) meeting target at loss p.
+func cheapestMeeting(p, target float64) (k, r int, ok bool) {
+	for _, kk := range []int{16, 32} {
+		for rr := 1; rr <= kk/2; rr++ {
+			if ResidualLoss(kk, rr, p) <= target {
+				if !ok || rr*k < r*kk || rr*k == r*kk && kk < k {
+					k, r, ok = kk, rr, true
+				}
+				break
+			}
+		}
+	}
+	return k, r, ok
+}
+
 func TestAdapterRule(t *testing.T) {
 	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
 	if err != nil {
@@ -65,27 +82,49 @@ func TestAdapterRule(t *testing.T) {
 	rep := func(loss float64) LossReport {
 		return LossReport{Expected: 10000, Received: uint32(10000 * (1 - loss))}
 	}
-	if _, r := a.Observe(rep(0)); r != 1 {
-		t.Fatalf("clean path: R=%d, want floor 1", r)
+	if k, r := a.Ratio(); k != 16 || r != 2 {
+		t.Fatalf("start %d:%d, want the smaller K with one step of margin", k, r)
 	}
-	if _, r := a.Observe(rep(0.05)); r < 4 {
-		t.Fatalf("5%% loss at K=16: R=%d, want ≥4", r)
+	if k, r := a.Observe(rep(0)); k != 32 || r != 1 {
+		t.Fatalf("clean path: %d:%d, want the cheapest 32:1", k, r)
 	}
-	if _, r := a.Observe(rep(0.5)); r != 8 {
-		t.Fatalf("50%% loss: R=%d, want ceiling 8", r)
+	k, r := a.Observe(rep(0.05))
+	wk, wr, _ := cheapestMeeting(0.05, a.Target())
+	if k != wk || r != wr || ResidualLoss(k, r, 0.05) > a.Target() {
+		t.Fatalf("5%% loss: %d:%d, want the cheapest meeting %g: %d:%d", k, r, a.Target(), wk, wr)
 	}
-	// Loss gone: R steps down one per report, reaching the floor.
-	prev := 8
+	if k, r := a.Observe(rep(0.5)); 2*r != k {
+		t.Fatalf("50%% loss: %d:%d, want the parity ceiling (half of K)", k, r)
+	}
+	// Loss gone: the parity share only falls, down to the floor.
+	prevK, prevR := 32, 16
 	for range 20 {
-		_, r := a.Observe(rep(0))
-		if r < prev-1 {
-			t.Fatalf("R dropped from %d to %d in one report", prev, r)
+		k, r := a.Observe(rep(0))
+		if r*prevK > prevR*k {
+			t.Fatalf("parity share rose from %d:%d to %d:%d on a clean report", prevK, prevR, k, r)
 		}
-		prev = r
+		prevK, prevR = k, r
 	}
-	if prev != 1 {
-		t.Fatalf("R=%d after a long clean stretch, want 1", prev)
+	if prevK != 32 || prevR != 1 {
+		t.Fatalf("%d:%d after a long clean stretch, want 32:1", prevK, prevR)
 	}
+	// A long path: the target falls to what TCP needs there, and the
+	// ratio chosen at 1% loss meets it.
+	a.SetRTT(50 * time.Millisecond)
+	if tg := a.Target(); tg > 1e-6 || tg < 1e-7 {
+		t.Fatalf("target at 50 ms: %g, want ~7e-7", tg)
+	}
+	for range 3 {
+		k, r = a.Observe(rep(0.01))
+	}
+	if ResidualLoss(k, r, 0.01) > a.Target() || 2*r > k {
+		t.Fatalf("1%% at 50 ms: %d:%d predicts %g, target %g", k, r, ResidualLoss(k, r, 0.01), a.Target())
+	}
+	a.SetRTT(0)
+	if a.Target() != DefaultAdaptConfig.Target {
+		t.Fatalf("unknown RTT: target %g", a.Target())
+	}
+	a = mustAdapter(t)
 	// Tiny reports are merged, not acted on.
 	if _, r := a.Observe(LossReport{Expected: 3, Received: 1}); r != 1 {
 		t.Fatalf("3-symbol report moved R to %d", r)
@@ -100,6 +139,44 @@ func TestAdapterRule(t *testing.T) {
 	}
 	if _, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{MinR: 3, MaxR: 2}); err == nil {
 		t.Fatal("floor above ceiling accepted")
+	}
+	if _, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{Ks: []int{2}, MinR: 2}); err == nil {
+		t.Fatal("a floor above the parity ceiling accepted")
+	}
+}
+
+func mustAdapter(t *testing.T) *Adapter {
+	t.Helper()
+	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Observe(LossReport{Expected: 10000, Received: 10000})
+	return a
+}
+
+// TCPResidual: what one flow tolerates falls with the round-trip time
+// (CUBIC's ¾ power at long RTTs, Reno's square at short ones).
+func TestTCPResidual(t *testing.T) {
+	for _, c := range []struct {
+		rtt    time.Duration
+		lo, hi float64
+	}{
+		{time.Millisecond, 1.5e-4, 2e-4},     // Reno-friendly region
+		{50 * time.Millisecond, 6e-7, 8e-7},  // CUBIC region
+		{200 * time.Millisecond, 4e-7, 5e-7}, // CUBIC: ∝ RTT^(-1/3)
+	} {
+		if got := TCPResidual(c.rtt); got < c.lo || got > c.hi {
+			t.Errorf("TCPResidual(%s) = %g, want %g..%g", c.rtt, got, c.lo, c.hi)
+		}
+	}
+	prev := 1.0
+	for rtt := 100 * time.Microsecond; rtt < time.Second; rtt *= 2 {
+		got := TCPResidual(rtt)
+		if got > prev {
+			t.Fatalf("TCPResidual rose from %g to %g at %s", prev, got, rtt)
+		}
+		prev = got
 	}
 }
 

@@ -192,3 +192,47 @@ func TestLossSimulationTable(t *testing.T) {
 	}
 	t.Log("\n" + sb.String())
 }
+
+// TestAdaptiveChoiceTable prints what auto mode settles on for steady wire
+// loss, without and with a known round-trip time (docs/BENCHMARKS.md,
+// "Adaptive rule"):
+//
+//	go test -count=1 -run TestAdaptiveChoiceTable -v ./fec/ -args -fec.sim
+func TestAdaptiveChoiceTable(t *testing.T) {
+	if !*simTable {
+		t.Skip("run with -fec.sim to print the table")
+	}
+	rtts := []time.Duration{0, time.Millisecond, 10 * time.Millisecond, 50 * time.Millisecond, 200 * time.Millisecond}
+	var sb strings.Builder
+	sb.WriteString("| wire loss |")
+	for _, rtt := range rtts {
+		if rtt == 0 {
+			sb.WriteString(" RTT unknown |")
+		} else {
+			fmt.Fprintf(&sb, " RTT %s |", rtt)
+		}
+	}
+	sb.WriteString("\n|---|")
+	sb.WriteString(strings.Repeat("---|", len(rtts)))
+	sb.WriteString("\n| target |")
+	for _, rtt := range rtts {
+		a, _ := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+		a.SetRTT(rtt)
+		fmt.Fprintf(&sb, " %.1g |", a.Target())
+	}
+	sb.WriteString("\n")
+	for _, p := range []float64{0, 0.001, 0.01, 0.02, 0.05, 0.10, 0.20} {
+		fmt.Fprintf(&sb, "| %g%% |", 100*p)
+		for _, rtt := range rtts {
+			a, _ := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+			a.SetRTT(rtt)
+			var k, r int
+			for range 10 {
+				k, r = a.Observe(LossReport{Expected: 100000, Received: uint32(100000 * (1 - p))})
+			}
+			fmt.Fprintf(&sb, " %d:%d (%.0f%%) → %.0e |", k, r, 100*float64(r)/float64(k), ResidualLoss(k, r, p))
+		}
+		sb.WriteString("\n")
+	}
+	t.Log("\n" + sb.String())
+}

@@ -30,9 +30,15 @@ type LaneConfig struct {
 	// arrives under the new ones: the responder of a rekey does this, so
 	// the initiator never sees new-key data before it has the new keys.
 	HoldTx bool
-	// Mode, when auto, lets the peer's loss reports set R (fec.Adapter);
-	// FEC above is then only the starting ratio.
+	// Mode, when auto, lets the peer's loss reports set K:R (fec.Adapter);
+	// FEC above is then only the starting ratio of a new peer's lane: a
+	// rekey's lane keeps the adapter, and so the ratio, it learned.
 	Mode fec.Mode
+	// RTT is the path's round-trip time as the handshake measured it (the
+	// initiator's, from initiation to response; 0: unknown). A responder's
+	// lane measures it itself, from install to the first datagram under
+	// its keys. The adapter aims for less residual loss on longer paths.
+	RTT time.Duration
 	// Keepalive is the peer's PersistentKeepalive (0: off): a keepalive
 	// goes out after about this long without sending (control.go).
 	Keepalive time.Duration
@@ -138,6 +144,7 @@ func newLane(cfg LaneConfig) (*lane, error) {
 		if ad, err = fec.NewAdapter(cfg.Mode, fec.AdaptConfig{}); err != nil {
 			return nil, err
 		}
+		ad.SetRTT(cfg.RTT)
 	}
 	return &lane{
 		adapt:  ad,
@@ -200,6 +207,16 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		}
 		ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = top.txPackets, top.txBytes, top.rxPackets, top.rxBytes
 		ln.moves = top.moves
+		if top.adapt != nil && ln.adapt != nil && top.cfg.Mode == cfg.Mode {
+			// Same path, same loss: a rekey keeps what the loss reports
+			// taught the adapter instead of starting over every two
+			// minutes (a lossy path would lose packets after each).
+			ln.adapt = top.adapt
+			if cfg.RTT > 0 {
+				ln.adapt.SetRTT(cfg.RTT)
+			}
+			_ = ln.enc.SetRatio(ln.adapt.Ratio())
+		}
 		if !old.confirmed && old.prev != nil {
 			// The peer never used old's keys (e.g. our response to its
 			// rekey was lost and it retried): the keys it still has are

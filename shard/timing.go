@@ -2,8 +2,8 @@ package shard
 
 import "time"
 
-// The shard's timing constants, in one place. The router's timers (rekey,
-// handshake retries, liveness) are in router/; the FEC encoder's flush of a
+// The shard's timing constants, in one place. The control plane's timers
+// (rekey, handshake retries, session expiry) are in control/timing.go; the FEC encoder's flush of a
 // partial group (fec.DefaultFlushTimeout, 5 ms) and the decoder's group
 // lifetime (fec.DefaultGroupTTL, 250 ms) are the fec package's defaults.
 const (
@@ -28,6 +28,11 @@ const (
 	// and retries handshakes on its own timers, so once a second is enough
 	// to start one and bounds the calls into the router from a busy shard.
 	noSessionAsk = time.Second
+
+	// rttSampleMax: a responder's lane that waited longer than this for
+	// the initiator's first datagram measured a lost one, not the path;
+	// its adapter keeps the round-trip time it had.
+	rttSampleMax = 2 * time.Second
 
 	// prevKeep is how long a lane keeps its previous keys after a rekey,
 	// counted from the install and only once the new keys are confirmed:

@@ -1,0 +1,76 @@
+package shard
+
+// The FEC adapter's life on a lane: a rekey keeps what it learned, and it
+// learns the path's round-trip time from the handshake (initiator) or from
+// the wait for the first datagram under new keys (responder).
+
+import (
+	"crypto/rand"
+	"testing"
+	"time"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
+)
+
+// installAuto gives a and b one lane of fresh keys in FEC auto mode, b
+// holding its old keys (a rekey's responder) when it has some; a's lane
+// knows the handshake's round trip rtt.
+func installAuto(t *testing.T, a, b *side, rtt time.Duration) {
+	t.Helper()
+	var k1, k2 [32]byte
+	rand.Read(k1[:])
+	rand.Read(k2[:])
+	ka, kb := crypto.NewSessionKeys(k1, k2, true), crypto.NewSessionKeys(k1, k2, false)
+	auto := fec.Mode{Kind: fec.ModeAuto}
+	if err := a.shards[0].InstallLane(LaneConfig{Peer: 2, Index: 0, Lanes: 1, Remote: addrB,
+		Send: ka.SendLane(0), Recv: ka.RecvLane(0), FEC: fec.EncoderConfig{K: 16, R: 2}, Mode: auto, RTT: rtt}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.shards[0].InstallLane(LaneConfig{Peer: 1, Index: 0, Lanes: 1, Remote: addrA,
+		Send: kb.SendLane(0), Recv: kb.RecvLane(0), FEC: fec.EncoderConfig{K: 16, R: 2}, Mode: auto, HoldTx: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAdapterRTTAndRekey(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sa, sb := a.shards[0], b.shards[0]
+	installAuto(t, a, b, 50*time.Millisecond)
+	la, lb := sa.lanes[addrB], sb.lanes[addrA]
+	if got, want := la.adapt.Target(), fec.TCPResidual(50*time.Millisecond); got != want {
+		t.Fatalf("initiator's target %g, want TCPResidual(50 ms) = %g", got, want)
+	}
+	if got := lb.adapt.Target(); got != fec.DefaultAdaptConfig.Target {
+		t.Fatalf("responder's target before any datagram %g", got)
+	}
+	// The initiator's first datagram arrives 30 ms after the install.
+	sb.now = sb.now.Add(30 * time.Millisecond)
+	inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 80, 1))
+	deliverAll(t, a, b, nil)
+	if len(b.tun[0]) != 1 {
+		t.Fatal("datagram not delivered")
+	}
+	if got, want := lb.adapt.Target(), fec.TCPResidual(30*time.Millisecond); got != want {
+		t.Fatalf("responder's target %g after a 30 ms wait, want %g", got, want)
+	}
+
+	// 5% loss reported: the ratio rises; a rekey keeps it (and the
+	// adapter), where a fresh adapter would start over at 16:2.
+	k, r := lb.adapt.Observe(fec.LossReport{Expected: 10000, Received: 9500})
+	_ = lb.enc.SetRatio(k, r)
+	if k == 16 && r == 2 {
+		t.Fatalf("5%% loss left the ratio at the start %d:%d", k, r)
+	}
+	installAuto(t, a, b, 80*time.Millisecond)
+	nb := sb.lanes[addrA]
+	if nb == lb || nb.adapt != lb.adapt {
+		t.Fatal("the rekey's lane did not keep the adapter")
+	}
+	if nk, nr := nb.enc.Ratio(); nk != k || nr != r {
+		t.Fatalf("the rekey's encoder runs %d:%d, the adapter had learned %d:%d", nk, nr, k, r)
+	}
+	if got, want := sa.lanes[addrB].adapt.Target(), fec.TCPResidual(80*time.Millisecond); got != want {
+		t.Fatalf("the initiator's rekey did not take the new round trip: %g, want %g", got, want)
+	}
+}
