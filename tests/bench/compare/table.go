@@ -149,6 +149,10 @@ func cell(v float64, ok bool, n, fails int, m metric) string {
 	if m.unit != "" {
 		s += " " + m.unit
 	}
+	if m.unit == "Gbit/s" && v > 0 && v < 0.1 {
+		// Over a lossy long path a few Mbit/s would print as 0.00.
+		s = fmt.Sprintf("%.1f Mbit/s", 1000*v)
+	}
 	if fails > 0 {
 		s += fmt.Sprintf(" (%d of %d runs failed)", fails, n+fails)
 	}

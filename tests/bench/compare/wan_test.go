@@ -178,18 +178,21 @@ func TestTableBridgeRows(t *testing.T) {
 		{Round: 1, Impl: implWG, Placement: placeUnpinned, Test: "ping", RTTMedianMs: 50.5, Bridge: b},
 		{Round: 1, Impl: implYip, Placement: placeUnpinned, Test: "ping", RTTMedianMs: 50.2, Bridge: b},
 		{Round: 1, Impl: implYip, Placement: placePinned, Test: "ping", RTTMedianMs: 50.2},
+		{Round: 1, Impl: implWG, Placement: placeUnpinned, Test: "tcp1-cubic", RecvGbps: 0.0026, Bridge: b},
+		{Round: 1, Impl: implYip, Placement: placeUnpinned, Test: "tcp1-cubic", RecvGbps: 0.24, Bridge: b},
 	}
-	tab := Table(recs, []string{"ping"}, []string{placeUnpinned, placePinned})
+	tab := Table(recs, []string{"tcp1-cubic", "ping"}, []string{placeUnpinned, placePinned})
 	for _, want := range []string{
 		"|  |  | WAN frames dropped A→B | 1.00 % | 1.00 % | 1.00× |",
 		"|  |  | WAN frames dropped B→A | 3.00 % | 3.00 % | 1.00× |",
 		"|  |  | bridge overruns (buffers full) | 3 | 3 | 1.00× |",
+		"| TCP ×1 cubic | unpinned | goodput | 2.6 Mbit/s | 0.24 Gbit/s | 92.31× |",
 	} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)
 		}
 	}
-	if n := strings.Count(tab, "WAN frames dropped A→B"); n != 1 {
-		t.Errorf("%d bridge rows, want 1 (the pinned records have no bridge):\n%s", n, tab)
+	if n := strings.Count(tab, "WAN frames dropped A→B"); n != 2 {
+		t.Errorf("%d bridge rows, want 2 (the pinned records have no bridge):\n%s", n, tab)
 	}
 }
