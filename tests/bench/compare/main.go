@@ -67,9 +67,7 @@ func main() {
 	flag.StringVar(&c.commit, "commit", "", "yip-router version to record (default: git describe)")
 	w := addWANFlags(flag.CommandLine)
 	flag.Parse()
-	if w.active() {
-		c.WAN = w
-	}
+	c.WAN = w.recorded()
 	c.Rate = udpRate(c.Rate, c.WAN)
 	c.CCs = strings.FieldsFunc(ccs, func(r rune) bool { return r == ',' || r == ' ' })
 	if c.Quick {

@@ -46,6 +46,19 @@ func (w *wan) active() bool {
 	return w.Delay > 0 || w.Jitter > 0 || w.Loss > 0 || w.GEBurst > 0
 }
 
+// recorded is the impairment as the run records it: nil when none is
+// set, and without -ge-bad's default when there is no burst loss.
+func (w *wan) recorded() *wan {
+	if !w.active() {
+		return nil
+	}
+	r := *w
+	if r.GEBurst == 0 {
+		r.GEBad = 0
+	}
+	return &r
+}
+
 // check rejects values the model would ignore or cannot give.
 func (w *wan) check() error {
 	switch {

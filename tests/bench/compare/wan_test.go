@@ -166,9 +166,16 @@ func TestWANRecorded(t *testing.T) {
 	if got := r.BridgeOverruns(); got != 4 {
 		t.Errorf("overruns %v, want 4", got)
 	}
-	raw, _ = json.Marshal(&config{Rounds: 1})
+	if w := parseWAN(t, "-ge-bad", "0.5").recorded(); w != nil {
+		t.Errorf("no impairment recorded as %+v", w)
+	}
+	raw, _ = json.Marshal(&config{Rounds: 1, WAN: parseWAN(t).recorded()})
 	if strings.Contains(string(raw), "wan") {
 		t.Errorf("config without WAN: %s", raw)
+	}
+	raw, _ = json.Marshal(&config{Rounds: 1, WAN: parseWAN(t, "-loss", "0.01").recorded()})
+	if want := `"wan":{"delay_ns":0,"loss":0.01,"seed":1}`; !strings.Contains(string(raw), want) {
+		t.Errorf("JSON lacks %s: %s", want, raw)
 	}
 }
 
