@@ -12,9 +12,10 @@ WG_GO       := $(BIN)/wireguard-go-$(WG_GO_VERSION)
 ROUNDS      ?= 3
 DURATION    ?= 8
 QUICK       ?=
-UDP_RATE    ?= 1G
+UDP_RATE    ?=
 TCP_CC      ?= cubic,bbr
 YIP_EXTRA   ?=
+IMPAIR      ?=
 FUZZTIME    ?= 10s
 BENCHTIME   ?= 1s
 BENCHCOUNT  ?= 5
@@ -121,7 +122,12 @@ bench-e2e: build test-deps
 
 # bench-compare: yip-router against wireguard-go on the same namespaces,
 # interleaved, medians over ROUNDS (root; docs/BENCHMARKS.md). QUICK=1 is
-# a smoke test (1 round, 3 s runs). Results go to docs/bench/compare-*.
+# a smoke test (1 round, 3 s runs). UDP_RATE is the fixed-rate UDP test's
+# offered rate (default 1G, 100M with IMPAIR). IMPAIR puts both
+# implementations through the WAN impairment bridge (internal/impair),
+# e.g. IMPAIR="-delay 25ms -loss 0.01" (flags -delay -jitter -loss -ge-bad
+# -ge-burst -ge-rate -seed, each direction). Results go to
+# docs/bench/compare-* (compare-*-wan.* with IMPAIR).
 bench-compare: build test-deps $(WG_GO)
 	@if [ "$$(id -u)" -ne 0 ]; then echo "make bench-compare creates network namespaces and TUN devices: run it as root"; exit 1; fi
 	@missing=""; \
@@ -131,8 +137,8 @@ bench-compare: build test-deps $(WG_GO)
 	  if [ -n "$$missing" ]; then apt-get update >/dev/null && apt-get install -y $$missing; fi
 	$(GO) build -o $(BIN)/bench-compare ./tests/bench/compare
 	$(BIN)/bench-compare -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) \
-	  -rounds $(ROUNDS) -duration $(DURATION) -rate $(UDP_RATE) -cc '$(TCP_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick) \
-	  $(if $(YIP_EXTRA),-yip-extra '$(YIP_EXTRA)')
+	  -rounds $(ROUNDS) -duration $(DURATION) $(if $(UDP_RATE),-rate $(UDP_RATE)) -cc '$(TCP_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick) \
+	  $(if $(YIP_EXTRA),-yip-extra '$(YIP_EXTRA)') $(IMPAIR)
 
 # bench-scale: one yip-router hub against PEERS simulated peers (each its
 # own key, /24 and socket) in a second namespace: start time and memory per

@@ -80,7 +80,7 @@ type Lab struct {
 	NATAddr netip.Addr
 	// ImpairNS is the middle namespace with Options.Impair ("" otherwise).
 	ImpairNS string
-	bridge   *impair.Bridge
+	impaired *Impaired
 	closed   bool
 }
 
@@ -182,59 +182,32 @@ func (l *Lab) natLinks(id string) error {
 	return nil
 }
 
-// impairLinks joins A and B through a middle namespace whose two links
-// have no addresses and are bridged by an impair.Bridge.
+// impairLinks joins A and B through a middle namespace (JoinImpaired).
 func (l *Lab) impairLinks(id string) error {
-	l.ImpairNS = "yipM-" + id
-	if err := netns.Add(l.ImpairNS); err != nil {
-		l.ImpairNS = ""
-		return err
-	}
-	mid := [2]string{"ma" + id, "mb" + id}
-	for s := range 2 {
-		for _, args := range [][]string{
-			{"link", "add", l.Veth(Side(s)), "netns", l.NS[s], "type", "veth", "peer", "name", mid[s], "netns", l.ImpairNS},
-			{"-n", l.NS[s], "addr", "add", l.Underlay[s].String() + "/24", "dev", l.Veth(Side(s))},
-			{"-n", l.ImpairNS, "link", "set", mid[s], "up"},
-			{"-n", l.NS[s], "link", "set", l.Veth(Side(s)), "up"},
-		} {
-			if err := netns.IP(args...); err != nil {
-				return err
-			}
-		}
-		if err := impair.DisableOffloads(l.NS[s], l.Veth(Side(s))); err != nil {
-			return err
-		}
-	}
-	// No IPv6 of its own in the middle (no router solicitations to bridge).
-	for _, ifn := range []string{"all", "default", mid[0], mid[1]} {
-		if out, err := exec.Command("ip", "netns", "exec", l.ImpairNS, "sysctl", "-qw", "net.ipv6.conf."+ifn+".disable_ipv6=1").CombinedOutput(); err != nil {
-			return fmt.Errorf("disable_ipv6: %v: %s", err, out)
-		}
-	}
-	b, err := impair.Start(l.ImpairNS, mid[0], mid[1], l.opts.Impair)
+	p, err := JoinImpaired("yipM-"+id, l.NS, [2]string{l.Veth(A), l.Veth(B)},
+		[2]string{l.Underlay[A].String() + "/24", l.Underlay[B].String() + "/24"}, l.opts.Impair)
 	if err != nil {
 		return err
 	}
-	l.bridge = b
+	l.ImpairNS, l.impaired = p.NS, p
 	return nil
 }
 
 // ImpairStats returns the bridge's counters per direction ([0]: A to B),
 // or zeros without Options.Impair.
 func (l *Lab) ImpairStats() [2]impair.Stats {
-	if l.bridge == nil {
+	if l.impaired == nil {
 		return [2]impair.Stats{}
 	}
-	return l.bridge.Stats()
+	return l.impaired.Stats()
 }
 
 // SetImpair changes the running bridge's impairment (Options.Impair only).
 func (l *Lab) SetImpair(cfg *impair.Config) error {
-	if l.bridge == nil {
+	if l.impaired == nil {
 		return errors.New("lab: no impairment bridge")
 	}
-	l.bridge.Set(cfg)
+	l.impaired.Set(cfg)
 	return nil
 }
 
@@ -395,11 +368,8 @@ func (l *Lab) Close() {
 	if l.NATNS != "" {
 		_ = netns.Del(l.NATNS)
 	}
-	if l.bridge != nil {
-		_ = l.bridge.Close()
-	}
-	if l.ImpairNS != "" {
-		_ = netns.Del(l.ImpairNS)
+	if l.impaired != nil {
+		_ = l.impaired.Close()
 	}
 	if !l.opts.Keep {
 		os.RemoveAll(l.Dir)

@@ -1,6 +1,8 @@
 // Command compare is `make bench-compare`: yip-router and wireguard-go side
 // by side on the same two-namespace veth setup, interleaved in one run,
-// in two placements, with iperf3 and ping through each tunnel. It prints
+// in two placements, with iperf3 and ping through each tunnel. With the
+// WAN flags (-delay, -jitter, -loss, -ge-*) both implementations' links
+// go through internal/impair's bridge in a middle namespace. It prints
 // one table of medians over rounds (ratios yip/wg) and writes the raw
 // results and the table under docs/bench/. Root only; see
 // docs/BENCHMARKS.md ("yip-router against wireguard-go").
@@ -19,6 +21,7 @@ import (
 	"time"
 
 	yipconfig "github.com/yip-router/yip-router/config"
+	"github.com/yip-router/yip-router/internal/impair"
 	"github.com/yip-router/yip-router/internal/netns"
 )
 
@@ -35,10 +38,13 @@ type config struct {
 	YipFEC   string        `json:"yip_fec"`
 	YipExtra string        `json:"yip_extra,omitempty"` // lines added to [Interface]
 	Quick    bool          `json:"quick"`
-	yipBin   string
-	wgBin    string
-	out      string
-	commit   string
+	// WAN is the impairment both implementations run through; nil: a
+	// direct veth link.
+	WAN    *wan `json:"wan,omitempty"`
+	yipBin string
+	wgBin  string
+	out    string
+	commit string
 }
 
 func main() {
@@ -50,7 +56,7 @@ func main() {
 	flag.IntVar(&c.Rounds, "rounds", 3, "interleaved rounds (medians over them)")
 	flag.IntVar(&secs, "duration", 8, "seconds measured per iperf3 run")
 	flag.IntVar(&omit, "omit", 1, "seconds of iperf3 warm-up left out (-O)")
-	flag.StringVar(&c.Rate, "rate", "1G", "offered rate of the fixed-rate UDP test (iperf3 -b)")
+	flag.StringVar(&c.Rate, "rate", "", "offered rate of the fixed-rate UDP test (iperf3 -b; default 1G, or "+udpRateWAN+" with a WAN flag)")
 	flag.IntVar(&c.UDPLen, "udp-len", 1360, "UDP datagram payload bytes (+28 must fit the inner MTU)")
 	flag.StringVar(&ccs, "cc", "cubic,bbr", "inner TCP congestion controls, comma-separated (iperf3 -C)")
 	flag.IntVar(&c.Pings, "pings", 200, "pings at 10 ms intervals")
@@ -59,7 +65,10 @@ func main() {
 	flag.BoolVar(&c.Quick, "quick", false, "smoke test: 1 round, 3 s runs, 50 pings")
 	flag.StringVar(&c.out, "out", "docs/bench", "directory for the results")
 	flag.StringVar(&c.commit, "commit", "", "yip-router version to record (default: git describe)")
+	w := addWANFlags(flag.CommandLine)
 	flag.Parse()
+	c.WAN = w.recorded()
+	c.Rate = udpRate(c.Rate, c.WAN)
 	c.CCs = strings.FieldsFunc(ccs, func(r rune) bool { return r == ',' || r == ' ' })
 	if c.Quick {
 		c.Rounds, secs, c.Pings = 1, 3, 50
@@ -68,6 +77,9 @@ func main() {
 	if err := check(c, secs); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-compare:", err)
 		os.Exit(2)
+	}
+	if c.WAN != nil {
+		fmt.Fprintf(os.Stderr, "WAN through the impairment bridge: %s; UDP test at %s\n", c.WAN, c.Rate)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -102,8 +114,22 @@ func check(c *config, secs int) error {
 		return fmt.Errorf("udp-len %d: %d bytes with headers exceed the inner MTU %d", c.UDPLen, c.UDPLen+28, c.MTU)
 	case len(c.CCs) == 0:
 		return fmt.Errorf("no congestion control given")
+	case c.WAN != nil:
+		return c.WAN.check()
 	}
 	return nil
+}
+
+// udpRate is the fixed-rate UDP test's offered rate: the -rate flag, or
+// by default 1G on the direct link and udpRateWAN through the bridge.
+func udpRate(flagged string, w *wan) string {
+	switch {
+	case flagged != "":
+		return flagged
+	case w != nil:
+		return udpRateWAN
+	}
+	return "1G"
 }
 
 // run does all rounds; within a round each placement runs both
@@ -129,10 +155,14 @@ func run(ctx context.Context, c *config) []Record {
 func runImpl(ctx context.Context, c *config, round int, impl string, p placement, specs []testSpec) []Record {
 	var t topology
 	var err error
+	var imp *impair.Config
+	if c.WAN != nil {
+		imp = c.WAN.config(round)
+	}
 	if impl == implWG {
-		t, err = newWG(c.wgBin, c.MTU, p.daemons)
+		t, err = newWG(c.wgBin, c.MTU, p.daemons, imp)
 	} else {
-		t, err = newYip(c.yipBin, c.YipFEC, strings.ReplaceAll(c.YipExtra, `\n`, "\n"), p.daemons)
+		t, err = newYip(c.yipBin, c.YipFEC, strings.ReplaceAll(c.YipExtra, `\n`, "\n"), p.daemons, imp)
 	}
 	var recs []Record
 	if err != nil {
@@ -160,6 +190,14 @@ func runImpl(ctx context.Context, c *config, round int, impl string, p placement
 
 // summary is a progress line for one record.
 func summary(r Record) string {
+	s := summary1(r)
+	if r.Bridge != nil && r.Err == "" {
+		s += fmt.Sprintf("; WAN dropped %.2f%% A→B, %.2f%% B→A, %.0f bridge overruns", r.BridgeDropPct(0), r.BridgeDropPct(1), r.BridgeOverruns())
+	}
+	return s
+}
+
+func summary1(r Record) string {
 	switch {
 	case r.Err != "":
 		return "FAILED: " + r.Err

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/yip-router/yip-router/internal/impair"
 	"github.com/yip-router/yip-router/internal/lab"
 )
 
@@ -68,6 +69,8 @@ type counters struct {
 	cpuRx   float64
 	cpuTx   float64
 	cpuWhen time.Time
+	bridge  [2]impair.Stats
+	bridged bool
 }
 
 func snapshot(t topology, withCPU bool) (counters, error) {
@@ -82,6 +85,7 @@ func snapshot(t topology, withCPU bool) (counters, error) {
 	if c.snmpB, err = snmp(t.NS(lab.B)); err != nil {
 		return c, err
 	}
+	c.bridge, c.bridged = t.Bridge()
 	if withCPU {
 		if err := c.sampleCPU(t); err != nil {
 			return c, err
@@ -134,6 +138,9 @@ func runTest1(ctx context.Context, c *config, t topology, p placement, spec test
 	r.TCPRetransSeg = after.snmpA["Tcp.RetransSegs"] - before.snmpA["Tcp.RetransSegs"]
 	r.UDPRcvbufErrs = after.snmpB["Udp.RcvbufErrors"] - before.snmpB["Udp.RcvbufErrors"]
 	r.TunTxQLen = after.tun.TxQLen
+	if after.bridged {
+		r.Bridge = bridgeDelta(before.bridge, after.bridge)
+	}
 	return r, nil
 }
 

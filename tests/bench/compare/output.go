@@ -32,7 +32,9 @@ func newMeta(c *config) *meta {
 }
 
 // report prints the table and writes compare-STAMP.json (meta and every
-// record) and compare-STAMP.md (header and table) under c.out.
+// record) and compare-STAMP.md (header and table) under c.out; STAMP is
+// the start time, then -wan for a run through the impairment bridge and
+// -quick for a smoke test.
 func report(c *config, m *meta, recs []Record, interrupted bool) error {
 	m.Finished, m.Interrupted = time.Now(), interrupted
 	var tests []string
@@ -44,26 +46,14 @@ func report(c *config, m *meta, recs []Record, interrupted bool) error {
 		places = append(places, p.name)
 	}
 	var md bytes.Buffer
-	fmt.Fprintf(&md, "# bench-compare %s\n\n", m.Started.Format("2006-01-02 15:04"))
-	extra := ""
-	if c.YipExtra != "" {
-		extra = "; " + c.YipExtra
-	}
-	fmt.Fprintf(&md, "yip-router %s (FEC %s%s) vs %s; %s; kernel %s; %d CPUs (%s).\n",
-		m.Commit, c.YipFEC, extra, m.WGVersion, m.Iperf3, m.Kernel, m.CPUs, m.CPUModel)
-	fmt.Fprintf(&md, "Medians of %d interleaved round(s); %s measured per iperf3 run after %s warm-up; inner MTU %d; UDP datagrams %d B; %d pings at 10 ms.",
-		c.Rounds, c.Duration, c.Omit, c.MTU, c.UDPLen, c.Pings)
-	if c.Quick {
-		md.WriteString(" QUICK (smoke test: not a measurement).")
-	}
-	if interrupted {
-		md.WriteString(" INTERRUPTED: partial results.")
-	}
-	md.WriteString("\n\n")
+	md.WriteString(header(c, m))
 	md.WriteString(Table(recs, tests, places))
 	fmt.Print("\n" + md.String())
 
 	stamp := m.Started.Format("20060102-1504")
+	if c.WAN != nil {
+		stamp += "-wan"
+	}
 	if c.Quick {
 		stamp += "-quick"
 	}
@@ -86,4 +76,32 @@ func report(c *config, m *meta, recs []Record, interrupted bool) error {
 	}
 	fmt.Printf("\nraw results: %s.json, table: %s.md\n", base, base)
 	return nil
+}
+
+// header is the Markdown above the table: what ran, how, and the link
+// between the gateways.
+func header(c *config, m *meta) string {
+	var md bytes.Buffer
+	fmt.Fprintf(&md, "# bench-compare %s\n\n", m.Started.Format("2006-01-02 15:04"))
+	extra := ""
+	if c.YipExtra != "" {
+		extra = "; " + c.YipExtra
+	}
+	fmt.Fprintf(&md, "yip-router %s (FEC %s%s) vs %s; %s; kernel %s; %d CPUs (%s).\n",
+		m.Commit, c.YipFEC, extra, m.WGVersion, m.Iperf3, m.Kernel, m.CPUs, m.CPUModel)
+	fmt.Fprintf(&md, "Medians of %d interleaved round(s); %s measured per iperf3 run after %s warm-up; inner MTU %d; UDP datagrams %d B; %d pings at 10 ms.",
+		c.Rounds, c.Duration, c.Omit, c.MTU, c.UDPLen, c.Pings)
+	if c.Quick {
+		md.WriteString(" QUICK (smoke test: not a measurement).")
+	}
+	if m.Interrupted {
+		md.WriteString(" INTERRUPTED: partial results.")
+	}
+	md.WriteString("\n")
+	if c.WAN != nil {
+		fmt.Fprintf(&md, "WAN: %s; both implementations' gateways on one segment through internal/impair's bridge in a middle namespace (offloads off on the bridged links; round n seeded %d+n−1).\n",
+			c.WAN, c.WAN.Seed)
+	}
+	md.WriteString("\n")
+	return md.String()
 }

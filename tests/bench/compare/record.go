@@ -36,6 +36,32 @@ type Record struct {
 	RTTMedianMs float64 `json:"rtt_median_ms,omitempty"`
 	RTTAvgMs    float64 `json:"rtt_avg_ms,omitempty"`
 	PingLossPct float64 `json:"ping_loss_pct,omitempty"`
+
+	// The impairment bridge's counters (WAN flags only), after minus
+	// before the run (warm-up included): [0] A to B (the data
+	// direction), [1] B to A.
+	Bridge []bridgeStats `json:"bridge,omitempty"`
+}
+
+// BridgeDropPct is the share of frames the bridge dropped in direction
+// dir (all causes), %.
+func (r Record) BridgeDropPct(dir int) float64 {
+	if dir >= len(r.Bridge) {
+		return 0
+	}
+	b := r.Bridge[dir]
+	return 100 * div(float64(b.DropLoss+b.DropBurst+b.DropFull+b.DropOther), float64(b.Seen))
+}
+
+// BridgeOverruns is the frames the bridge dropped because its buffers
+// were full, both directions: where it, not the emulated WAN, was the
+// bottleneck.
+func (r Record) BridgeOverruns() float64 {
+	var n uint64
+	for _, b := range r.Bridge {
+		n += b.DropFull
+	}
+	return float64(n)
 }
 
 // RxCores is the receiving daemon's CPU use in cores (CPU s / wall s).

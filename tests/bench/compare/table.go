@@ -45,6 +45,14 @@ var metrics = []metric{
 	{"ping loss", "%", 1, kindPing, func(r Record) float64 { return r.PingLossPct }},
 }
 
+// bridgeMetrics follow metrics where the records have the impairment
+// bridge's counters (WAN runs).
+var bridgeMetrics = []metric{
+	{"WAN frames dropped A→B", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.BridgeDropPct(0) }},
+	{"WAN frames dropped B→A", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.BridgeDropPct(1) }},
+	{"bridge overruns (buffers full)", "", 0, kindTCP | kindUDP | kindPing, Record.BridgeOverruns},
+}
+
 func kindOf(test string) testKind {
 	switch {
 	case strings.HasPrefix(test, "tcp"):
@@ -94,8 +102,12 @@ func Table(recs []Record, tests, placements []string) string {
 			if len(vals[implWG])+len(vals[implYip])+fails[implWG]+fails[implYip] == 0 {
 				continue
 			}
+			ms := metrics
+			if slices.ContainsFunc(slices.Concat(vals[implWG], vals[implYip]), func(r Record) bool { return r.Bridge != nil }) {
+				ms = append(slices.Clip(metrics), bridgeMetrics...)
+			}
 			first := true
-			for _, m := range metrics {
+			for _, m := range ms {
 				if m.kind&kindOf(t) == 0 {
 					continue
 				}
@@ -136,6 +148,10 @@ func cell(v float64, ok bool, n, fails int, m metric) string {
 	s := fmt.Sprintf("%.*f", m.prec, v)
 	if m.unit != "" {
 		s += " " + m.unit
+	}
+	if m.unit == "Gbit/s" && v > 0 && v < 0.1 {
+		// Over a lossy long path a few Mbit/s would print as 0.00.
+		s = fmt.Sprintf("%.1f Mbit/s", 1000*v)
 	}
 	if fails > 0 {
 		s += fmt.Sprintf(" (%d of %d runs failed)", fails, n+fails)

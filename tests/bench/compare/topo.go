@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/yip-router/yip-router/internal/impair"
 	"github.com/yip-router/yip-router/internal/lab"
 )
 
@@ -17,6 +18,9 @@ type topology interface {
 	Tun(s lab.Side) string // the tunnel device
 	Pid(s lab.Side) int    // the daemon serving that side
 	Inner(s lab.Side) netip.Addr
+	// Bridge is the impairment bridge's counters per direction ([0]: A
+	// to B); false without one.
+	Bridge() ([2]impair.Stats, bool)
 	Close()
 }
 
@@ -24,9 +28,11 @@ type topology interface {
 type yipTopo struct{ l *lab.Lab }
 
 // newYip starts yip-router on both sides; extra goes into both configs'
-// [Interface]; cpus are taskset lists per side ("" = unpinned).
-func newYip(bin, fec, extra string, cpus [2]string) (topology, error) {
-	l, err := lab.New(lab.Options{Bin: bin, FEC: [2]string{fec, fec}, Extra: [2]string{extra, extra}, CPUs: cpus})
+// [Interface]; cpus are taskset lists per side ("" = unpinned); wan, when
+// not nil, puts the impairment bridge between the sides
+// (lab.Options.Impair).
+func newYip(bin, fec, extra string, cpus [2]string, wan *impair.Config) (topology, error) {
+	l, err := lab.New(lab.Options{Bin: bin, FEC: [2]string{fec, fec}, Extra: [2]string{extra, extra}, CPUs: cpus, Impair: wan})
 	if err != nil {
 		return nil, err
 	}
@@ -49,6 +55,9 @@ func (t *yipTopo) Tun(s lab.Side) string       { return t.l.Ifname[s] }
 func (t *yipTopo) Pid(s lab.Side) int          { return t.l.Pid(s) }
 func (t *yipTopo) Inner(s lab.Side) netip.Addr { return t.l.Inner4[s] }
 func (t *yipTopo) Close()                      { t.l.Close() }
+func (t *yipTopo) Bridge() ([2]impair.Stats, bool) {
+	return t.l.ImpairStats(), t.l.ImpairNS != ""
+}
 
 // waitTunnel pings from A to B's inner address until a reply comes back
 // (the first packet starts the handshake).

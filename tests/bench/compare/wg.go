@@ -13,17 +13,21 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/yip-router/yip-router/internal/impair"
 	"github.com/yip-router/yip-router/internal/lab"
 	"github.com/yip-router/yip-router/internal/netns"
 )
 
 // wgTopo is wireguard-go in the same setup as internal/lab builds for
 // yip-router: two fresh namespaces, a veth pair with the lab's underlay
-// addresses, the lab's inner addresses, and the tunnel MTU set to mtu.
+// addresses (or, with an impairment, the lab's bridge between them:
+// lab.JoinImpaired, as lab.Options.Impair uses), the lab's inner
+// addresses, and the tunnel MTU set to mtu.
 type wgTopo struct {
 	dir   string
 	ns    [2]string
 	ifn   [2]string
+	wan   *lab.Impaired // nil without an impairment
 	procs [2]*exec.Cmd
 	logs  [2]*os.File
 }
@@ -33,8 +37,9 @@ var (
 	wgInner    = [2]netip.Addr{netip.MustParseAddr("10.201.0.1"), netip.MustParseAddr("10.202.0.1")}
 )
 
-// newWG starts wireguard-go (bin) on both sides; cpus as for newYip.
-func newWG(bin string, mtu int, cpus [2]string) (_ topology, err error) {
+// newWG starts wireguard-go (bin) on both sides; cpus and wan as for
+// newYip.
+func newWG(bin string, mtu int, cpus [2]string, wan *impair.Config) (_ topology, err error) {
 	var idb [3]byte
 	_, _ = rand.Read(idb[:])
 	id := hex.EncodeToString(idb[:])
@@ -55,7 +60,12 @@ func newWG(bin string, mtu int, cpus [2]string) (_ topology, err error) {
 			return nil, err
 		}
 	}
-	if err := netns.Veth(t.ns[0], "cva"+id, wgUnderlay[0]+"/24", t.ns[1], "cvb"+id, wgUnderlay[1]+"/24"); err != nil {
+	if wan != nil {
+		if t.wan, err = lab.JoinImpaired("ycmpM-"+id, t.ns, [2]string{"cva" + id, "cvb" + id},
+			[2]string{wgUnderlay[0] + "/24", wgUnderlay[1] + "/24"}, wan); err != nil {
+			return nil, err
+		}
+	} else if err := netns.Veth(t.ns[0], "cva"+id, wgUnderlay[0]+"/24", t.ns[1], "cvb"+id, wgUnderlay[1]+"/24"); err != nil {
 		return nil, err
 	}
 	var priv, pub [2]string
@@ -156,6 +166,12 @@ func wgKeys() (priv, pub string, err error) {
 func (t *wgTopo) NS(s lab.Side) string        { return t.ns[s] }
 func (t *wgTopo) Tun(s lab.Side) string       { return t.ifn[s] }
 func (t *wgTopo) Inner(s lab.Side) netip.Addr { return wgInner[s] }
+func (t *wgTopo) Bridge() ([2]impair.Stats, bool) {
+	if t.wan == nil {
+		return [2]impair.Stats{}, false
+	}
+	return t.wan.Stats(), true
+}
 func (t *wgTopo) Pid(s lab.Side) int {
 	if t.procs[s] == nil {
 		return 0
@@ -163,8 +179,8 @@ func (t *wgTopo) Pid(s lab.Side) int {
 	return t.procs[s].Process.Pid
 }
 
-// Close stops the daemons (SIGTERM, then SIGKILL after 5 s) and removes
-// the namespaces and files.
+// Close stops the daemons (SIGTERM, then SIGKILL after 5 s), the bridge,
+// and removes the namespaces and files.
 func (t *wgTopo) Close() {
 	for s, cmd := range t.procs {
 		if cmd == nil {
@@ -181,6 +197,10 @@ func (t *wgTopo) Close() {
 		}
 		t.logs[s].Close()
 		t.procs[s] = nil
+	}
+	if t.wan != nil {
+		_ = t.wan.Close()
+		t.wan = nil
 	}
 	for _, ns := range t.ns {
 		_ = netns.Del(ns)
