@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/shard"
 )
 
 // Unmatched is the shards' hook for datagrams that match no lane (or fail
@@ -134,7 +135,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) 
 		ports[i] = c.dp.ListenPort()
 	}
 	index := c.rnd.Uint32()
-	resp, sess, err := inc.Respond(index, crypto.LaneOffer{Ports: ports})
+	resp, sess, err := inc.Respond(index, crypto.LaneOffer{Ports: ports, Features: shard.Features})
 	if err != nil {
 		c.hs.refused.Add(1)
 		return

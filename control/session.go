@@ -56,7 +56,8 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 			Peer: p.id, Index: i, Lanes: lanes, Remote: remote, Conn: conn,
 			Send: sess.Keys.SendLane(i), Recv: recv,
 			FEC: encCfg, Mode: mode, HoldTx: !initiator, RTT: p.rtt,
-			Keepalive: p.cfg.PersistentKeepalive,
+			PeerFeatures: sess.Remote.Features,
+			Keepalive:    p.cfg.PersistentKeepalive,
 		}
 		if i < len(offered) && offered[i] != remote.Port() {
 			lc.Offered = netip.AddrPortFrom(remoteIP, offered[i])
@@ -125,7 +126,7 @@ func (c *Core) initiate(p *peer, now time.Time) {
 		// pending initiation's must not be overwritten.
 		index = c.rnd.Uint32()
 	}
-	in, dgram, err := c.local.Initiate(p.cp, index, crypto.LaneOffer{Ports: ports, From: fromLane}, now)
+	in, dgram, err := c.local.Initiate(p.cp, index, crypto.LaneOffer{Ports: ports, From: fromLane, Features: shard.Features}, now)
 	if err != nil {
 		c.log.Error("initiate", zap.Error(err))
 		return

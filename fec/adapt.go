@@ -100,10 +100,12 @@ var errAdaptConfig = errors.New("fec: adapt config out of range")
 // Adapter picks K:R for a lane's encoder from its peer's loss reports.
 //
 // Rule (ModeAuto): keep p, an exponentially weighted average (weight ½) of
-// the reported wire loss, and choose, among the group sizes Ks and R in
-// [MinR, min(MaxR, K·MaxOverhead)], the K:R with the smallest parity share
-// R/K whose predicted post-FEC loss ResidualLoss(K, R, max(p, latest)) is
-// ≤ the target (ties: the smaller K). Taking the max with the latest
+// the reported wire loss, and b, the same of the reported mean loss-burst
+// length (reports with runs and ≥ 10 lost symbols), and choose, among the
+// group sizes Ks and R in [MinR, min(MaxR, K·MaxOverhead)], the K:R with
+// the smallest parity share R/K whose predicted post-FEC loss
+// ResidualLossBurst(K, R, max(p, latest), max(b, latest)) is ≤ the target
+// (ties: the smaller K). Taking the max with the latest
 // report raises protection on the first bad report; a cheaper K:R is taken
 // only when it would still predict ≤ target/2, so the ratio does not flap
 // on noise. If nothing reaches the target, the K:R with the lowest
@@ -116,6 +118,7 @@ type Adapter struct {
 	k, r    int
 	p       float64
 	primed  bool
+	burst   float64 // mean loss-burst length, EWMA like p (0: unknown)
 	target  float64
 	rtt     time.Duration
 	pending LossReport
@@ -192,13 +195,14 @@ func (a *Adapter) maxR(k int) int {
 	return max(a.cfg.MinR, min(a.cfg.MaxR, int(float64(k)*a.cfg.MaxOverhead)))
 }
 
-// best is the cheapest K:R predicting ≤ target at wire loss p (ties: the
-// smaller K), or, if none does, the one predicting the least loss.
-func (a *Adapter) best(p, target float64) (k, r int, ok bool) {
+// best is the cheapest K:R predicting ≤ target at wire loss p in bursts of
+// mean length burst (ties: the smaller K), or, if none does, the one
+// predicting the least loss.
+func (a *Adapter) best(p, burst, target float64) (k, r int, ok bool) {
 	bestRes := math.Inf(1)
 	for _, kk := range a.cfg.Ks {
 		for rr := a.cfg.MinR; rr <= a.maxR(kk); rr++ {
-			res := ResidualLoss(kk, rr, p)
+			res := ResidualLossBurst(kk, rr, p, burst)
 			if res <= target {
 				if !ok || cheaper(kk, rr, k, r) {
 					k, r, ok = kk, rr, true
@@ -229,27 +233,41 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if a.pending.Expected < a.cfg.MinExpected {
 		return a.k, a.r
 	}
-	latest := a.pending.Loss()
+	latest, latestBurst := a.pending.Loss(), 0.0
+	if a.pending.Expected-a.pending.Received >= minBurstSample {
+		latestBurst = a.pending.Burst()
+	}
 	a.pending = LossReport{}
 	if a.primed {
 		a.p = (a.p + latest) / 2
 	} else {
 		a.p, a.primed = latest, true
 	}
-	p := math.Max(a.p, latest)
-	wk, wr, _ := a.best(p, a.target)
+	if latestBurst > 0 {
+		if a.burst > 0 {
+			a.burst = (a.burst + latestBurst) / 2
+		} else {
+			a.burst = latestBurst
+		}
+	}
+	p, burst := math.Max(a.p, latest), math.Max(a.burst, latestBurst)
+	wk, wr, _ := a.best(p, burst, a.target)
 	switch {
 	case cheaper(a.k, a.r, wk, wr):
 		// Not enough protection: more at once.
 		a.k, a.r = wk, wr
 	case cheaper(wk, wr, a.k, a.r):
 		// Cheaper would do: only with margin.
-		if dk, dr, ok := a.best(p, a.target/2); ok && cheaper(dk, dr, a.k, a.r) {
+		if dk, dr, ok := a.best(p, burst, a.target/2); ok && cheaper(dk, dr, a.k, a.r) {
 			a.k, a.r = dk, dr
 		}
 	}
 	return a.k, a.r
 }
+
+// minBurstSample is the fewest lost symbols a report needs for its mean
+// burst length to count: a few losses say little about their pattern.
+const minBurstSample = 10
 
 // Path assumptions of TCPResidual: one inner flow of full-size segments
 // (MSS 1360 bytes, what a 1410-byte inner MTU carries over IPv6) should
@@ -293,6 +311,41 @@ func ResidualLoss(k, r int, p float64) float64 {
 		l1, _ := math.Lgamma(float64(x + 1))
 		l2, _ := math.Lgamma(float64(n - x + 1))
 		sum += math.Exp(lc-l1-l2+float64(x)*math.Log(p)+float64(n-x)*math.Log1p(-p)) * float64(x) / float64(n)
+	}
+	return sum
+}
+
+// ResidualLossBurst predicts the post-FEC inner loss of K:R under bursty
+// wire loss: a Gilbert channel whose bad state loses every symbol and
+// lasts burst symbols on average, with stationary loss p. The number of
+// symbols of a group lost is counted exactly over the two-state chain
+// (O((K+R)²)); a group fails when more than R are lost, losing x/n of its
+// data as in ResidualLoss. burst ≤ 1 is independent loss (ResidualLoss).
+func ResidualLossBurst(k, r int, p, burst float64) float64 {
+	if burst <= 1 || p <= 0 || p >= 1 {
+		return ResidualLoss(k, r, p)
+	}
+	n := k + r
+	leave := 1 / burst
+	enter := min(1, p*leave/(1-p)) // so that the bad state's share is p
+	// good[x], bad[x]: probability of being in that state after the
+	// symbols so far with x of them lost. The first symbol is drawn from
+	// the stationary distribution.
+	var good, bad, ng, nb [MaxK + MaxR + 2]float64
+	good[0], bad[1] = 1-p, p
+	for i := 1; i < n; i++ {
+		clear(ng[:i+2])
+		clear(nb[:i+2])
+		for x := 0; x <= i; x++ {
+			g, b := good[x], bad[x]
+			ng[x] += g*(1-enter) + b*leave
+			nb[x+1] += g*enter + b*(1-leave)
+		}
+		good, bad = ng, nb
+	}
+	sum := 0.0
+	for x := r + 1; x <= n; x++ {
+		sum += (good[x] + bad[x]) * float64(x) / float64(n)
 	}
 	return sum
 }

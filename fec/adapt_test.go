@@ -181,26 +181,34 @@ func TestTCPResidual(t *testing.T) {
 }
 
 func TestLossReportWire(t *testing.T) {
-	r := LossReport{Expected: 1000, Received: 950, Unrecovered: 3}
+	r := LossReport{Expected: 1000, Received: 950, Unrecovered: 3, Runs: 20}
 	b, _ := r.AppendBinary(nil)
 	if len(b) != LossReportLen {
 		t.Fatalf("encoded %d bytes", len(b))
 	}
 	got, err := ParseLossReport(b)
-	if err != nil || got != r {
+	if err != nil || got != r || got.Burst() != 2.5 {
 		t.Fatalf("round trip %+v %v", got, err)
+	}
+	// Without Runs: what peers that do not count runs send.
+	v1 := r
+	v1.Runs = 0
+	if got, err := ParseLossReport(b[:LossReportLenV1]); err != nil || got != v1 || got.Burst() != 0 {
+		t.Fatalf("12-byte report: %+v %v", got, err)
 	}
 	if math.Abs(r.Loss()-0.05) > 1e-12 {
 		t.Fatalf("Loss() = %v", r.Loss())
 	}
-	for _, bad := range []LossReport{{Expected: 1, Received: 2}, {Expected: 10, Received: 9, Unrecovered: 2}} {
+	for _, bad := range []LossReport{{Expected: 1, Received: 2}, {Expected: 10, Received: 9, Unrecovered: 2}, {Expected: 10, Received: 8, Runs: 3}} {
 		b, _ := bad.AppendBinary(nil)
 		if _, err := ParseLossReport(b); err == nil {
 			t.Errorf("accepted impossible %+v", bad)
 		}
 	}
-	if _, err := ParseLossReport(b[:11]); err == nil {
-		t.Error("accepted short report")
+	for _, n := range []int{11, 13, 15, 17} {
+		if _, err := ParseLossReport(append(b, 0)[:n]); err == nil {
+			t.Errorf("accepted a %d-byte report", n)
+		}
 	}
 }
 
@@ -218,5 +226,80 @@ func TestDecoderLossReport(t *testing.T) {
 	}
 	if again := d.TakeLossReport(); again != (LossReport{}) {
 		t.Fatalf("report not reset: %+v", again)
+	}
+}
+
+// lostRuns counts runs of missing indices, across the 64-bit word boundary.
+func TestLostRuns(t *testing.T) {
+	set := func(idx ...int) [2]uint64 {
+		var p [2]uint64
+		for _, i := range idx {
+			p[i>>6] |= 1 << (i & 63)
+		}
+		return p
+	}
+	all := func(n int, except ...int) [2]uint64 {
+		var idx []int
+	next:
+		for i := range n {
+			for _, e := range except {
+				if i == e {
+					continue next
+				}
+			}
+			idx = append(idx, i)
+		}
+		return set(idx...)
+	}
+	for _, c := range []struct {
+		name    string
+		present [2]uint64
+		n, want int
+	}{
+		{"none lost", all(20), 20, 0},
+		{"one", all(20, 5), 20, 1},
+		{"two apart", all(20, 5, 7), 20, 2},
+		{"one run of three", all(20, 5, 6, 7), 20, 1},
+		{"first and last", all(20, 0, 19), 20, 2},
+		{"all lost", [2]uint64{}, 20, 1},
+		{"run across 63/64", all(80, 62, 63, 64, 65), 80, 1},
+		{"64 alone", all(80, 64), 80, 1},
+		{"63 and 65", all(80, 63, 65), 80, 2},
+		{"tail beyond n ignored", all(10, 3), 10, 1},
+	} {
+		if got := lostRuns(c.present, c.n); got != c.want {
+			t.Errorf("%s: %d runs, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// Reports with runs show bursts: the rule then predicts with the burst
+// model and spends more parity than for independent loss of the same
+// rate; reports with too few losses leave the burst estimate alone.
+func TestAdapterSeesBursts(t *testing.T) {
+	choose := func(runs uint32) (int, int) {
+		a := mustAdapter(t)
+		a.SetRTT(50 * time.Millisecond)
+		var k, r int
+		for range 5 {
+			k, r = a.Observe(LossReport{Expected: 100000, Received: 99000, Runs: runs})
+		}
+		return k, r
+	}
+	ik, ir := choose(1000) // bursts of 1
+	bk, br := choose(250)  // bursts of 4
+	if br*ik <= ir*bk {
+		t.Fatalf("bursts of 4 chose %d:%d, independent loss %d:%d", bk, br, ik, ir)
+	}
+	if ResidualLossBurst(ik, ir, 0.01, 1) > TCPResidual(50*time.Millisecond) {
+		t.Fatalf("independent: %d:%d misses the target", ik, ir)
+	}
+	a := mustAdapter(t)
+	a.SetRTT(50 * time.Millisecond)
+	for range 5 {
+		a.Observe(LossReport{Expected: 100000, Received: 99995, Runs: 1}) // 5 lost: too few
+	}
+	if a.burst != 0 {
+		t.Fatalf("burst estimate %v from reports of 5 lost symbols", a.burst)
 	}
 }

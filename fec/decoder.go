@@ -351,6 +351,16 @@ func (d *Decoder) checkDone(s *slot) {
 	}
 }
 
+// lostRuns counts the runs of indices below n missing from present: a
+// group's symbols go out in index order, so these are its loss bursts.
+func lostRuns(present [2]uint64, n int) int {
+	m0 := ^present[0] & lowBits(n)
+	m1 := ^present[1] & lowBits(max(n-64, 0))
+	// A run starts at a missing index whose predecessor arrived; index 64
+	// follows index 63.
+	return bits.OnesCount64(m0&^(m0<<1)) + bits.OnesCount64(m1&^(m1<<1|m0>>63))
+}
+
 func lowBits(n int) uint64 {
 	if n >= 64 {
 		return ^uint64(0)
@@ -525,6 +535,7 @@ func (d *Decoder) account(s *slot) {
 	recv := bits.OnesCount64(s.present[0]) + bits.OnesCount64(s.present[1])
 	d.loss.Expected = satAdd(d.loss.Expected, uint32(max(k+r, recv)))
 	d.loss.Received = satAdd(d.loss.Received, uint32(recv))
+	d.loss.Runs = satAdd(d.loss.Runs, uint32(lostRuns(s.present, k+r)))
 	if missing := k - bits.OnesCount64(s.delivered&lowBits(k)); missing > 0 {
 		d.stats.Unrecoverable++
 		d.stats.LostData += uint64(missing)

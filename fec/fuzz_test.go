@@ -126,6 +126,7 @@ func FuzzRoundTrip(f *testing.F) {
 func FuzzParseLossReport(f *testing.F) {
 	f.Add([]byte{0, 0, 3, 232, 0, 0, 3, 182, 0, 0, 0, 3})
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 0, 0xff, 0xff, 0xff, 0xff})
+	f.Add([]byte{0, 0, 3, 232, 0, 0, 3, 182, 0, 0, 0, 3, 0, 0, 0, 12})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := ParseLossReport(b)
 		if err != nil {
@@ -134,8 +135,11 @@ func FuzzParseLossReport(f *testing.F) {
 		if l := r.Loss(); l < 0 || l > 1 {
 			t.Fatalf("loss %v out of [0,1]", l)
 		}
+		if bl := r.Burst(); bl != 0 && (bl < 1 || bl > float64(r.Expected)) {
+			t.Fatalf("burst %v", bl)
+		}
 		out, _ := r.AppendBinary(nil)
-		if !bytes.Equal(out, b) {
+		if !bytes.Equal(out[:len(b)], b) || len(b) == LossReportLenV1 && r.Runs != 0 {
 			t.Fatalf("re-encoding differs")
 		}
 	})

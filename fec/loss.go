@@ -14,10 +14,19 @@ type LossReport struct {
 	Expected    uint32 // symbols the finished groups consisted of
 	Received    uint32 // distinct symbols of them that arrived
 	Unrecovered uint32 // data symbols still missing after FEC
+	// Runs counts the runs of consecutive symbols lost within those
+	// groups (in sending order): lost symbols / Runs is the mean burst
+	// length, which tells bursty loss from independent loss. Zero with
+	// symbols lost: a peer that does not count them.
+	Runs uint32
 }
 
-// LossReportLen is the encoded size of a LossReport.
-const LossReportLen = 12
+// Encoded sizes of a LossReport: LossReportLen with Runs, LossReportLenV1
+// without (what peers that do not count runs send and read).
+const (
+	LossReportLen   = 16
+	LossReportLenV1 = 12
+)
 
 // ErrLossReport is returned for a malformed encoded report.
 var ErrLossReport = errors.New("fec: malformed loss report")
@@ -30,12 +39,22 @@ func (r LossReport) Loss() float64 {
 	return float64(r.Expected-r.Received) / float64(r.Expected)
 }
 
+// Burst is the mean length of a run of lost symbols; 0 when unknown (no
+// loss, or a peer that does not count runs).
+func (r LossReport) Burst() float64 {
+	if r.Runs == 0 || r.Received >= r.Expected {
+		return 0
+	}
+	return float64(r.Expected-r.Received) / float64(r.Runs)
+}
+
 // Add merges two intervals.
 func (r LossReport) Add(o LossReport) LossReport {
 	return LossReport{
 		Expected:    satAdd(r.Expected, o.Expected),
 		Received:    satAdd(r.Received, o.Received),
 		Unrecovered: satAdd(r.Unrecovered, o.Unrecovered),
+		Runs:        satAdd(r.Runs, o.Runs),
 	}
 }
 
@@ -46,20 +65,23 @@ func satAdd(a, b uint32) uint32 {
 	return ^uint32(0)
 }
 
-// AppendBinary appends the fixed 12-byte big-endian encoding the router puts
-// in its control frame.
+// AppendBinary appends the fixed 16-byte big-endian encoding the router
+// puts in its control frame: Expected, Received, Unrecovered, Runs. Its
+// first LossReportLenV1 bytes are the encoding without Runs.
 func (r LossReport) AppendBinary(b []byte) ([]byte, error) {
 	b = binary.BigEndian.AppendUint32(b, r.Expected)
 	b = binary.BigEndian.AppendUint32(b, r.Received)
 	b = binary.BigEndian.AppendUint32(b, r.Unrecovered)
+	b = binary.BigEndian.AppendUint32(b, r.Runs)
 	return b, nil
 }
 
-// ParseLossReport decodes a report from the peer. The frame is authenticated
-// but the peer may be broken, so impossible combinations are rejected rather
-// than fed to the adaptive rule.
+// ParseLossReport decodes a report from the peer, with Runs
+// (LossReportLen bytes) or without (LossReportLenV1). The frame is
+// authenticated but the peer may be broken, so impossible combinations are
+// rejected rather than fed to the adaptive rule.
 func ParseLossReport(b []byte) (LossReport, error) {
-	if len(b) != LossReportLen {
+	if len(b) != LossReportLen && len(b) != LossReportLenV1 {
 		return LossReport{}, ErrLossReport
 	}
 	r := LossReport{
@@ -67,7 +89,10 @@ func ParseLossReport(b []byte) (LossReport, error) {
 		Received:    binary.BigEndian.Uint32(b[4:]),
 		Unrecovered: binary.BigEndian.Uint32(b[8:]),
 	}
-	if r.Received > r.Expected || r.Unrecovered > r.Expected-r.Received {
+	if len(b) == LossReportLen {
+		r.Runs = binary.BigEndian.Uint32(b[12:])
+	}
+	if r.Received > r.Expected || r.Unrecovered > r.Expected-r.Received || r.Runs > r.Expected-r.Received {
 		return LossReport{}, ErrLossReport
 	}
 	return r, nil

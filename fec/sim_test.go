@@ -59,7 +59,27 @@ func (s simResult) delay() (mean float64, p99 int) {
 // A recovered packet's delay is how many inner packets were sent after it
 // before it was handed out.
 func simulate(t testing.TB, k, r int, p float64, n int, seed uint64) simResult {
+	return simulateBurst(t, k, r, p, 1, n, seed)
+}
+
+// simulateBurst is simulate over a Gilbert channel: loss comes in bursts
+// of mean length burst (≤ 1: independent loss), with stationary loss p,
+// as ResidualLossBurst models it.
+func simulateBurst(t testing.TB, k, r int, p, burst float64, n int, seed uint64) simResult {
 	rng := rand.New(rand.NewPCG(seed, uint64(k*100+r)))
+	bad := rng.Float64() < p
+	lose := func() bool {
+		if burst <= 1 {
+			return rng.Float64() < p
+		}
+		lost := bad
+		if bad {
+			bad = rng.Float64() >= 1/burst
+		} else {
+			bad = rng.Float64() < min(1, p/burst/(1-p))
+		}
+		return lost
+	}
 	e, err := NewEncoder(EncoderConfig{K: k, R: r})
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +102,7 @@ func simulate(t testing.TB, k, r int, p float64, n int, seed uint64) simResult {
 	buf := make([]byte, MaxSymbolLen)
 	now := t0
 	wire := func(m Meta, b []byte) {
-		if rng.Float64() >= p {
+		if !lose() {
 			d.Push(m, b, now, deliver)
 		} else if m.Kind == KindData {
 			wireLost[binary.BigEndian.Uint64(b)] = true
@@ -159,6 +179,22 @@ func TestLossSimulationMatchesModel(t *testing.T) {
 	if got := res.residual(); got < want*0.8 || got > want*1.2 {
 		t.Fatalf("8:2 at 10%%: simulated %.4f, model %.4f", got, want)
 	}
+	// Bursty loss (mean burst 4): the chain model against the channel,
+	// and bursts hurt a group that independent loss of the same rate
+	// would not.
+	for _, kr := range [][2]int{{16, 4}, {32, 8}} {
+		res := simulateBurst(t, kr[0], kr[1], 0.05, 4, 100000, 3)
+		want := ResidualLossBurst(kr[0], kr[1], 0.05, 4)
+		if got := res.residual(); got < want*0.75 || got > want*1.25 {
+			t.Errorf("%d:%d at 5%% in bursts of 4: simulated %.4f, model %.4f", kr[0], kr[1], got, want)
+		}
+		if ind := ResidualLoss(kr[0], kr[1], 0.05); want < 3*ind {
+			t.Errorf("%d:%d: bursts predict %.2g, independent loss %.2g", kr[0], kr[1], want, ind)
+		}
+	}
+	if a, b := ResidualLossBurst(16, 4, 0.05, 1), ResidualLoss(16, 4, 0.05); a != b {
+		t.Fatalf("burst 1 is independent loss: %g vs %g", a, b)
+	}
 }
 
 // TestLossSimulationTable prints the loss-simulation table of
@@ -169,7 +205,7 @@ func TestLossSimulationTable(t *testing.T) {
 	if !*simTable {
 		t.Skip("run with -fec.sim to print the simulation table")
 	}
-	ratios := [][2]int{{4, 1}, {8, 1}, {16, 1}, {8, 2}, {10, 2}, {12, 2}, {16, 2}, {12, 3}, {16, 3}, {16, 4}, {20, 4}, {32, 5}, {32, 8}}
+	ratios := [][2]int{{4, 1}, {8, 1}, {16, 1}, {8, 2}, {10, 2}, {12, 2}, {16, 2}, {12, 3}, {16, 3}, {16, 4}, {20, 4}, {32, 5}, {32, 8}, {32, 11}, {32, 16}}
 	var sb strings.Builder
 	sb.WriteString("| K:R | overhead (symbols) | overhead (bytes, IMIX) | loss | post-FEC loss | model | delay mean / p99 (pkts) | mean ms @10k pps | mean ms @100k pps | meets 5% target |\n")
 	sb.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
@@ -231,6 +267,43 @@ func TestAdaptiveChoiceTable(t *testing.T) {
 				k, r = a.Observe(LossReport{Expected: 100000, Received: uint32(100000 * (1 - p))})
 			}
 			fmt.Fprintf(&sb, " %d:%d (%.0f%%) → %.0e |", k, r, 100*float64(r)/float64(k), ResidualLoss(k, r, p))
+		}
+		sb.WriteString("\n")
+	}
+	t.Log("\n" + sb.String())
+}
+
+// TestBurstSimulationTable prints the bursty-loss table of
+// docs/BENCHMARKS.md: independent against Gilbert loss (mean burst 4) at
+// 5%, simulated and modelled, and what auto mode settles on at 50 ms RTT
+// when the loss reports carry runs:
+//
+//	go test -count=1 -run TestBurstSimulationTable -v ./fec/ -args -fec.sim
+func TestBurstSimulationTable(t *testing.T) {
+	if !*simTable {
+		t.Skip("run with -fec.sim to print the table")
+	}
+	var sb strings.Builder
+	sb.WriteString("| K:R | parity | 5% independent: simulated / model | 5% in bursts of 4: simulated / model |\n|---|---|---|---|\n")
+	for _, kr := range [][2]int{{16, 4}, {16, 8}, {32, 8}, {32, 11}, {32, 16}} {
+		ind := simulate(t, kr[0], kr[1], 0.05, 400000, 5)
+		bur := simulateBurst(t, kr[0], kr[1], 0.05, 4, 400000, 5)
+		fmt.Fprintf(&sb, "| %d:%d | %.0f%% | %.2g / %.2g | %.2g / %.2g |\n", kr[0], kr[1], 100*float64(kr[1])/float64(kr[0]),
+			ind.residual(), ResidualLoss(kr[0], kr[1], 0.05), bur.residual(), ResidualLossBurst(kr[0], kr[1], 0.05, 4))
+	}
+	sb.WriteString("\n| wire loss | burst 1 | burst 2 | burst 4 | burst 8 |\n|---|---|---|---|---|\n")
+	for _, p := range []float64{0.01, 0.05} {
+		fmt.Fprintf(&sb, "| %g%% |", 100*p)
+		for _, b := range []float64{1, 2, 4, 8} {
+			a, _ := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+			a.SetRTT(50 * time.Millisecond)
+			lost := uint32(100000 * p)
+			rep := LossReport{Expected: 100000, Received: 100000 - lost, Runs: uint32(float64(lost) / b)}
+			var k, r int
+			for range 10 {
+				k, r = a.Observe(rep)
+			}
+			fmt.Fprintf(&sb, " %d:%d (%.0f%%) → %.0e |", k, r, 100*float64(r)/float64(k), ResidualLossBurst(k, r, p, b))
 		}
 		sb.WriteString("\n")
 	}

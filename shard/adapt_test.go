@@ -6,6 +6,7 @@ package shard
 
 import (
 	"crypto/rand"
+	"slices"
 	"testing"
 	"time"
 
@@ -72,5 +73,47 @@ func TestAdapterRTTAndRekey(t *testing.T) {
 	}
 	if got, want := sa.lanes[addrB].adapt.Target(), fec.TCPResidual(80*time.Millisecond); got != want {
 		t.Fatalf("the initiator's rekey did not take the new round trip: %g, want %g", got, want)
+	}
+}
+
+// A loss report carries its runs of lost symbols only to a peer whose
+// offer announced FeatureLossRuns; an older peer gets the 12-byte report
+// it parses.
+func TestLossReportRunsOnlyToPeersThatReadThem(t *testing.T) {
+	for _, feat := range []uint8{0, FeatureLossRuns} {
+		a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+		connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
+		sa, sb := a.shards[0], b.shards[0]
+		sb.lanes[addrA].cfg.PeerFeatures = feat
+		for i := range 40 {
+			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
+		}
+		deliverAll(t, a, b, func(i int) bool { return i%7 == 3 })
+		// The groups expire out of the decoder's window, then B's report
+		// falls due (B also sends passive keepalives meanwhile).
+		for range 60 {
+			sb.now = sb.now.Add(50 * time.Millisecond)
+			sb.tick()
+			sb.flushAll()
+		}
+		short := crypto.FrameOverhead + crypto.SymbolOverhead + 1 + fec.LossReportLenV1
+		long := crypto.FrameOverhead + crypto.SymbolOverhead + 1 + fec.LossReportLen
+		want, not := short, long
+		if feat != 0 {
+			want, not = long, short
+		}
+		var lens []int
+		for _, d := range b.sent[0] {
+			lens = append(lens, len(d.data))
+		}
+		if !slices.Contains(lens, want) || slices.Contains(lens, not) {
+			t.Fatalf("features %#x: B sent datagrams of %v bytes, want a loss report of %d", feat, lens, want)
+		}
+		// A reads it either way.
+		bad := sa.stats.c[DropBadHeader]
+		deliverAll(t, b, a, nil)
+		if sa.stats.c[DropBadHeader] != bad {
+			t.Fatalf("features %#x: A refused the report", feat)
+		}
 	}
 }

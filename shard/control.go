@@ -22,6 +22,18 @@ const (
 	ctlLossReport = 1 // fec.LossReport of the sender's receive side
 )
 
+// Feature bits a lane offer announces (crypto.LaneOffer.Features): what
+// this data plane reads beyond the oldest peers' wire.
+const (
+	// FeatureLossRuns: loss reports may carry their runs of lost symbols
+	// (fec.LossReportLen bytes, not fec.LossReportLenV1), so the peer's
+	// adapter sees bursts.
+	FeatureLossRuns = 1 << 0
+
+	// Features is every feature this version has.
+	Features = FeatureLossRuns
+)
+
 // control acts on an opened control frame. Opening it already proved the
 // peer alive (ingress set lastRx), which is all a keepalive is for; only a
 // loss report carries more. A frame with no type byte or a type this
@@ -54,6 +66,9 @@ func (s *Shard) controlTimers(ln *lane) {
 		if rep := ln.dec.TakeLossReport(); rep.Expected > 0 {
 			buf[0] = ctlLossReport
 			if b, err := rep.AppendBinary(buf[:1]); err == nil {
+				if ln.cfg.PeerFeatures&FeatureLossRuns == 0 {
+					b = b[:1+fec.LossReportLenV1] // a peer that reads no runs
+				}
 				s.sendControl(ln, b)
 			}
 		}

@@ -39,6 +39,9 @@ type LaneConfig struct {
 	// lane measures it itself, from install to the first datagram under
 	// its keys. The adapter aims for less residual loss on longer paths.
 	RTT time.Duration
+	// PeerFeatures are the feature bits the peer's lane offer announced
+	// (FeatureLossRuns, …): what may be sent to it beyond the oldest wire.
+	PeerFeatures uint8
 	// Keepalive is the peer's PersistentKeepalive (0: off): a keepalive
 	// goes out after about this long without sending (control.go).
 	Keepalive time.Duration
