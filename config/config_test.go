@@ -252,6 +252,23 @@ func TestConfigErrorCap(t *testing.T) {
 	}
 }
 
+// The cap keeps the lowest lines, whichever step found them: a key file's
+// problem (found after the text's) on line 2 is shown, and the "too many"
+// message points at the first line left out.
+func TestConfigErrorCapKeepsLowestLines(t *testing.T) {
+	lines := []string{"[Interface]", "PrivateKeyFile = missing.key"}
+	for range 30 {
+		lines = append(lines, "Bogus = 1")
+	}
+	_, err := testParse(t, testText(t, lines...))
+	want := []string{"t.conf:2: [Interface] PrivateKeyFile: |"}
+	for i := range maxErrors - 1 {
+		want = append(want, fmt.Sprintf("t.conf:%d: [Interface] Bogus: |unknown key", i+3))
+	}
+	want = append(want, "t.conf:22: |too many errors: 11 more not shown")
+	checkErrors(t, err, want)
+}
+
 type failReader struct{}
 
 func (failReader) Read([]byte) (int, error) { return 0, errors.New("disk on fire") }

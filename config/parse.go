@@ -109,17 +109,29 @@ func parse(name string, data []byte) *parser {
 	return p
 }
 
-// errorf records a problem; past maxErrors it only counts them.
+// errorf records a problem. Past maxErrors it keeps the maxErrors with
+// the lowest lines (the steps find problems out of line order: a key file's
+// after the text's) and counts the rest, whose lowest line the "too many
+// errors" message then points at.
 func (p *parser) errorf(line int, section, key, format string, args ...any) {
-	if len(p.errs) >= maxErrors {
-		if p.dropped == 0 {
-			p.droppedLine = line
-		}
-		p.dropped++
+	e := &Error{File: p.name, Line: line, Section: section, Key: key, Msg: oneLine(fmt.Sprintf(format, args...))}
+	if len(p.errs) < maxErrors {
+		p.errs = append(p.errs, e)
 		return
 	}
-	p.errs = append(p.errs, &Error{File: p.name, Line: line, Section: section, Key: key,
-		Msg: oneLine(fmt.Sprintf(format, args...))})
+	last := 0
+	for i, x := range p.errs {
+		if x.Line > p.errs[last].Line {
+			last = i
+		}
+	}
+	if line < p.errs[last].Line {
+		e, p.errs[last] = p.errs[last], e
+	}
+	if p.dropped == 0 || e.Line < p.droppedLine {
+		p.droppedLine = e.Line
+	}
+	p.dropped++
 }
 
 // line handles one line of the file (terminator removed).
