@@ -97,31 +97,37 @@ var DefaultAdaptConfig = AdaptConfig{Ks: []int{16, 32}, MinR: 1, MaxR: 16, MaxOv
 
 var errAdaptConfig = errors.New("fec: adapt config out of range")
 
+// maxKs bounds AdaptConfig.Ks, so the rule's candidates fit on its stack.
+const maxKs = 4
+
 // Adapter picks K:R for a lane's encoder from its peer's loss reports.
 //
 // Rule (ModeAuto): keep p, an exponentially weighted average (weight ½) of
-// the reported wire loss, and b, the same of the reported mean loss-burst
-// length (reports with runs and ≥ 10 lost symbols), and choose, among the
-// group sizes Ks and R in [MinR, min(MaxR, K·MaxOverhead)], the K:R with
-// the smallest parity share R/K whose predicted post-FEC loss
-// ResidualLossBurst(K, R, max(p, latest), max(b, latest)) is ≤ the target
-// (ties: the smaller K). Taking the max with the latest
-// report raises protection on the first bad report; a cheaper K:R is taken
-// only when it would still predict ≤ target/2, so the ratio does not flap
-// on noise. If nothing reaches the target, the K:R with the lowest
-// predicted loss is used. The target is Target until SetRTT gives the
-// path's round-trip time, then TCPResidual of it, within [MinTarget,
-// Target]. ModeFixed and ModeOff ignore reports.
+// the reported wire loss, and b, the same of the mean loss-burst length
+// (each estimate taken over reports with runs until they saw ≥ 10 lost
+// symbols). Among the group sizes Ks and R in [MinR, min(MaxR,
+// K·MaxOverhead)], choose the K:R with the smallest parity share R/K whose
+// predicted post-FEC loss ResidualLossBurst(K, R, max(p, latest), max(b,
+// latest)) is ≤ the target (ties: the smaller K); if none is, the cheapest
+// predicting at most twice the least any does. Taking the max with the
+// latest report raises protection on the first bad report; a cheaper K:R
+// is taken only when it would still predict ≤ target/2 (or the target is
+// out of reach anyway), so the ratio does not flap on noise. The target is
+// Target until SetRTT gives the path's round-trip time, then TCPResidual
+// of it, within [MinTarget, Target]. ModeFixed and ModeOff ignore reports.
 type Adapter struct {
-	mode    Mode
-	cfg     AdaptConfig
-	k, r    int
-	p       float64
-	primed  bool
-	burst   float64 // mean loss-burst length, EWMA like p (0: unknown)
-	target  float64
-	rtt     time.Duration
-	pending LossReport
+	mode   Mode
+	cfg    AdaptConfig
+	k, r   int
+	p      float64
+	primed bool
+	burst  float64 // mean loss-burst length, EWMA like p (0: unknown)
+	// burstPend gathers reports with runs until they saw minBurstSample
+	// lost symbols.
+	burstPend LossReport
+	target    float64
+	rtt       time.Duration
+	pending   LossReport
 }
 
 // NewAdapter returns an adapter starting at the mode's ratio (for auto, the
@@ -149,7 +155,7 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 	if cfg.MinExpected == 0 {
 		cfg.MinExpected = def.MinExpected
 	}
-	if cfg.MinR < 1 || cfg.MinR > cfg.MaxR || cfg.MaxR > MaxR || !(cfg.MaxOverhead > 0) ||
+	if len(cfg.Ks) > maxKs || cfg.MinR < 1 || cfg.MinR > cfg.MaxR || cfg.MaxR > MaxR || !(cfg.MaxOverhead > 0) ||
 		!(cfg.Target > 0 && cfg.Target < 1) || !(cfg.MinTarget > 0 && cfg.MinTarget <= cfg.Target) {
 		return nil, errAdaptConfig
 	}
@@ -196,25 +202,33 @@ func (a *Adapter) maxR(k int) int {
 }
 
 // best is the cheapest K:R predicting ≤ target at wire loss p in bursts of
-// mean length burst (ties: the smaller K), or, if none does, the one
-// predicting the least loss.
+// mean length burst (ties: the smaller K). If none does, it is the
+// cheapest predicting at most twice the least loss any K:R predicts: near
+// the ceiling more parity buys little.
 func (a *Adapter) best(p, burst, target float64) (k, r int, ok bool) {
-	bestRes := math.Inf(1)
-	for _, kk := range a.cfg.Ks {
+	var res [maxKs][MaxR + 1]float64
+	least := math.Inf(1)
+	for i, kk := range a.cfg.Ks {
+		residuals(kk, p, burst, res[i][:a.maxR(kk)+1])
 		for rr := a.cfg.MinR; rr <= a.maxR(kk); rr++ {
-			res := ResidualLossBurst(kk, rr, p, burst)
-			if res <= target {
-				if !ok || cheaper(kk, rr, k, r) {
-					k, r, ok = kk, rr, true
-				}
-				break
-			}
-			if !ok && res < bestRes {
-				bestRes, k, r = res, kk, rr
+			least = min(least, res[i][rr])
+			if res[i][rr] <= target && (!ok || cheaper(kk, rr, k, r)) {
+				k, r, ok = kk, rr, true
 			}
 		}
 	}
-	return k, r, ok
+	if ok {
+		return k, r, true
+	}
+	found := false
+	for i, kk := range a.cfg.Ks {
+		for rr := a.cfg.MinR; rr <= a.maxR(kk); rr++ {
+			if res[i][rr] <= 2*least && (!found || cheaper(kk, rr, k, r)) {
+				k, r, found = kk, rr, true
+			}
+		}
+	}
+	return k, r, false
 }
 
 // cheaper reports whether k1:r1 spends a smaller parity share than k2:r2,
@@ -230,12 +244,19 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		return a.k, a.r
 	}
 	a.pending = a.pending.Add(rep)
+	if rep.Runs > 0 {
+		// Bursts are counted over as many reports as it takes to see
+		// minBurstSample lost symbols: reports with a few losses each
+		// count as much as one with many.
+		a.burstPend = a.burstPend.Add(rep)
+	}
 	if a.pending.Expected < a.cfg.MinExpected {
 		return a.k, a.r
 	}
 	latest, latestBurst := a.pending.Loss(), 0.0
-	if a.pending.Expected-a.pending.Received >= minBurstSample {
-		latestBurst = a.pending.Burst()
+	if a.burstPend.Expected-a.burstPend.Received >= minBurstSample {
+		latestBurst = a.burstPend.Burst()
+		a.burstPend = LossReport{}
 	}
 	a.pending = LossReport{}
 	if a.primed {
@@ -251,22 +272,24 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		}
 	}
 	p, burst := math.Max(a.p, latest), math.Max(a.burst, latestBurst)
-	wk, wr, _ := a.best(p, burst, a.target)
+	wk, wr, reachable := a.best(p, burst, a.target)
 	switch {
 	case cheaper(a.k, a.r, wk, wr):
 		// Not enough protection: more at once.
 		a.k, a.r = wk, wr
 	case cheaper(wk, wr, a.k, a.r):
 		// Cheaper would do: only with margin.
-		if dk, dr, ok := a.best(p, burst, a.target/2); ok && cheaper(dk, dr, a.k, a.r) {
+		// (An unreachable target has no margin to keep: the cheapest
+		// K:R near the least loss is taken as it moves.)
+		if dk, dr, ok := a.best(p, burst, a.target/2); (ok || !reachable) && cheaper(dk, dr, a.k, a.r) {
 			a.k, a.r = dk, dr
 		}
 	}
 	return a.k, a.r
 }
 
-// minBurstSample is the fewest lost symbols a report needs for its mean
-// burst length to count: a few losses say little about their pattern.
+// minBurstSample is the fewest lost symbols a mean burst length is taken
+// over: a few losses say little about their pattern.
 const minBurstSample = 10
 
 // Path assumptions of TCPResidual: one inner flow of full-size segments
@@ -320,32 +343,57 @@ func ResidualLoss(k, r int, p float64) float64 {
 // lasts burst symbols on average, with stationary loss p. The number of
 // symbols of a group lost is counted exactly over the two-state chain
 // (O((K+R)²)); a group fails when more than R are lost, losing x/n of its
-// data as in ResidualLoss. burst ≤ 1 is independent loss (ResidualLoss).
+// data as in ResidualLoss. burst ≤ 1 is independent loss (ResidualLoss),
+// and so is a k:r the codec does not take (the chain's arrays are sized
+// for MaxK+MaxR symbols).
 func ResidualLossBurst(k, r int, p, burst float64) float64 {
-	if burst <= 1 || p <= 0 || p >= 1 {
+	if !validRatio(k, r) {
 		return ResidualLoss(k, r, p)
 	}
-	n := k + r
+	var out [MaxR + 1]float64
+	residuals(k, p, burst, out[:r+1])
+	return out[r]
+}
+
+// residuals sets out[r] to the predicted residual loss of k:r for every r
+// below len(out): independent loss term by term, bursty loss in one pass
+// of the chain up to k+len(out)-1 symbols (the Adapter's candidates for
+// one K cost one pass).
+func residuals(k int, p, burst float64, out []float64) {
+	if burst <= 1 || p <= 0 || p >= 1 {
+		for r := range out {
+			out[r] = ResidualLoss(k, r, p)
+		}
+		return
+	}
 	leave := 1 / burst
 	enter := min(1, p*leave/(1-p)) // so that the bad state's share is p
-	// good[x], bad[x]: probability of being in that state after the
-	// symbols so far with x of them lost. The first symbol is drawn from
-	// the stationary distribution.
-	var good, bad, ng, nb [MaxK + MaxR + 2]float64
-	good[0], bad[1] = 1-p, p
-	for i := 1; i < n; i++ {
-		clear(ng[:i+2])
-		clear(nb[:i+2])
-		for x := 0; x <= i; x++ {
-			g, b := good[x], bad[x]
-			ng[x] += g*(1-enter) + b*leave
-			nb[x+1] += g*enter + b*(1-leave)
+	// st[buf][state][x]: probability of being in state (0 good, 1 bad)
+	// after the symbols so far with x of them lost. The first symbol is
+	// drawn from the stationary distribution.
+	var st [2][2][MaxK + MaxR + 2]float64
+	cur := 0
+	st[cur][0][0], st[cur][1][1] = 1-p, p
+	last := k + len(out) - 1
+	for i := 1; ; i++ { // i symbols counted
+		if r := i - k; r >= 0 {
+			sum := 0.0
+			for x := r + 1; x <= i; x++ {
+				sum += (st[cur][0][x] + st[cur][1][x]) * float64(x) / float64(i)
+			}
+			out[r] = sum
 		}
-		good, bad = ng, nb
+		if i >= last {
+			return
+		}
+		nxt := 1 - cur
+		clear(st[nxt][0][:i+2])
+		clear(st[nxt][1][:i+2])
+		for x := 0; x <= i; x++ {
+			g, b := st[cur][0][x], st[cur][1][x]
+			st[nxt][0][x] += g*(1-enter) + b*leave
+			st[nxt][1][x+1] += g*enter + b*(1-leave)
+		}
+		cur = nxt
 	}
-	sum := 0.0
-	for x := r + 1; x <= n; x++ {
-		sum += (good[x] + bad[x]) * float64(x) / float64(n)
-	}
-	return sum
 }

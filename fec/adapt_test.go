@@ -93,11 +93,21 @@ func TestAdapterRule(t *testing.T) {
 	if k != wk || r != wr || ResidualLoss(k, r, 0.05) > a.Target() {
 		t.Fatalf("5%% loss: %d:%d, want the cheapest meeting %g: %d:%d", k, r, a.Target(), wk, wr)
 	}
-	if k, r := a.Observe(rep(0.5)); 2*r != k {
-		t.Fatalf("50%% loss: %d:%d, want the parity ceiling (half of K)", k, r)
+	// 20% loss: nothing reaches the target, but parity still cuts the
+	// loss a lot: the rule spends near the ceiling.
+	k, r = a.Observe(rep(0.2))
+	least := ResidualLoss(32, 16, 0.2)
+	if ResidualLoss(k, r, 0.2) > 2*least || 4*r < k {
+		t.Fatalf("20%% loss: %d:%d predicts %g, the least is %g", k, r, ResidualLoss(k, r, 0.2), least)
 	}
+	// 50% loss: parity cannot help (every K:R loses about half): the
+	// cheapest.
+	if k, r := a.Observe(rep(0.5)); k != 32 || r != 1 {
+		t.Fatalf("50%% loss: %d:%d, want the cheapest 32:1", k, r)
+	}
+	a.Observe(rep(0.2))
 	// Loss gone: the parity share only falls, down to the floor.
-	prevK, prevR := 32, 16
+	prevK, prevR := a.Ratio()
 	for range 20 {
 		k, r := a.Observe(rep(0))
 		if r*prevK > prevR*k {
@@ -294,12 +304,52 @@ func TestAdapterSeesBursts(t *testing.T) {
 	if ResidualLossBurst(ik, ir, 0.01, 1) > TCPResidual(50*time.Millisecond) {
 		t.Fatalf("independent: %d:%d misses the target", ik, ir)
 	}
+	// Reports with few losses count together: no interval is ignored, so
+	// one bursty interval does not set the estimate for good.
+	a := mustAdapter(t)
+	a.Observe(LossReport{Expected: 100000, Received: 99970, Runs: 3}) // 30 lost in bursts of 10
+	if a.burst != 10 {
+		t.Fatalf("burst estimate %v after 30 lost in 3 runs", a.burst)
+	}
+	for range 60 {
+		a.Observe(LossReport{Expected: 100000, Received: 99998, Runs: 2}) // 2 lost apart
+	}
+	if a.burst > 1.1 {
+		t.Fatalf("burst estimate %v after 120 independent losses in small reports", a.burst)
+	}
+}
+
+// When no K:R reaches the target, the rule takes the cheapest within twice
+// the least predicted loss instead of the parity ceiling.
+func TestAdapterUnreachableTarget(t *testing.T) {
 	a := mustAdapter(t)
 	a.SetRTT(50 * time.Millisecond)
+	var k, r int
 	for range 5 {
-		a.Observe(LossReport{Expected: 100000, Received: 99995, Runs: 1}) // 5 lost: too few
+		k, r = a.Observe(LossReport{Expected: 100000, Received: 99900, Runs: 4}) // 0.1% in bursts of 25
 	}
-	if a.burst != 0 {
-		t.Fatalf("burst estimate %v from reports of 5 lost symbols", a.burst)
+	least := 1.0
+	for _, kk := range []int{16, 32} {
+		for rr := 1; rr <= kk/2; rr++ {
+			least = min(least, ResidualLossBurst(kk, rr, 0.001, 25))
+		}
+	}
+	got := ResidualLossBurst(k, r, 0.001, 25)
+	if got > a.Target() && (got > 2*least || 2*r == k) {
+		t.Fatalf("unreachable target: %d:%d predicts %g, least %g", k, r, got, least)
+	}
+}
+
+// The chain's one pass per K gives what ResidualLossBurst gives per R.
+func TestResidualsOnePass(t *testing.T) {
+	out := make([]float64, 17)
+	residuals(32, 0.05, 4, out)
+	for r, v := range out {
+		if w := ResidualLossBurst(32, r, 0.05, 4); math.Abs(v-w) > 1e-15 {
+			t.Fatalf("32:%d: one pass %g, alone %g", r, v, w)
+		}
+	}
+	if out[16] >= out[8] || out[8] >= out[1] {
+		t.Fatalf("more parity must predict less loss: %v", out)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/klauspost/reedsolomon"
 )
@@ -178,5 +179,18 @@ func BenchmarkOneParity(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkObserve is one loss report through the adaptive rule (once a
+// second per lane, on the shard's goroutine): bursty loss, where every
+// candidate K:R is predicted over the Gilbert chain.
+func BenchmarkObserve(b *testing.B) {
+	a, _ := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+	a.SetRTT(50 * time.Millisecond)
+	reps := []LossReport{{Expected: 40000, Received: 38000, Runs: 500}, {Expected: 40000, Received: 39600, Runs: 300}}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		a.Observe(reps[i%2])
 	}
 }

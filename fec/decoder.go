@@ -6,9 +6,10 @@ import (
 	"time"
 )
 
-// Decoder defaults. A window of 32 groups of up to 16+4 symbols tolerates
-// several hundred packets of reordering; 1 MiB holds that many full-size
-// symbols; 250 ms is far beyond any useful recovery (a recovered packet later
+// Decoder defaults. A window of 32 groups (auto mode's run 16 to 48
+// symbols each) tolerates several hundred packets of reordering; 1 MiB
+// holds about 650 full-size symbols, some 13 of the largest auto groups
+// (the oldest open group is evicted past it); 250 ms is far beyond any useful recovery (a recovered packet later
 // than that is worse than a loss to TCP and to real-time traffic alike).
 const (
 	DefaultMaxGroups = 32
