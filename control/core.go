@@ -118,7 +118,8 @@ type peer struct {
 	initIndex uint32
 	initTo    netip.AddrPort // where init was sent (its byEndpoint key)
 	initAt    time.Time
-	respReads bucket // responses read for init (forgeries cost DH)
+	initSent  time.Time // when init left (initAt is the tick that made it)
+	respReads bucket    // responses read for init (forgeries cost DH)
 	attempts  int
 	fromLane  int // the lane socket this handshake's initiations leave from
 	nextTry   time.Time

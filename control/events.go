@@ -2,9 +2,9 @@ package control
 
 // Lane events: what the shards report about a peer's lanes (traffic waits
 // for a session, a lane moved to a new address, a lane went unanswered, a
-// lane's datagrams arrive on another shard). Each takes the core lock;
-// package router calls the last three on a goroutine of their own, so a
-// shard never waits for that lock.
+// lane's datagrams arrive on another shard). All but FollowMoved take the
+// core lock; package router calls PeerMoved, PeerSilent and LaneMisplaced
+// on a goroutine of their own, so a shard never waits for that lock.
 
 import (
 	"net/netip"
@@ -25,15 +25,21 @@ func (c *Core) NoSession(_ int, id shard.PeerID) {
 	}
 }
 
-// PeerMoved: an authenticated datagram moved lane index of peer, on shard
+// FollowMoved: an authenticated datagram moved a lane of peer, on shard
 // sh, from one address to another. A new IP means the peer moved: its lanes
-// on the other shards follow (same ports). The endpoint for handshakes
-// follows the endpoint's lane (the lane whose remote it is), or else the
-// new IP.
-func (c *Core) PeerMoved(sh int, peer shard.PeerID, index int, from, to netip.AddrPort) {
+// on the other shards follow (same ports). It takes no lock, so package
+// router calls it on the shard's goroutine, keeping moves in their order;
+// PeerMoved then updates the endpoint.
+func (c *Core) FollowMoved(sh int, peer shard.PeerID, from, to netip.AddrPort) {
 	if from.Addr() != to.Addr() {
 		c.dp.FollowPeer(sh, peer, from.Addr(), to.Addr())
 	}
+}
+
+// PeerMoved: lane index of peer moved from one address to another (see
+// FollowMoved). The endpoint for handshakes follows the endpoint's lane
+// (the lane whose remote it is), or else the new IP.
+func (c *Core) PeerMoved(_ int, peer shard.PeerID, index int, from, to netip.AddrPort) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.byID[peer]

@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/yip-router/yip-router/crypto"
-	"github.com/yip-router/yip-router/shard"
 )
 
 // Unmatched is the shards' hook for datagrams that match no lane (or fail
@@ -135,7 +134,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) 
 		ports[i] = c.dp.ListenPort()
 	}
 	index := c.rnd.Uint32()
-	resp, sess, err := inc.Respond(index, crypto.LaneOffer{Ports: ports, Features: shard.Features})
+	resp, sess, err := inc.Respond(index, crypto.LaneOffer{Ports: ports})
 	if err != nil {
 		c.hs.refused.Add(1)
 		return
@@ -206,7 +205,10 @@ func (c *Core) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool
 	if p.init != in {
 		return true // replaced or abandoned while we read it
 	}
-	p.rtt = now.Sub(p.initAt)
+	p.rtt = now.Sub(p.initSent)
+	if p.rtt > rttMax {
+		p.rtt = 0 // a late response: no measure of the path
+	}
 	c.clearInit(p)
 	p.attempts = 0
 	c.setEndpoint(p, from)

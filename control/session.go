@@ -56,8 +56,7 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 			Peer: p.id, Index: i, Lanes: lanes, Remote: remote, Conn: conn,
 			Send: sess.Keys.SendLane(i), Recv: recv,
 			FEC: encCfg, Mode: mode, HoldTx: !initiator, RTT: p.rtt,
-			PeerFeatures: sess.Remote.Features,
-			Keepalive:    p.cfg.PersistentKeepalive,
+			Keepalive: p.cfg.PersistentKeepalive,
 		}
 		if i < len(offered) && offered[i] != remote.Port() {
 			lc.Offered = netip.AddrPortFrom(remoteIP, offered[i])
@@ -126,7 +125,7 @@ func (c *Core) initiate(p *peer, now time.Time) {
 		// pending initiation's must not be overwritten.
 		index = c.rnd.Uint32()
 	}
-	in, dgram, err := c.local.Initiate(p.cp, index, crypto.LaneOffer{Ports: ports, From: fromLane, Features: shard.Features}, now)
+	in, dgram, err := c.local.Initiate(p.cp, index, crypto.LaneOffer{Ports: ports, From: fromLane}, now)
 	if err != nil {
 		c.log.Error("initiate", zap.Error(err))
 		return
@@ -143,6 +142,9 @@ func (c *Core) initiate(p *peer, now time.Time) {
 	back := min(retryFirst<<min(p.attempts-1, 4), retryMax)
 	back += time.Duration(c.rnd.IntN(int(2*back/retryJitterDiv)+1)) - back/retryJitterDiv
 	p.nextTry = now.Add(back)
+	// The round trip counts from here: a tick that initiates to many peers
+	// spends milliseconds of DH before the last one leaves.
+	p.initSent = c.now()
 	if err := c.dp.SendHandshake(fromLane, ConnLane, dgram, p.endpoint); err != nil {
 		c.log.Debug("sending initiation", zap.Stringer("to", p.endpoint), zap.Error(err))
 	}

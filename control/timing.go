@@ -30,6 +30,10 @@ const (
 	retryFirst     = time.Second
 	retryMax       = 15 * time.Second
 	retryJitterDiv = 10
+	// rttMax: a response later than this after its initiation says
+	// nothing about the path (it waited in a queue, or answered a retry's
+	// predecessor): the lanes get no round trip from it.
+	rttMax = 2 * time.Second
 	// wantTimeout: traffic that waited this long for a session no longer
 	// starts handshakes.
 	wantTimeout = 90 * time.Second

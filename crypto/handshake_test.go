@@ -451,36 +451,3 @@ func TestAnswerInInitiatorsVersion(t *testing.T) {
 		t.Fatalf("answer in version %d, %v; want 1", sess.Remote.version, err)
 	}
 }
-
-// Feature bits travel both ways in version 3 offers; an initiator that
-// sends version 2 gets an answer without them and announces none.
-func TestLaneOfferFeatures(t *testing.T) {
-	for _, v := range []byte{0, 2} {
-		p := newParties(t, PresharedKey{}, true)
-		in, d, err := p.a.Initiate(p.pa, 1, LaneOffer{Ports: []uint16{100, 101}, Features: 0x05, version: v}, t0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		inc, err := p.b.ConsumeInitiation(d)
-		if err != nil {
-			t.Fatal(err)
-		}
-		ans := offer(2, 9)
-		ans.Features = 0x03
-		d2, rs, err := inc.Respond(2, ans)
-		if err != nil {
-			t.Fatal(err)
-		}
-		is, err := in.ConsumeResponse(d2)
-		if err != nil {
-			t.Fatal(err)
-		}
-		want := [2]uint8{0x05, 0x03}
-		if v == 2 {
-			want = [2]uint8{}
-		}
-		if rs.Remote.Features != want[0] || is.Remote.Features != want[1] {
-			t.Fatalf("offer version %d: responder sees %#x, initiator sees %#x; want %#x", v, rs.Remote.Features, is.Remote.Features, want)
-		}
-	}
-}

@@ -10,10 +10,9 @@ import (
 // MaxLanes bounds the lanes of one session (and so the size of a lane offer).
 const MaxLanes = 64
 
-// payloadVersion 3 adds the feature bits; version 2 the lane the
-// initiation was sent from. Versions 1 (no sending lane: lane 0) and 2 (no
-// features) are still read.
-const payloadVersion = 3
+// payloadVersion 2 adds the lane the initiation was sent from; version 1
+// (without it: lane 0) is still read.
+const payloadVersion = 2
 
 // TAI64NLen is the length of a TAI64N timestamp.
 const TAI64NLen = 12
@@ -50,13 +49,9 @@ type LaneOffer struct {
 	// responder's shards): the responder addresses that lane at the
 	// initiation's source as seen, whatever a NAT did to its port.
 	From int
-	// Features are capability bits the sender announces (the data plane
-	// defines them: shard.Features); an offer read in version 1 or 2 has
-	// none.
-	Features uint8
 	// version is the encoding read (0: the current one). A responder
 	// answers in its initiator's version, so an initiator that only reads
-	// an older one still completes the handshake.
+	// version 1 still completes the handshake.
 	version byte
 }
 
@@ -77,13 +72,10 @@ func (o LaneOffer) validate() error {
 }
 
 func (o LaneOffer) appendTo(b []byte) []byte {
-	switch o.version {
-	case 1:
+	if o.version == 1 {
 		b = append(b, 1, byte(len(o.Ports))) // no sending lane: lane 0
-	case 2:
-		b = append(b, 2, byte(len(o.Ports)), byte(o.From))
-	default:
-		b = append(b, payloadVersion, byte(len(o.Ports)), byte(o.From), o.Features)
+	} else {
+		b = append(b, payloadVersion, byte(len(o.Ports)), byte(o.From))
 	}
 	for _, p := range o.Ports {
 		b = binary.BigEndian.AppendUint16(b, p)
@@ -92,22 +84,22 @@ func (o LaneOffer) appendTo(b []byte) []byte {
 }
 
 func parseLaneOffer(b []byte) (LaneOffer, error) {
-	if len(b) < 2 || b[0] < 1 || b[0] > payloadVersion {
+	if len(b) < 2 || (b[0] != payloadVersion && b[0] != 1) {
 		return LaneOffer{}, ErrPayload
 	}
-	n, hdr := int(b[1]), 1+int(b[0]) // version 1: 2 bytes; 2: 3; 3: 4
+	n, hdr := int(b[1]), 2
+	if b[0] == payloadVersion {
+		hdr = 3
+	}
 	if n == 0 || n > MaxLanes || len(b) != hdr+2*n {
 		return LaneOffer{}, ErrPayload
 	}
 	o := LaneOffer{Ports: make([]uint16, n), version: b[0]}
-	if hdr >= 3 {
+	if hdr == 3 {
 		o.From = int(b[2])
 		if o.From >= n {
 			return LaneOffer{}, ErrPayload
 		}
-	}
-	if hdr >= 4 {
-		o.Features = b[3]
 	}
 	for i := range o.Ports {
 		o.Ports[i] = binary.BigEndian.Uint16(b[hdr+2*i:])

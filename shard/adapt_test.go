@@ -43,17 +43,27 @@ func TestAdapterRTTAndRekey(t *testing.T) {
 		t.Fatalf("initiator's target %g, want TCPResidual(50 ms) = %g", got, want)
 	}
 	if got := lb.adapt.Target(); got != fec.DefaultAdaptConfig.Target {
-		t.Fatalf("responder's target before any datagram %g", got)
+		t.Fatalf("responder's target before any keepalive %g", got)
 	}
-	// The initiator's first datagram arrives 30 ms after the install.
-	sb.now = sb.now.Add(30 * time.Millisecond)
-	inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 80, 1))
+	// A's keepalive (as when the handshake completes) tells B the round
+	// trip and A's features; B's first keepalive after that tells A its.
+	if !sa.SendKeepalive(2, 0) {
+		t.Fatal("no keepalive sent")
+	}
 	deliverAll(t, a, b, nil)
-	if len(b.tun[0]) != 1 {
-		t.Fatal("datagram not delivered")
+	if got, want := lb.adapt.Target(), fec.TCPResidual(50*time.Millisecond); got != want || lb.rtt != 50*time.Millisecond {
+		t.Fatalf("responder's target %g (rtt %s) after A's keepalive, want %g", got, lb.rtt, want)
 	}
-	if got, want := lb.adapt.Target(), fec.TCPResidual(30*time.Millisecond); got != want {
-		t.Fatalf("responder's target %g after a 30 ms wait, want %g", got, want)
+	if lb.peerFeatures != Features || !lb.helloDue {
+		t.Fatalf("responder learnt features %#x, hello due %v", lb.peerFeatures, lb.helloDue)
+	}
+	sb.tick()
+	deliverAll(t, b, a, nil)
+	if la.peerFeatures != Features || lb.helloDue {
+		t.Fatalf("initiator learnt features %#x; responder's hello still due %v", la.peerFeatures, lb.helloDue)
+	}
+	if la.adapt.Target() != fec.TCPResidual(50*time.Millisecond) {
+		t.Fatal("the responder's keepalive changed the initiator's own round trip")
 	}
 
 	// 5% loss reported: the ratio rises; a rekey keeps it (and the
@@ -77,43 +87,73 @@ func TestAdapterRTTAndRekey(t *testing.T) {
 }
 
 // A loss report carries its runs of lost symbols only to a peer whose
-// offer announced FeatureLossRuns; an older peer gets the 12-byte report
-// it parses.
-func TestLossReportRunsOnlyToPeersThatReadThem(t *testing.T) {
-	for _, feat := range []uint8{0, FeatureLossRuns} {
+// keepalives announced FeatureLossRuns, and padding only to one that
+// announced FeaturePadding; an older peer gets the 12-byte report it
+// parses. Keepalives are padded to the lane's recent data lengths for
+// every peer.
+func TestControlFrameLengthsByPeerFeatures(t *testing.T) {
+	const over = crypto.FrameOverhead + crypto.SymbolOverhead
+	dataLens := map[int]bool{}
+	for _, feat := range []uint8{0, FeatureLossRuns, FeatureLossRuns | FeaturePadding} {
 		a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 		connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
 		sa, sb := a.shards[0], b.shards[0]
-		sb.lanes[addrA].cfg.PeerFeatures = feat
+		sb.lanes[addrA].peerFeatures = feat
 		for i := range 40 {
-			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, i))
+			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100+10*(i%3), i))
 		}
+		// B's own data: the lengths its control frames take.
+		for i := range 8 {
+			n := 60 + 200*(i%4)
+			dataLens[n+over] = true
+			inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", n, i))
+		}
+		sb.flushAll()
+		b.sent[0] = nil
 		deliverAll(t, a, b, func(i int) bool { return i%7 == 3 })
 		// The groups expire out of the decoder's window, then B's report
-		// falls due (B also sends passive keepalives meanwhile).
+		// falls due; B also sends passive keepalives meanwhile.
 		for range 60 {
 			sb.now = sb.now.Add(50 * time.Millisecond)
 			sb.tick()
 			sb.flushAll()
 		}
-		short := crypto.FrameOverhead + crypto.SymbolOverhead + 1 + fec.LossReportLenV1
-		long := crypto.FrameOverhead + crypto.SymbolOverhead + 1 + fec.LossReportLen
-		want, not := short, long
-		if feat != 0 {
-			want, not = long, short
-		}
 		var lens []int
 		for _, d := range b.sent[0] {
 			lens = append(lens, len(d.data))
 		}
-		if !slices.Contains(lens, want) || slices.Contains(lens, not) {
-			t.Fatalf("features %#x: B sent datagrams of %v bytes, want a loss report of %d", feat, lens, want)
+		short, long := over+1+fec.LossReportLenV1, over+1+fec.LossReportLen
+		for _, n := range lens {
+			switch {
+			case n == short && feat == 0, n == long && feat == FeatureLossRuns:
+			case dataLens[n]: // padded: a keepalive, or a padded report
+			default:
+				t.Fatalf("features %#x: B sent a %d-byte control datagram (all %v; data %v)", feat, n, lens, dataLens)
+			}
 		}
-		// A reads it either way.
+		if feat != FeatureLossRuns|FeaturePadding && !slices.Contains(lens, map[bool]int{true: long, false: short}[feat != 0]) {
+			t.Fatalf("features %#x: no loss report among %v", feat, lens)
+		}
+		// A reads every form, and its adapter would see the report.
 		bad := sa.stats.c[DropBadHeader]
 		deliverAll(t, b, a, nil)
 		if sa.stats.c[DropBadHeader] != bad {
-			t.Fatalf("features %#x: A refused the report", feat)
+			t.Fatalf("features %#x: A refused a control frame", feat)
 		}
+	}
+}
+
+// A padded loss report (what a FeaturePadding peer sends) reaches the
+// adapter like an unpadded one.
+func TestPaddedLossReportObserved(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	installAuto(t, a, b, 0)
+	la := a.shards[0].lanes[addrB]
+	rep, _ := fec.LossReport{Expected: 10000, Received: 9000, Runs: 1000}.AppendBinary([]byte{ctlLossReport})
+	before := la.enc
+	k0, r0 := before.Ratio()
+	a.shards[0].control(la, append(rep, make([]byte, 300)...))
+	if k, r := la.enc.Ratio(); k == k0 && r == r0 {
+		t.Fatalf("a padded 10%% report left the ratio at %d:%d", k, r)
 	}
 }

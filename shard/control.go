@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"encoding/binary"
 	"math/rand/v2"
 	"time"
 
@@ -16,33 +17,76 @@ import (
 // kinds of keepalive wait a fresh random time each round, so their timing
 // tells an observer nothing.
 
-// Control frame bodies: a type byte, then its payload.
+// Control frame bodies: a type byte, then its payload, then (on keepalives,
+// and on loss reports to a peer with FeaturePadding) padding up to a
+// length drawn from the lane's recent data packets, so a length-only
+// classifier cannot tell control frames from data. Readers take the
+// payload's prefix and ignore the rest.
+//
+//	keepalive:   0 ‖ features (1) ‖ round trip in ms (2, big endian; 0: unknown)
+//	loss report: 1 ‖ fec.LossReport (LossReportLen bytes, or
+//	             LossReportLenV1 to a peer without FeatureLossRuns)
+//
+// Readers before the features byte ignored all of a keepalive after its
+// type, so the features and round trip reach new peers without bothering
+// old ones: every keepalive carries them, and a lane sends one as soon as
+// the peer has confirmed new keys (helloDue), so each side learns the
+// other's within a round trip of every handshake.
 const (
-	ctlKeepalive  = 0 // no payload: keeps NAT state and proves liveness
-	ctlLossReport = 1 // fec.LossReport of the sender's receive side
+	ctlKeepalive  = 0
+	ctlLossReport = 1
+
+	keepaliveLen = 4 // type, features, round trip
 )
 
-// Feature bits a lane offer announces (crypto.LaneOffer.Features): what
-// this data plane reads beyond the oldest peers' wire.
+// Feature bits the keepalives announce: what this data plane reads beyond
+// the oldest peers' wire.
 const (
 	// FeatureLossRuns: loss reports may carry their runs of lost symbols
 	// (fec.LossReportLen bytes, not fec.LossReportLenV1), so the peer's
 	// adapter sees bursts.
 	FeatureLossRuns = 1 << 0
+	// FeaturePadding: loss reports may carry padding after their
+	// LossReportLen bytes.
+	FeaturePadding = 1 << 1
 
 	// Features is every feature this version has.
-	Features = FeatureLossRuns
+	Features = FeatureLossRuns | FeaturePadding
 )
 
 // control acts on an opened control frame. Opening it already proved the
-// peer alive (ingress set lastRx), which is all a keepalive is for; only a
-// loss report carries more. A frame with no type byte or a type this
-// version does not know is ignored the same way.
+// peer alive (ingress set lastRx), which is all an old peer's keepalive is
+// for; a new peer's also says what it reads and the round trip it knows.
+// A frame with no type byte or a type this version does not know is
+// ignored the same way.
 func (s *Shard) control(ln *lane, body []byte) {
-	if len(body) == 0 || body[0] != ctlLossReport {
+	if len(body) == 0 {
 		return
 	}
-	rep, err := fec.ParseLossReport(body[1:])
+	switch body[0] {
+	case ctlKeepalive:
+		if len(body) >= keepaliveLen {
+			ln.peerFeatures = body[1]
+			rtt := time.Duration(binary.BigEndian.Uint16(body[2:])) * time.Millisecond
+			if rtt > 0 && ln.cfg.RTT == 0 {
+				// A responder has no handshake round trip of its own:
+				// the initiator's serves the adapter.
+				ln.rtt = rtt
+				if ln.adapt != nil {
+					ln.adapt.SetRTT(rtt)
+				}
+			}
+		}
+		return
+	case ctlLossReport:
+	default:
+		return
+	}
+	b := body[1:]
+	if len(b) > fec.LossReportLen {
+		b = b[:fec.LossReportLen] // padded (FeaturePadding)
+	}
+	rep, err := fec.ParseLossReport(b)
 	if err != nil {
 		s.count(DropBadHeader)
 		return
@@ -66,7 +110,7 @@ func (s *Shard) controlTimers(ln *lane) {
 		if rep := ln.dec.TakeLossReport(); rep.Expected > 0 {
 			buf[0] = ctlLossReport
 			if b, err := rep.AppendBinary(buf[:1]); err == nil {
-				if ln.cfg.PeerFeatures&FeatureLossRuns == 0 {
+				if ln.peerFeatures&FeatureLossRuns == 0 {
 					b = b[:1+fec.LossReportLenV1] // a peer that reads no runs
 				}
 				s.sendControl(ln, b)
@@ -81,9 +125,9 @@ func (s *Shard) controlTimers(ln *lane) {
 	quiet := s.now.Sub(ln.lastTx)
 	persistent := ln.cfg.Keepalive > 0 && quiet >= ln.kaWait
 	passive := ln.heard().After(ln.lastTx) && quiet >= ln.passiveWait
-	if persistent || passive {
-		buf[0] = ctlKeepalive
-		s.sendControl(ln, buf[:1])
+	if persistent || passive || ln.helloDue {
+		ln.helloDue = false
+		s.sendControl(ln, ln.keepalive(buf[:0]))
 	}
 }
 
@@ -126,7 +170,12 @@ func jitter(d time.Duration) time.Duration {
 // responder sees the new keys in use and switches to them (HoldTx) even
 // when no data flows. Call it through Do.
 func (s *Shard) SendKeepalive(peer PeerID, index int) bool {
-	return s.SendControl(peer, index, []byte{ctlKeepalive})
+	ln := s.ownedLane(peer, index)
+	if ln == nil {
+		return false
+	}
+	var buf [keepaliveLen]byte
+	return s.sendControl(ln, ln.keepalive(buf[:0]))
 }
 
 // SetKeepalive changes the persistent keepalive of peer's lanes on this
@@ -146,14 +195,13 @@ func (s *Shard) SetKeepalive(peer PeerID, d time.Duration) {
 // opened as data (and FEC never carries control).
 var controlAD = [1]byte{byte(crypto.KindControl)}
 
-// SendControl sends a control frame (type byte, then payload) on lane index
-// of peer, which this shard must own. Call it on the shard's goroutine.
-func (s *Shard) SendControl(peer PeerID, index int, body []byte) bool {
+// ownedLane is lane index of peer if this shard owns it, else nil.
+func (s *Shard) ownedLane(peer PeerID, index int) *lane {
 	pl := s.peers[peer]
-	if pl == nil || index >= len(pl.local) || pl.local[index] == nil {
-		return false
+	if pl == nil || index < 0 || index >= len(pl.local) {
+		return nil
 	}
-	return s.sendControl(pl.local[index], body)
+	return pl.local[index]
 }
 
 func (s *Shard) sendControl(top *lane, body []byte) bool {
@@ -166,8 +214,15 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 		s.count(DropPoolEmpty)
 		return false
 	}
-	copy(p.Buf[headroom:], body)
-	sym, err := ln.sealer.SealSymbol(p.Buf[crypto.HeaderLen:], controlAD[:], p.Buf[headroom:headroom+len(body)])
+	n := copy(p.Buf[headroom:], body)
+	if body[0] == ctlKeepalive || top.peerFeatures&FeaturePadding != 0 {
+		// Every reader ignores what follows a keepalive's payload.
+		if want := top.padLen(); want > n {
+			clear(p.Buf[headroom+n : headroom+want])
+			n = want
+		}
+	}
+	sym, err := ln.sealer.SealSymbol(p.Buf[crypto.HeaderLen:], controlAD[:], p.Buf[headroom:headroom+n])
 	if err != nil {
 		s.count(DropSeal)
 		s.release(p)
@@ -182,4 +237,32 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 	s.count(ControlOut)
 	s.queue(ln, p, len(d))
 	return true
+}
+
+// keepalive appends ln's keepalive body to b.
+func (ln *lane) keepalive(b []byte) []byte {
+	ms := min(ln.rtt.Milliseconds(), 0xffff)
+	return binary.BigEndian.AppendUint16(append(b, ctlKeepalive, Features), uint16(ms))
+}
+
+// Control-frame lengths when the lane has sent no data yet: small packets
+// (TCP ACKs and handshakes of the inner flows are 40..120 bytes).
+const padMinDefault, padMaxDefault = 40, 120
+
+// noteSize records the length of an inner packet ln sends, for padLen: a
+// ring of the last len(sizes), written on the data path (no allocation).
+func (ln *lane) noteSize(n int) {
+	ln.sizes[ln.sizeN%uint32(len(ln.sizes))] = uint16(n)
+	ln.sizeN++
+}
+
+// padLen is the plaintext length a control frame on ln is padded to: the
+// length of one of the lane's recent data packets, picked at random, so
+// control datagrams are as long as data datagrams are.
+func (ln *lane) padLen() int {
+	n := min(int(ln.sizeN), len(ln.sizes))
+	if n == 0 {
+		return padMinDefault + rand.IntN(padMaxDefault-padMinDefault+1)
+	}
+	return int(ln.sizes[rand.IntN(n)])
 }

@@ -89,6 +89,7 @@ func (s *Shard) sendData(top *lane, p *ring.Packet) {
 	// Counters and timing live on the lane, whichever keys sealed.
 	top.txPackets++
 	top.txBytes += uint64(p.N)
+	top.noteSize(p.N)
 	top.lastTx = s.now
 	s.queue(ln, p, len(d))
 	s.drainParity(ln)

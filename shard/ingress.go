@@ -81,11 +81,7 @@ func (s *Shard) deframe(ln *lane, data []byte) (*lane, crypto.Header, []byte, er
 		}
 	} else if err == nil && !ln.confirmed {
 		ln.confirmed = true // the peer has the new keys: send with them
-		// The initiator sends at once when it gets our response: install
-		// to here is about one round trip.
-		if rtt := s.now.Sub(ln.installed); ln.adapt != nil && rtt > 0 && rtt < rttSampleMax {
-			ln.adapt.SetRTT(rtt)
-		}
+		ln.helloDue = true  // and tell it what we read (control.go)
 	}
 	return ln, h, sym, err
 }

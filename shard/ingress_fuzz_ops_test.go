@@ -115,14 +115,18 @@ func (h *ingressFuzz) step() {
 		ln := h.aLane(i, fl&0x10 != 0)
 		var body []byte
 		switch fl >> 1 & 3 {
-		case 0:
-			body = []byte{ctlKeepalive}
+		case 0: // a keepalive: any features, round trip and padding
+			body = append([]byte{ctlKeepalive}, h.fill(int(r.u8()%8), r.u8(), false)...)
 		case 1: // a loss report that parses
 			e := uint32(r.u16()) << (r.u8() % 17)
 			rc, u := uint32(r.u16()), uint32(r.u16())
 			rc = min(rc, e)
 			u = min(u, e-rc)
 			body = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32([]byte{ctlLossReport}, e), rc), u)
+			if fl&0x20 != 0 { // with runs, and padding
+				body = binary.BigEndian.AppendUint32(body, min(uint32(r.u16()), e-rc))
+				body = append(body, h.fill(int(r.u8()%32), r.u8(), false)...)
+			}
 		case 2: // a loss report of any length and content
 			body = append([]byte{ctlLossReport}, h.fill(int(r.u8()%24), r.u8(), false)...)
 		case 3: // any body, or none

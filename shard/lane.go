@@ -35,13 +35,10 @@ type LaneConfig struct {
 	// rekey's lane keeps the adapter, and so the ratio, it learned.
 	Mode fec.Mode
 	// RTT is the path's round-trip time as the handshake measured it (the
-	// initiator's, from initiation to response; 0: unknown). A responder's
-	// lane measures it itself, from install to the first datagram under
-	// its keys. The adapter aims for less residual loss on longer paths.
+	// initiator's, from initiation to response; 0: unknown, as on a
+	// responder, whose lane learns it from the initiator's keepalives).
+	// The adapter aims for less residual loss on longer paths.
 	RTT time.Duration
-	// PeerFeatures are the feature bits the peer's lane offer announced
-	// (FeatureLossRuns, …): what may be sent to it beyond the oldest wire.
-	PeerFeatures uint8
 	// Keepalive is the peer's PersistentKeepalive (0: off): a keepalive
 	// goes out after about this long without sending (control.go).
 	Keepalive time.Duration
@@ -108,6 +105,21 @@ type lane struct {
 	// the remote the lane learned since (a NAT's port).
 	offered netip.AddrPort
 
+	// rtt is the round trip the lane's keepalives tell the peer (0:
+	// unknown): LaneConfig.RTT, or what the peer's keepalives told.
+	// peerFeatures are the feature bits the peer's keepalives announce
+	// (control.go); helloDue: a keepalive should tell the peer ours (the
+	// peer just confirmed the keys; a responder sends none otherwise).
+	rtt          time.Duration
+	peerFeatures uint8
+	helloDue     bool
+
+	// sizes are the inner lengths of the lane's last data packets (a
+	// ring; sizeN counts writes): control frames are padded to one of
+	// them (control.go).
+	sizes [16]uint16
+	sizeN uint32
+
 	// decDirty: the decoder may have counted something since publish
 	// last folded it. encBusy: the encoder may hold a partial group
 	// (tick skips the encoders of idle lanes).
@@ -151,6 +163,7 @@ func newLane(cfg LaneConfig) (*lane, error) {
 	}
 	return &lane{
 		adapt:  ad,
+		rtt:    cfg.RTT,
 		cfg:    cfg,
 		sealer: crypto.NewSealer(&cfg.Send.AEAD),
 		txf:    crypto.NewFramer(&cfg.Send),
@@ -219,6 +232,9 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 				ln.adapt.SetRTT(cfg.RTT)
 			}
 			_ = ln.enc.SetRatio(ln.adapt.Ratio())
+		}
+		if ln.rtt == 0 {
+			ln.rtt = top.rtt // a responder's, learnt from the peer
 		}
 		if !old.confirmed && old.prev != nil {
 			// The peer never used old's keys (e.g. our response to its

@@ -29,11 +29,6 @@ const (
 	// to start one and bounds the calls into the router from a busy shard.
 	noSessionAsk = time.Second
 
-	// rttSampleMax: a responder's lane that waited longer than this for
-	// the initiator's first datagram measured a lost one, not the path;
-	// its adapter keeps the round-trip time it had.
-	rttSampleMax = 2 * time.Second
-
 	// prevKeep is how long a lane keeps its previous keys after a rekey,
 	// counted from the install and only once the new keys are confirmed:
 	// datagrams and FEC groups still in flight under the old keys keep
