@@ -145,7 +145,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) 
 	// sides are about to agree on.
 	c.clearInit(p)
 	p.attempts = 0
-	p.rtt = 0 // our lanes measure it (shard.LaneConfig.RTT)
+	p.rtt = 0 // our lanes learn the initiator's (shard.LaneConfig.RTT)
 	c.setEndpoint(p, from)
 	// The initiation came from the initiator's socket of lane From: that
 	// lane is at the source as seen (a NAT may have rewritten the port)

@@ -1,8 +1,9 @@
 package shard
 
-// The FEC adapter's life on a lane: a rekey keeps what it learned, and it
-// learns the path's round-trip time from the handshake (initiator) or from
-// the wait for the first datagram under new keys (responder).
+// The FEC adapter's life on a lane (a rekey keeps what it learned; the
+// round trip comes from the handshake, a responder's from the initiator's
+// keepalives), the hello exchange that carries features and round trip,
+// and the lengths of control frames.
 
 import (
 	"crypto/rand"
@@ -59,8 +60,8 @@ func TestAdapterRTTAndRekey(t *testing.T) {
 	}
 	sb.tick()
 	deliverAll(t, b, a, nil)
-	if la.peerFeatures != Features || lb.helloDue {
-		t.Fatalf("initiator learnt features %#x; responder's hello still due %v", la.peerFeatures, lb.helloDue)
+	if la.peerFeatures != Features || lb.helloDue || !la.acked {
+		t.Fatalf("initiator learnt features %#x (acked %v); responder's hello still due %v", la.peerFeatures, la.acked, lb.helloDue)
 	}
 	if la.adapt.Target() != fec.TCPResidual(50*time.Millisecond) {
 		t.Fatal("the responder's keepalive changed the initiator's own round trip")
@@ -112,7 +113,7 @@ func TestControlFrameLengthsByPeerFeatures(t *testing.T) {
 		b.sent[0] = nil
 		deliverAll(t, a, b, func(i int) bool { return i%7 == 3 })
 		// The groups expire out of the decoder's window, then B's report
-		// falls due; B also sends passive keepalives meanwhile.
+		// falls due.
 		for range 60 {
 			sb.now = sb.now.Add(50 * time.Millisecond)
 			sb.tick()
@@ -130,6 +131,11 @@ func TestControlFrameLengthsByPeerFeatures(t *testing.T) {
 			default:
 				t.Fatalf("features %#x: B sent a %d-byte control datagram (all %v; data %v)", feat, n, lens, dataLens)
 			}
+		}
+		// The loss report, whatever its form (it goes out before the
+		// passive keepalive would, which it makes unnecessary).
+		if len(lens) != 1 {
+			t.Fatalf("features %#x: B sent %d control datagrams %v, want its loss report", feat, len(lens), lens)
 		}
 		if feat != FeatureLossRuns|FeaturePadding && !slices.Contains(lens, map[bool]int{true: long, false: short}[feat != 0]) {
 			t.Fatalf("features %#x: no loss report among %v", feat, lens)
@@ -155,5 +161,58 @@ func TestPaddedLossReportObserved(t *testing.T) {
 	a.shards[0].control(la, append(rep, make([]byte, 300)...))
 	if k, r := la.enc.Ratio(); k == k0 && r == r0 {
 		t.Fatalf("a padded 10%% report left the ratio at %d:%d", k, r)
+	}
+}
+
+// A lost hello is sent again about a second later, until the peer
+// acknowledges it; then no more.
+func TestHelloRepeatedUntilAcknowledged(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	installAuto(t, a, b, 50*time.Millisecond)
+	sa, sb := a.shards[0], b.shards[0]
+	la, lb := sa.lanes[addrB], sb.lanes[addrA]
+	step := func(d time.Duration) {
+		sa.now, sb.now = sa.now.Add(d), sb.now.Add(d)
+		sa.tick()
+		sb.tick()
+	}
+	sa.SendKeepalive(2, 0)
+	sa.flushAll()
+	a.sent[0] = nil // lost
+	for range 26 { // 1.3 s: the repeat comes 0.75..1.25 s later, the next 0.75 s after it
+		step(50 * time.Millisecond)
+	}
+	sa.flushAll()
+	if n := len(a.sent[0]); n != 1 || la.hellos != 2 {
+		t.Fatalf("1.3 s after a lost hello A sent %d datagrams (%d hellos), want it again", n, la.hellos)
+	}
+	// Padded like small data: A has sent no data yet.
+	const over = crypto.FrameOverhead + crypto.SymbolOverhead
+	if n := len(a.sent[0][0].data); n < over+padMinDefault || n > over+padMaxDefault {
+		t.Fatalf("hello of %d bytes, want %d..%d", n, over+padMinDefault, over+padMaxDefault)
+	}
+	deliverAll(t, a, b, nil)
+	if lb.peerFeatures != Features || lb.rtt != 50*time.Millisecond {
+		t.Fatalf("B learnt features %#x, rtt %s", lb.peerFeatures, lb.rtt)
+	}
+	step(50 * time.Millisecond)
+	deliverAll(t, b, a, nil)
+	if !la.acked || la.peerFeatures != Features {
+		t.Fatalf("A: acked %v, features %#x", la.acked, la.peerFeatures)
+	}
+	hellos := la.hellos
+	for range 100 {
+		step(50 * time.Millisecond)
+		deliverAll(t, b, a, nil)
+		deliverAll(t, a, b, nil)
+	}
+	if la.hellos != hellos || lb.hellos > 1 {
+		t.Fatalf("hellos after the acknowledgement: A %d → %d, B %d", hellos, la.hellos, lb.hellos)
+	}
+	// An older router's 1-byte keepalive: it reads no features.
+	la.peerFeatures = Features
+	sa.control(la, []byte{ctlKeepalive})
+	if la.peerFeatures != 0 {
+		t.Fatal("a 1-byte keepalive left the features")
 	}
 }

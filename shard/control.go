@@ -29,14 +29,24 @@ import (
 //
 // Readers before the features byte ignored all of a keepalive after its
 // type, so the features and round trip reach new peers without bothering
-// old ones: every keepalive carries them, and a lane sends one as soon as
-// the peer has confirmed new keys (helloDue), so each side learns the
-// other's within a round trip of every handshake.
+// old ones. Every keepalive carries them ("hello"); the initiator sends one
+// on every lane when the handshake completes, the responder when the peer
+// confirms the keys (helloDue), and each side repeats its hello, about a
+// second apart, until a keepalive of the peer's says heardYou, at most
+// maxHellos times (an older peer never says it). A hello that arrives
+// without heardYou, or the first one a lane hears, is answered at once.
 const (
 	ctlKeepalive  = 0
 	ctlLossReport = 1
 
 	keepaliveLen = 4 // type, features, round trip
+
+	// heardYou, in a keepalive's features byte: the sender has the
+	// receiver's features (it is not a feature).
+	heardYou = 1 << 7
+	// maxHellos bounds the unacknowledged hellos a lane sends per
+	// session: an older peer never acknowledges.
+	maxHellos = 4
 )
 
 // Feature bits the keepalives announce: what this data plane reads beyond
@@ -65,16 +75,26 @@ func (s *Shard) control(ln *lane, body []byte) {
 	}
 	switch body[0] {
 	case ctlKeepalive:
-		if len(body) >= keepaliveLen {
-			ln.peerFeatures = body[1]
-			rtt := time.Duration(binary.BigEndian.Uint16(body[2:])) * time.Millisecond
-			if rtt > 0 && ln.cfg.RTT == 0 {
-				// A responder has no handshake round trip of its own:
-				// the initiator's serves the adapter.
-				ln.rtt = rtt
-				if ln.adapt != nil {
-					ln.adapt.SetRTT(rtt)
-				}
+		if len(body) < keepaliveLen {
+			ln.peerFeatures = 0 // an older router (perhaps restarted as one)
+			return
+		}
+		first := !ln.heardPeer
+		ln.peerFeatures, ln.heardPeer = body[1]&^heardYou, true
+		if body[1]&heardYou != 0 {
+			ln.acked = true
+		}
+		if body[1]&heardYou == 0 || first {
+			// It lacks ours, or does not know we have its: answer.
+			ln.helloDue = true
+		}
+		rtt := time.Duration(binary.BigEndian.Uint16(body[2:])) * time.Millisecond
+		if rtt > 0 && ln.cfg.HoldTx {
+			// A responder has no handshake round trip of its own: the
+			// initiator's serves the adapter.
+			ln.rtt = rtt
+			if ln.adapt != nil {
+				ln.adapt.SetRTT(rtt)
 			}
 		}
 		return
@@ -125,9 +145,11 @@ func (s *Shard) controlTimers(ln *lane) {
 	quiet := s.now.Sub(ln.lastTx)
 	persistent := ln.cfg.Keepalive > 0 && quiet >= ln.kaWait
 	passive := ln.heard().After(ln.lastTx) && quiet >= ln.passiveWait
-	if persistent || passive || ln.helloDue {
-		ln.helloDue = false
-		s.sendControl(ln, ln.keepalive(buf[:0]))
+	hello := ln.helloDue || !ln.acked && ln.hellos > 0 && ln.hellos < maxHellos && !s.now.Before(ln.helloAt)
+	if persistent || passive || hello {
+		if s.sendKeepalive(ln, buf[:0], hello) {
+			ln.helloDue = false
+		}
 	}
 }
 
@@ -175,7 +197,22 @@ func (s *Shard) SendKeepalive(peer PeerID, index int) bool {
 		return false
 	}
 	var buf [keepaliveLen]byte
-	return s.sendControl(ln, ln.keepalive(buf[:0]))
+	return s.sendKeepalive(ln, buf[:0], true)
+}
+
+// sendKeepalive sends ln's keepalive, building it in buf. A hello (sent at
+// a handshake, or answering the peer's) is repeated until the peer
+// acknowledges it; other keepalives carry the same bytes but start no
+// repeats.
+func (s *Shard) sendKeepalive(ln *lane, buf []byte, hello bool) bool {
+	if !s.sendControl(ln, ln.keepalive(buf)) {
+		return false
+	}
+	if hello && !ln.acked {
+		ln.hellos++
+		ln.helloAt = s.now.Add(jitter(helloEvery))
+	}
+	return true
 }
 
 // SetKeepalive changes the persistent keepalive of peer's lanes on this
@@ -239,10 +276,16 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 	return true
 }
 
-// keepalive appends ln's keepalive body to b.
+// keepalive appends ln's keepalive body to b: features (and heardYou
+// once the peer's arrived), and the round trip in whole milliseconds,
+// rounded up (0 only when unknown).
 func (ln *lane) keepalive(b []byte) []byte {
-	ms := min(ln.rtt.Milliseconds(), 0xffff)
-	return binary.BigEndian.AppendUint16(append(b, ctlKeepalive, Features), uint16(ms))
+	f := byte(Features)
+	if ln.heardPeer {
+		f |= heardYou
+	}
+	ms := min((ln.rtt+time.Millisecond-1)/time.Millisecond, 0xffff)
+	return binary.BigEndian.AppendUint16(append(b, ctlKeepalive, f), uint16(ms))
 }
 
 // Control-frame lengths when the lane has sent no data yet: small packets

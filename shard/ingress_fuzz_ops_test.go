@@ -123,7 +123,7 @@ func (h *ingressFuzz) step() {
 			rc = min(rc, e)
 			u = min(u, e-rc)
 			body = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32([]byte{ctlLossReport}, e), rc), u)
-			if fl&0x20 != 0 { // with runs, and padding
+			if r.u8()&1 != 0 { // with runs, and padding
 				body = binary.BigEndian.AppendUint32(body, min(uint32(r.u16()), e-rc))
 				body = append(body, h.fill(int(r.u8()%32), r.u8(), false)...)
 			}

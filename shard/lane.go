@@ -108,11 +108,17 @@ type lane struct {
 	// rtt is the round trip the lane's keepalives tell the peer (0:
 	// unknown): LaneConfig.RTT, or what the peer's keepalives told.
 	// peerFeatures are the feature bits the peer's keepalives announce
-	// (control.go); helloDue: a keepalive should tell the peer ours (the
-	// peer just confirmed the keys; a responder sends none otherwise).
+	// (control.go). The hello exchange (control.go): helloDue, a
+	// keepalive should go out at the next tick; heardPeer, a keepalive
+	// with features arrived; acked, the peer's said it has ours; hellos,
+	// the unacknowledged ones sent, at most maxHellos, helloAt apart.
 	rtt          time.Duration
 	peerFeatures uint8
 	helloDue     bool
+	heardPeer    bool
+	acked        bool
+	hellos       int
+	helloAt      time.Time
 
 	// sizes are the inner lengths of the lane's last data packets (a
 	// ring; sizeN counts writes): control frames are padded to one of
@@ -233,9 +239,16 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 			}
 			_ = ln.enc.SetRatio(ln.adapt.Ratio())
 		}
-		if ln.rtt == 0 {
+		if ln.rtt == 0 && top.rtt > 0 {
 			ln.rtt = top.rtt // a responder's, learnt from the peer
+			if ln.adapt != nil && ln.adapt != top.adapt {
+				ln.adapt.SetRTT(ln.rtt)
+			}
 		}
+		// Same peer process, most likely: what it reads and what the
+		// lane's data looks like carry over until its hello says else.
+		ln.peerFeatures = top.peerFeatures
+		ln.sizes, ln.sizeN = top.sizes, top.sizeN
 		if !old.confirmed && old.prev != nil {
 			// The peer never used old's keys (e.g. our response to its
 			// rekey was lost and it retried): the keys it still has are

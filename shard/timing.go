@@ -29,6 +29,11 @@ const (
 	// to start one and bounds the calls into the router from a busy shard.
 	noSessionAsk = time.Second
 
+	// helloEvery: a lane repeats its hello (a keepalive with its features
+	// and round trip, control.go) about this often until the peer
+	// acknowledges it.
+	helloEvery = time.Second
+
 	// prevKeep is how long a lane keeps its previous keys after a rekey,
 	// counted from the install and only once the new keys are confirmed:
 	// datagrams and FEC groups still in flight under the old keys keep
