@@ -179,7 +179,7 @@ func TestHelloRepeatedUntilAcknowledged(t *testing.T) {
 	sa.SendKeepalive(2, 0)
 	sa.flushAll()
 	a.sent[0] = nil // lost
-	for range 26 { // 1.3 s: the repeat comes 0.75..1.25 s later, the next 0.75 s after it
+	for range 26 {  // 1.3 s: the repeat comes 0.75..1.25 s later, the next 0.75 s after it
 		step(50 * time.Millisecond)
 	}
 	sa.flushAll()
