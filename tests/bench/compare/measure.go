@@ -71,6 +71,8 @@ type counters struct {
 	cpuWhen time.Time
 	bridge  [2]impair.Stats
 	bridged bool
+	fec     fecStats
+	hasFEC  bool
 }
 
 func snapshot(t topology, withCPU bool) (counters, error) {
@@ -86,6 +88,7 @@ func snapshot(t topology, withCPU bool) (counters, error) {
 		return c, err
 	}
 	c.bridge, c.bridged = t.Bridge()
+	c.fec, c.hasFEC = t.FEC()
 	if withCPU {
 		if err := c.sampleCPU(t); err != nil {
 			return c, err
@@ -140,6 +143,15 @@ func runTest1(ctx context.Context, c *config, t topology, p placement, spec test
 	r.TunTxQLen = after.tun.TxQLen
 	if after.bridged {
 		r.Bridge = bridgeDelta(before.bridge, after.bridge)
+	}
+	if before.hasFEC && after.hasFEC {
+		// A lane's lost-for-good count starts over with its keys (a
+		// rekey in the run), so a difference is taken as at least 0.
+		sub := func(a, b uint64) uint64 { return a - min(a, b) }
+		r.FEC = &fecStats{
+			ParityOut: sub(after.fec.ParityOut, before.fec.ParityOut), UDPOut: sub(after.fec.UDPOut, before.fec.UDPOut),
+			Recovered: sub(after.fec.Recovered, before.fec.Recovered), Unrecovered: sub(after.fec.Unrecovered, before.fec.Unrecovered),
+		}
 	}
 	return r, nil
 }

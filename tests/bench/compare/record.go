@@ -1,5 +1,7 @@
 package main
 
+import "math"
+
 // Record is one test of one implementation in one placement and round: the
 // unit of the raw results file. Zero fields do not apply to the test.
 type Record struct {
@@ -41,6 +43,45 @@ type Record struct {
 	// before the run (warm-up included): [0] A to B (the data
 	// direction), [1] B to A.
 	Bridge []bridgeStats `json:"bridge,omitempty"`
+
+	// yip-router's FEC over the run (after minus before, warm-up
+	// included); nil for wireguard-go.
+	FEC *fecStats `json:"fec,omitempty"`
+}
+
+// fecStats are yip-router's FEC counters: the sending side's parity and
+// all datagrams out (data, parity, control), the receiving side's data
+// symbols recovered and lost for good.
+type fecStats struct {
+	ParityOut   uint64 `json:"parity_out"`
+	UDPOut      uint64 `json:"udp_out"`
+	Recovered   uint64 `json:"recovered"`
+	Unrecovered uint64 `json:"unrecovered"`
+}
+
+// FECParityPct is the sender's parity datagrams per other datagram, %
+// (NaN without FEC counters).
+func (r Record) FECParityPct() float64 {
+	if r.FEC == nil {
+		return math.NaN()
+	}
+	return 100 * div(float64(r.FEC.ParityOut), float64(r.FEC.UDPOut-min(r.FEC.ParityOut, r.FEC.UDPOut)))
+}
+
+// FECRecovered and FECUnrecovered are the receiver's data symbols
+// recovered by FEC and lost for good (NaN without FEC counters).
+func (r Record) FECRecovered() float64 {
+	if r.FEC == nil {
+		return math.NaN()
+	}
+	return float64(r.FEC.Recovered)
+}
+
+func (r Record) FECUnrecovered() float64 {
+	if r.FEC == nil {
+		return math.NaN()
+	}
+	return float64(r.FEC.Unrecovered)
 }
 
 // BridgeDropPct is the share of frames the bridge dropped in direction

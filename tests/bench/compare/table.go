@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 )
@@ -43,6 +44,14 @@ var metrics = []metric{
 	{"RTT median", "ms", 3, kindPing, func(r Record) float64 { return r.RTTMedianMs }},
 	{"RTT mean", "ms", 3, kindPing, func(r Record) float64 { return r.RTTAvgMs }},
 	{"ping loss", "%", 1, kindPing, func(r Record) float64 { return r.PingLossPct }},
+}
+
+// fecMetrics follow where yip-router's records have FEC counters
+// (wireguard-go's cells show —).
+var fecMetrics = []metric{
+	{"FEC parity per other datagram sent", "%", 1, kindTCP | kindUDP, Record.FECParityPct},
+	{"FEC data symbols recovered", "", 0, kindTCP | kindUDP, Record.FECRecovered},
+	{"FEC data symbols lost for good", "", 0, kindTCP | kindUDP, Record.FECUnrecovered},
 }
 
 // bridgeMetrics follow metrics where the records have the impairment
@@ -103,8 +112,11 @@ func Table(recs []Record, tests, placements []string) string {
 				continue
 			}
 			ms := metrics
+			if slices.ContainsFunc(vals[implYip], func(r Record) bool { return r.FEC != nil }) {
+				ms = append(slices.Clip(ms), fecMetrics...)
+			}
 			if slices.ContainsFunc(slices.Concat(vals[implWG], vals[implYip]), func(r Record) bool { return r.Bridge != nil }) {
-				ms = append(slices.Clip(metrics), bridgeMetrics...)
+				ms = append(slices.Clip(ms), bridgeMetrics...)
 			}
 			first := true
 			for _, m := range ms {
@@ -127,19 +139,26 @@ func Table(recs []Record, tests, placements []string) string {
 	return b.String()
 }
 
+// med is the median of m over rs, leaving out records m does not apply to
+// (NaN); ok is false when none is left.
 func med(rs []Record, m metric) (float64, bool) {
-	if len(rs) == 0 {
-		return 0, false
+	var xs []float64
+	for _, r := range rs {
+		if v := m.get(r); !math.IsNaN(v) {
+			xs = append(xs, v)
+		}
 	}
-	xs := make([]float64, len(rs))
-	for i, r := range rs {
-		xs[i] = m.get(r)
+	if len(xs) == 0 {
+		return 0, false
 	}
 	return median(xs), true
 }
 
 func cell(v float64, ok bool, n, fails int, m metric) string {
 	if !ok {
+		if n > 0 {
+			return "—" // ran, but m does not apply
+		}
 		if fails == 0 {
 			return "not run"
 		}

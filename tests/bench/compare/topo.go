@@ -21,6 +21,9 @@ type topology interface {
 	// Bridge is the impairment bridge's counters per direction ([0]: A
 	// to B); false without one.
 	Bridge() ([2]impair.Stats, bool)
+	// FEC is yip-router's FEC counters (A's sending side, B's receiving
+	// side); false for an implementation without FEC.
+	FEC() (fecStats, bool)
 	Close()
 }
 
@@ -57,6 +60,26 @@ func (t *yipTopo) Inner(s lab.Side) netip.Addr { return t.l.Inner4[s] }
 func (t *yipTopo) Close()                      { t.l.Close() }
 func (t *yipTopo) Bridge() ([2]impair.Stats, bool) {
 	return t.l.ImpairStats(), t.l.ImpairNS != ""
+}
+
+func (t *yipTopo) FEC() (fecStats, bool) {
+	a, errA := t.l.Status(lab.A)
+	b, errB := t.l.Status(lab.B)
+	if errA != nil || errB != nil {
+		return fecStats{}, false
+	}
+	var f fecStats
+	for _, sh := range a.Shards {
+		f.ParityOut += sh.Counters["parity_out"]
+		f.UDPOut += sh.Counters["udp_out"]
+	}
+	for _, sh := range b.Shards {
+		f.Recovered += sh.Counters["fec_recovered"]
+	}
+	for _, p := range b.Peers {
+		f.Unrecovered += p.FECLost
+	}
+	return f, true
 }
 
 // waitTunnel pings from A to B's inner address until a reply comes back

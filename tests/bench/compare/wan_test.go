@@ -203,3 +203,26 @@ func TestTableBridgeRows(t *testing.T) {
 		t.Errorf("%d bridge rows, want 2 (the pinned records have no bridge):\n%s", n, tab)
 	}
 }
+
+// yip-router's FEC counters get rows of their own; wireguard-go's cells
+// in them say it does not apply.
+func TestTableFECRows(t *testing.T) {
+	f := &fecStats{ParityOut: 250, UDPOut: 1250, Recovered: 40, Unrecovered: 2}
+	recs := []Record{
+		{Round: 1, Impl: implWG, Placement: placeUnpinned, Test: "tcp1-cubic", RecvGbps: 0.2},
+		{Round: 1, Impl: implYip, Placement: placeUnpinned, Test: "tcp1-cubic", RecvGbps: 0.4, FEC: f},
+	}
+	tab := Table(recs, []string{"tcp1-cubic"}, []string{placeUnpinned})
+	for _, want := range []string{
+		"|  |  | FEC parity per other datagram sent | — | 25.0 % | — |",
+		"|  |  | FEC data symbols recovered | — | 40 | — |",
+		"|  |  | FEC data symbols lost for good | — | 2 | — |",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
+	}
+	if strings.Contains(Table(recs[:1], []string{"tcp1-cubic"}, []string{placeUnpinned}), "FEC") {
+		t.Error("FEC rows without FEC counters")
+	}
+}

@@ -172,6 +172,8 @@ func (t *wgTopo) Bridge() ([2]impair.Stats, bool) {
 	}
 	return t.wan.Stats(), true
 }
+func (t *wgTopo) FEC() (fecStats, bool) { return fecStats{}, false }
+
 func (t *wgTopo) Pid(s lab.Side) int {
 	if t.procs[s] == nil {
 		return 0
