@@ -128,6 +128,10 @@ type Adapter struct {
 	target    float64
 	rtt       time.Duration
 	pending   LossReport
+	// partial[n] is the parity for a group that closes early with n data
+	// symbols (Partial), set from the first report on.
+	partial   [MaxK]uint8
+	partialOK bool
 }
 
 // NewAdapter returns an adapter starting at the mode's ratio (for auto, the
@@ -182,6 +186,20 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 
 // Ratio is the K:R the encoder should use for its next group.
 func (a *Adapter) Ratio() (k, r int) { return a.k, a.r }
+
+// Partial is the table for Encoder.SetPartialParity: for a group that
+// closes before K (a slow lane's flush timeout, a rare size class), the
+// least parity predicted to keep its residual loss within the target (or
+// within what the full K:R predicts, if that is more), at most R. A group
+// of 2 data symbols needs far fewer parity symbols than one of 32 for the
+// same residual, and a slow lane sends little else. nil until a report has
+// measured the loss, and outside auto mode: such groups then get R.
+func (a *Adapter) Partial() []uint8 {
+	if !a.partialOK {
+		return nil
+	}
+	return a.partial[:a.k]
+}
 
 // SetRTT tells the rule the path's round-trip time (zero: unknown), which
 // sets how little residual loss the inner flows need.
@@ -285,6 +303,9 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 			a.k, a.r = dk, dr
 		}
 	}
+	goal := max(a.target, ResidualLossBurst(a.k, a.r, p, burst))
+	partialParity(p, burst, goal, a.cfg.MinR, a.r, a.partial[:a.k])
+	a.partialOK = true
 	return a.k, a.r
 }
 
@@ -366,34 +387,108 @@ func residuals(k int, p, burst float64, out []float64) {
 		}
 		return
 	}
-	leave := 1 / burst
-	enter := min(1, p*leave/(1-p)) // so that the bad state's share is p
-	// st[buf][state][x]: probability of being in state (0 good, 1 bad)
-	// after the symbols so far with x of them lost. The first symbol is
-	// drawn from the stationary distribution.
-	var st [2][2][MaxK + MaxR + 2]float64
-	cur := 0
-	st[cur][0][0], st[cur][1][1] = 1-p, p
-	last := k + len(out) - 1
-	for i := 1; ; i++ { // i symbols counted
+	var g gilbert
+	g.start(p, burst)
+	for i := 1; ; i++ {
 		if r := i - k; r >= 0 {
-			sum := 0.0
-			for x := r + 1; x <= i; x++ {
-				sum += (st[cur][0][x] + st[cur][1][x]) * float64(x) / float64(i)
-			}
-			out[r] = sum
+			out[r] = g.tail[r+1] / float64(i)
 		}
-		if i >= last {
+		if i == k+len(out)-1 {
 			return
 		}
-		nxt := 1 - cur
-		clear(st[nxt][0][:i+2])
-		clear(st[nxt][1][:i+2])
-		for x := 0; x <= i; x++ {
-			g, b := st[cur][0][x], st[cur][1][x]
-			st[nxt][0][x] += g*(1-enter) + b*leave
-			st[nxt][1][x+1] += g*enter + b*(1-leave)
+		g.step()
+	}
+}
+
+// gilbert walks a Gilbert channel of stationary loss p and mean burst length
+// burst (≤ 1: independent loss) one symbol at a time. After i symbols
+// (start counts the first), tail[x] is Σ_{y≥x} P(y of the i lost)·y, so a
+// group of i symbols that fails when more than r are lost loses
+// tail[r+1]/i of them on average. It is a value type with methods, not a
+// callback, so a walk stays on the caller's stack.
+type gilbert struct {
+	enter, leave float64
+	i            int // symbols counted
+	cur          int
+	// st[buf][state][x]: probability of being in state (0 good, 1 bad)
+	// after i symbols with x of them lost.
+	st   [2][2][MaxK + MaxR + 2]float64
+	tail [MaxK + MaxR + 3]float64
+}
+
+// start counts the first symbol, drawn from the stationary distribution.
+func (g *gilbert) start(p, burst float64) {
+	// Independent loss is the chain that enters and stays in the bad
+	// state with the same probability p.
+	g.leave = 1 - p
+	if burst > 1 {
+		g.leave = 1 / burst
+	}
+	g.enter = min(1, p*g.leave/(1-p)) // so that the bad state's share is p
+	g.i, g.cur = 1, 0
+	g.st[0][0][0], g.st[0][1][1] = 1-p, p
+	g.sum()
+}
+
+// step counts one more symbol; at most MaxK+MaxR+1 may be counted. Locals
+// and slices cut to length keep the loop free of loads through g and of
+// bounds checks: this walk is most of what a loss report costs.
+func (g *gilbert) step() {
+	n := g.i + 1
+	a0, a1 := g.st[g.cur][0][:n], g.st[g.cur][1][:n]
+	b0, b1 := g.st[1-g.cur][0][:n+1], g.st[1-g.cur][1][:n+1]
+	clear(b0)
+	clear(b1)
+	stay, enter, leave, keep := 1-g.enter, g.enter, g.leave, 1-g.leave
+	for x := range a0 {
+		gd, bd := a0[x], a1[x]
+		b0[x] += gd*stay + bd*leave
+		b1[x+1] += gd*enter + bd*keep
+	}
+	g.cur = 1 - g.cur
+	g.i = n
+	g.sum()
+}
+
+func (g *gilbert) sum() {
+	n := g.i + 1
+	s0, s1, t := g.st[g.cur][0][:n], g.st[g.cur][1][:n], g.tail[:n+1]
+	acc := 0.0
+	t[n] = 0
+	for x := n - 1; x >= 0; x-- {
+		acc += (s0[x] + s1[x]) * float64(x)
+		t[x] = acc
+	}
+}
+
+// partialParity sets out[n], for 1 ≤ n < len(out), to the least r in
+// [minR, maxR] whose group of n data symbols is predicted to lose at most
+// goal of its inner packets at wire loss p in bursts of mean length burst,
+// or maxR if none is. One walk of the chain serves every n and r.
+func partialParity(p, burst, goal float64, minR, maxR int, out []uint8) {
+	fill := maxR
+	if p <= 0 {
+		fill = minR
+	}
+	for n := range out {
+		out[n] = uint8(fill)
+	}
+	if len(out) < 2 || p <= 0 || p >= 1 || minR >= maxR {
+		return
+	}
+	var found [MaxK]bool
+	var g gilbert
+	g.start(p, burst)
+	for i := 1; ; i++ {
+		for r := minR; r <= maxR; r++ {
+			// For one n, r grows with i: the first r found is the least.
+			if n := i - r; n >= 1 && n < len(out) && !found[n] && g.tail[r+1]/float64(i) <= goal {
+				out[n], found[n] = uint8(r), true
+			}
 		}
-		cur = nxt
+		if i == len(out)-1+maxR {
+			return
+		}
+		g.step()
 	}
 }

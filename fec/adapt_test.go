@@ -385,3 +385,52 @@ func TestResidualsOnePass(t *testing.T) {
 		t.Fatalf("more parity must predict less loss: %v", out)
 	}
 }
+
+// TestAdapterPartial: the parity table for groups that close early is unset
+// until a report measures loss, then gives each group size the least parity
+// predicted to meet the goal (never more than R), and fixed mode has none.
+func TestAdapterPartial(t *testing.T) {
+	for _, burst := range []float64{1, 4} {
+		a, _ := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+		a.SetRTT(50 * time.Millisecond)
+		if a.Partial() != nil {
+			t.Fatal("partial table before any report")
+		}
+		rep := LossReport{Expected: 100000, Received: 95000, Runs: uint32(5000 / burst)}
+		var k, r int
+		for range 4 {
+			k, r = a.Observe(rep)
+		}
+		tbl := a.Partial()
+		if len(tbl) != k {
+			t.Fatalf("burst %g: table of %d for K=%d", burst, len(tbl), k)
+		}
+		p := 0.05
+		goal := max(a.Target(), ResidualLossBurst(k, r, p, burst))
+		cheaper := 0
+		for n := 1; n < k; n++ {
+			rn := int(tbl[n])
+			if rn < 1 || rn > r {
+				t.Fatalf("burst %g: %d data symbols get %d parity, want 1..%d", burst, n, rn, r)
+			}
+			if rn < r && ResidualLossBurst(n, rn, p, burst) > goal {
+				t.Errorf("burst %g: %d:%d predicts %.2g, over the goal %.2g", burst, n, rn, ResidualLossBurst(n, rn, p, burst), goal)
+			}
+			if rn > 1 && ResidualLossBurst(n, rn-1, p, burst) <= goal {
+				t.Errorf("burst %g: %d:%d would do, table says %d", burst, n, rn-1, rn)
+			}
+			if rn < r {
+				cheaper++
+			}
+		}
+		t.Logf("burst %g: %d:%d, goal %.2g, partial %v", burst, k, r, goal, tbl[1:])
+		if cheaper == 0 {
+			t.Errorf("burst %g: no partial group is cheaper than R=%d", burst, r)
+		}
+	}
+	fixed, _ := NewAdapter(Mode{Kind: ModeFixed, K: 16, R: 4}, AdaptConfig{})
+	fixed.Observe(LossReport{Expected: 100000, Received: 95000})
+	if fixed.Partial() != nil {
+		t.Fatal("fixed mode has a partial table")
+	}
+}

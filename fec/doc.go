@@ -7,7 +7,9 @@
 // path adds no latency and small packets stay small), and only after every
 // group of K data symbols, or when a flush timeout closes a partial group, does
 // the sender add R parity symbols. A clean path therefore pays exactly the
-// configured R/K in symbols, and a lossy one recovers any K of K+R.
+// configured R/K in symbols, and a lossy one recovers any K of K+R. Groups are
+// formed per size class of symbol (see encoder.go), so parity, which is as
+// long as its group's longest symbol, costs about R/K in bytes too.
 //
 // The package never sees keys or sockets. The framing layer authenticates each
 // symbol before it reaches the Decoder (a forged symbol would otherwise poison

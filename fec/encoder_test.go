@@ -173,3 +173,120 @@ func TestEncoderRatioChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestEncoderSizeClasses: small and full-size symbols interleaved on one
+// lane go into groups of their own, so a small group's parity is small;
+// group ids stay distinct, and the decoder recovers a loss in each.
+func TestEncoderSizeClasses(t *testing.T) {
+	rng := rand.New(rand.NewPCG(21, 22))
+	e, _ := NewEncoder(EncoderConfig{K: 4, R: 1})
+	d := NewDecoder(DecoderConfig{})
+	s := newSink(t)
+	var wire []wireSym
+	for i := range 8 {
+		n := 64
+		if i%2 == 1 {
+			n = 1424
+		}
+		b := payload(rng, uint64(i), n)
+		s.expect(b)
+		m, _ := e.Add(b, t0)
+		wire = drainParity(e, append(wire, wireSym{m, b}))
+	}
+	groups := map[uint32][]int{}
+	for i, w := range wire {
+		groups[w.m.Group] = append(groups[w.m.Group], i)
+		if w.m.Kind == KindParity {
+			want := 2 + 64
+			if w.m.Group != wire[0].m.Group {
+				want = 2 + 1424
+			}
+			if len(w.b) != want {
+				t.Errorf("parity of group %d: %d bytes, want %d", w.m.Group, len(w.b), want)
+			}
+		}
+	}
+	if len(groups) != 2 || len(wire) != 10 {
+		t.Fatalf("%d groups, %d symbols on the wire; want 2 groups of 4+1", len(groups), len(wire))
+	}
+	// Lose the first data symbol of each group.
+	for _, idx := range groups {
+		for _, i := range idx[1:] {
+			d.Push(wire[i].m, wire[i].b, t0, s.deliver)
+		}
+	}
+	s.all()
+}
+
+// TestEncoderSpanClosesSlowClass: a class whose group would fall out of the
+// peer's decoder window behind a faster class is closed after maxSpan newer
+// groups, with its parity, so its lost packet is still recovered.
+func TestEncoderSpanClosesSlowClass(t *testing.T) {
+	rng := rand.New(rand.NewPCG(23, 24))
+	e, _ := NewEncoder(EncoderConfig{K: 2, R: 1})
+	d := NewDecoder(DecoderConfig{})
+	s := newSink(t)
+	small := payload(rng, 0, 80)
+	s.expect(small)
+	sm, _ := e.Add(small, t0) // lost on the wire
+	var wire []wireSym
+	for i := range 2 * (maxSpan + 4) {
+		b := payload(rng, uint64(i+1), 1400)
+		s.expect(b)
+		m, _ := e.Add(b, t0)
+		wire = drainParity(e, append(wire, wireSym{m, b}))
+	}
+	var par []wireSym
+	for _, w := range wire {
+		if w.m.Group == sm.Group {
+			par = append(par, w)
+		}
+	}
+	if len(par) != 1 || par[0].m != (Meta{KindParity, sm.Group, 1, 1, 1}) {
+		t.Fatalf("slow class's parity %+v, want one 1:1 parity", par)
+	}
+	newest := sm.Group
+	for _, w := range wire {
+		if w.m == par[0].m && newest-sm.Group > maxSpan {
+			t.Fatalf("slow group closed after %d newer groups, want ≤ %d", newest-sm.Group, maxSpan)
+		}
+		newest = max(newest, w.m.Group)
+		d.Push(w.m, w.b, t0, s.deliver)
+	}
+	s.all()
+	if st := d.Stats(); st.Late != 0 {
+		t.Fatalf("late symbols: %+v", st)
+	}
+}
+
+// TestEncoderPartialParity: a group that closes early carries the parity
+// count the table gives for its size (at most R), and that parity still
+// recovers as many losses as it has symbols; a full group keeps R.
+func TestEncoderPartialParity(t *testing.T) {
+	rng := rand.New(rand.NewPCG(25, 26))
+	e, _ := NewEncoder(EncoderConfig{K: 8, R: 4})
+	e.SetPartialParity([]uint8{0, 1, 2, 9})
+	for _, tc := range []struct{ n, want int }{{1, 1}, {2, 2}, {3, 4}, {5, 4}, {8, 4}} {
+		d := NewDecoder(DecoderConfig{})
+		s := newSink(t)
+		var syms [][]byte
+		for i := range tc.n {
+			b := payload(rng, uint64(i), 1000+i)
+			s.expect(b)
+			syms = append(syms, b)
+		}
+		wire := emitGroup(t, e, syms, t0)
+		if got := len(wire) - tc.n; got != tc.want || wire[len(wire)-1].m.R != uint8(tc.want) {
+			t.Fatalf("group of %d: %d parity (last %+v), want %d", tc.n, got, wire[len(wire)-1].m, tc.want)
+		}
+		lose := min(tc.n, tc.want)
+		for _, w := range wire[lose:] {
+			d.Push(w.m, w.b, t0, s.deliver)
+		}
+		s.all()
+	}
+	e.SetPartialParity(nil)
+	if wire := emitGroup(t, e, [][]byte{payload(rng, 0, 100)}, t0); len(wire) != 1+4 {
+		t.Fatalf("without a table a flushed group of 1 has %d parity, want R=4", len(wire)-1)
+	}
+}

@@ -94,3 +94,13 @@ func (s *sink) deliver(b []byte) {
 func (s *sink) has(b []byte) bool { return s.got[binary.BigEndian.Uint64(b)] > 0 }
 
 func ratioName(k, r int) string { return fmt.Sprintf("%d:%d", k, r) }
+
+// all fails unless every expected symbol was delivered.
+func (s *sink) all() {
+	s.t.Helper()
+	for id := range s.sent {
+		if s.got[id] == 0 {
+			s.t.Fatalf("symbol %d never delivered", id)
+		}
+	}
+}

@@ -53,19 +53,48 @@ func (s simResult) delay() (mean float64, p99 int) {
 	return float64(sum) / float64(len(s.delays)), s.delays[len(s.delays)*99/100]
 }
 
+// simStep is the simulated time between inner packets: 100k packets/s, so
+// that every size class's groups fill before the 5 ms flush timeout for
+// K ≤ 32 (the rarest IMIX class, 1 packet in 12, then runs at 8.3k/s).
+const simStep = 10 * time.Microsecond
+
 // simulate sends n inner packets through the real Encoder and Decoder over a
-// wire that drops each symbol independently with probability p, at a steady
-// 10k packets/s (groups fill long before the 5 ms flush timeout for K ≤ 32).
-// A recovered packet's delay is how many inner packets were sent after it
-// before it was handed out.
+// wire that drops each symbol independently with probability p, one every
+// simStep.
 func simulate(t testing.TB, k, r int, p float64, n int, seed uint64) simResult {
-	return simulateBurst(t, k, r, p, 1, n, seed)
+	return simulateBurst(t, k, r, p, 1, n, seed, imixSize)
 }
+
+// fullSize is uniform full-size traffic: one size class, so every group's
+// symbols are consecutive on the wire.
+func fullSize(int) int { return 1400 + 24 }
 
 // simulateBurst is simulate over a Gilbert channel: loss comes in bursts
 // of mean length burst (≤ 1: independent loss), with stationary loss p,
-// as ResidualLossBurst models it.
-func simulateBurst(t testing.TB, k, r int, p, burst float64, n int, seed uint64) simResult {
+// as ResidualLossBurst models it, for inner packets of size(i) bytes. With
+// mixed sizes the classes' groups interleave on the wire, so a burst
+// spreads over several groups and hurts less than the model predicts for
+// consecutive symbols.
+func simulateBurst(t testing.TB, k, r int, p, burst float64, n int, seed uint64, size func(int) int) simResult {
+	return simRun(t, simConfig{k: k, r: r, p: p, burst: burst, n: n, seed: seed, size: size, step: simStep})
+}
+
+// simConfig is one simulation run: K:R, the channel, n inner packets of
+// size(i) bytes one every step, and whether groups that close early carry
+// the adapter's partial-parity table for this channel (as auto mode does)
+// or the full R.
+type simConfig struct {
+	k, r     int
+	p, burst float64
+	n        int
+	seed     uint64
+	size     func(int) int
+	step     time.Duration
+	partial  bool
+}
+
+func simRun(t testing.TB, c simConfig) simResult {
+	k, r, p, burst, n, seed := c.k, c.r, c.p, c.burst, c.n, c.seed
 	rng := rand.New(rand.NewPCG(seed, uint64(k*100+r)))
 	bad := rng.Float64() < p
 	lose := func() bool {
@@ -83,6 +112,11 @@ func simulateBurst(t testing.TB, k, r int, p, burst float64, n int, seed uint64)
 	e, err := NewEncoder(EncoderConfig{K: k, R: r})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if c.partial {
+		var tbl [MaxK]uint8
+		partialParity(p, burst, ResidualLossBurst(k, r, p, burst), 1, r, tbl[:k])
+		e.SetPartialParity(tbl[:k])
 	}
 	d := NewDecoder(DecoderConfig{})
 	res := simResult{k: k, r: r, p: p, inner: n}
@@ -120,7 +154,7 @@ func simulateBurst(t testing.TB, k, r int, p, burst float64, n int, seed uint64)
 		}
 	}
 	for i := range n {
-		size := imixSize(i)
+		size := c.size(i)
 		b := buf[:size]
 		binary.BigEndian.PutUint64(b, uint64(i))
 		m, err := e.Add(b, now)
@@ -132,7 +166,7 @@ func simulateBurst(t testing.TB, k, r int, p, burst float64, n int, seed uint64)
 		res.dataBytes += size
 		wire(m, b)
 		drain()
-		now = now.Add(100 * time.Microsecond)
+		now = now.Add(c.step)
 		if e.Tick(now) {
 			drain()
 		}
@@ -179,11 +213,11 @@ func TestLossSimulationMatchesModel(t *testing.T) {
 	if got := res.residual(); got < want*0.8 || got > want*1.2 {
 		t.Fatalf("8:2 at 10%%: simulated %.4f, model %.4f", got, want)
 	}
-	// Bursty loss (mean burst 4): the chain model against the channel,
-	// and bursts hurt a group that independent loss of the same rate
-	// would not.
+	// Bursty loss (mean burst 4) on one size class: the chain model
+	// against the channel, and bursts hurt a group that independent loss
+	// of the same rate would not.
 	for _, kr := range [][2]int{{16, 4}, {32, 8}} {
-		res := simulateBurst(t, kr[0], kr[1], 0.05, 4, 100000, 3)
+		res := simulateBurst(t, kr[0], kr[1], 0.05, 4, 100000, 3, fullSize)
 		want := ResidualLossBurst(kr[0], kr[1], 0.05, 4)
 		if got := res.residual(); got < want*0.75 || got > want*1.25 {
 			t.Errorf("%d:%d at 5%% in bursts of 4: simulated %.4f, model %.4f", kr[0], kr[1], got, want)
@@ -287,7 +321,7 @@ func TestBurstSimulationTable(t *testing.T) {
 	sb.WriteString("| K:R | parity | 5% independent: simulated / model | 5% in bursts of 4: simulated / model |\n|---|---|---|---|\n")
 	for _, kr := range [][2]int{{16, 4}, {16, 8}, {32, 8}, {32, 11}, {32, 16}} {
 		ind := simulate(t, kr[0], kr[1], 0.05, 400000, 5)
-		bur := simulateBurst(t, kr[0], kr[1], 0.05, 4, 400000, 5)
+		bur := simulateBurst(t, kr[0], kr[1], 0.05, 4, 400000, 5, fullSize)
 		fmt.Fprintf(&sb, "| %d:%d | %.0f%% | %.2g / %.2g | %.2g / %.2g |\n", kr[0], kr[1], 100*float64(kr[1])/float64(kr[0]),
 			ind.residual(), ResidualLoss(kr[0], kr[1], 0.05), bur.residual(), ResidualLossBurst(kr[0], kr[1], 0.05, 4))
 	}
@@ -306,6 +340,61 @@ func TestBurstSimulationTable(t *testing.T) {
 			fmt.Fprintf(&sb, " %d:%d (%.0f%%) → %.0e |", k, r, 100*float64(r)/float64(k), ResidualLossBurst(k, r, p, b))
 		}
 		sb.WriteString("\n")
+	}
+	t.Log("\n" + sb.String())
+}
+
+// TestSizeClassByteOverhead asserts the size classes' target on IMIX
+// traffic whose groups fill: parity bytes cost at most 5 points more than
+// parity symbols, at no more post-FEC loss than the model predicts for the
+// same K:R on one class.
+func TestSizeClassByteOverhead(t *testing.T) {
+	n := 200000
+	if testing.Short() || raceEnabled {
+		n = 50000
+	}
+	for _, kr := range [][2]int{{12, 3}, {16, 4}, {32, 8}} {
+		res := simulate(t, kr[0], kr[1], 0.05, n, 4)
+		model := ResidualLoss(kr[0], kr[1], 0.05)
+		t.Logf("%d:%d at 5%%: %.1f%% symbols, %.1f%% bytes, post-FEC %.3f%% (model %.3f%%)",
+			kr[0], kr[1], 100*res.symOverhead(), 100*res.byteOverhead(), 100*res.residual(), 100*model)
+		if res.byteOverhead() > res.symOverhead()+0.05 {
+			t.Errorf("%d:%d: byte overhead %.1f%% over symbol overhead %.1f%% + 5 points", kr[0], kr[1], 100*res.byteOverhead(), 100*res.symOverhead())
+		}
+		if res.residual() > 1.25*model+20/float64(n) {
+			t.Errorf("%d:%d: post-FEC loss %.4f%%, model %.4f%%", kr[0], kr[1], 100*res.residual(), 100*model)
+		}
+	}
+}
+
+// TestSizeClassTable prints the size-class table of docs/BENCHMARKS.md:
+// IMIX at a rate where every class's groups fill (100k packets/s) and at
+// one where the rarest class's groups close on the flush timeout (10k/s),
+// the latter with full R on such groups and with the adapter's partial
+// parity table:
+//
+//	go test -count=1 -run TestSizeClassTable -v ./fec/ -args -fec.sim
+func TestSizeClassTable(t *testing.T) {
+	if !*simTable {
+		t.Skip("run with -fec.sim to print the table")
+	}
+	var sb strings.Builder
+	sb.WriteString("| K:R | loss | IMIX rate | early groups get | overhead (symbols) | overhead (bytes) | post-FEC loss | model (full groups) |\n|---|---|---|---|---|---|---|---|\n")
+	for _, kr := range [][2]int{{12, 3}, {16, 4}, {32, 8}, {32, 11}} {
+		for _, p := range []float64{0.01, 0.05} {
+			for _, rc := range []struct {
+				step    time.Duration
+				partial bool
+			}{{simStep, false}, {100 * time.Microsecond, false}, {100 * time.Microsecond, true}} {
+				res := simRun(t, simConfig{k: kr[0], r: kr[1], p: p, burst: 1, n: 200000, seed: 6, size: imixSize, step: rc.step, partial: rc.partial})
+				early := "R"
+				if rc.partial {
+					early = "table"
+				}
+				fmt.Fprintf(&sb, "| %d:%d | %.0f%% | %.0fk/s | %s | %.1f%% | %.1f%% | %.3f%% | %.3f%% |\n", kr[0], kr[1], 100*p,
+					float64(time.Second/rc.step)/1000, early, 100*res.symOverhead(), 100*res.byteOverhead(), 100*res.residual(), 100*ResidualLoss(kr[0], kr[1], p))
+			}
+		}
 	}
 	t.Log("\n" + sb.String())
 }

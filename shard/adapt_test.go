@@ -109,6 +109,9 @@ func TestControlFrameLengthsByPeerFeatures(t *testing.T) {
 			dataLens[n+over] = true
 			inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", n, i))
 		}
+		// Its size classes' partial groups flush their parity first.
+		sb.now = sb.now.Add(fec.DefaultFlushTimeout)
+		sb.tick()
 		sb.flushAll()
 		b.sent[0] = nil
 		deliverAll(t, a, b, func(i int) bool { return i%7 == 3 })
@@ -214,5 +217,36 @@ func TestHelloRepeatedUntilAcknowledged(t *testing.T) {
 	sa.control(la, []byte{ctlKeepalive})
 	if la.peerFeatures != 0 {
 		t.Fatal("a 1-byte keepalive left the features")
+	}
+}
+
+// A loss report reaching the lane gives its encoder the adapter's parity
+// table for groups that close early: a lone packet, flushed, carries the
+// table's parity count for one data symbol, not the full R.
+func TestLossReportSetsPartialParity(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sa := a.shards[0]
+	installAuto(t, a, b, 50*time.Millisecond)
+	la := sa.lanes[addrB]
+	body, err := fec.LossReport{Expected: 10000, Received: 9500, Runs: 500}.AppendBinary([]byte{ctlLossReport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k, r int
+	for range 4 {
+		sa.control(la, body)
+		k, r = la.enc.Ratio()
+	}
+	tbl := la.adapt.Partial()
+	if tbl == nil || int(tbl[1]) >= r {
+		t.Fatalf("at 5%% loss %d:%d, the table %v gives a lone packet no less than R", k, r, tbl)
+	}
+	before := sa.stats.c[ParityOut]
+	inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, 1))
+	sa.now = sa.now.Add(time.Second)
+	sa.tick()
+	sa.flushAll()
+	if got := sa.stats.c[ParityOut] - before; got != uint64(tbl[1]) {
+		t.Fatalf("a lone packet's group sent %d parity, want the table's %d (R=%d)", got, tbl[1], r)
 	}
 }

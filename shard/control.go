@@ -114,6 +114,7 @@ func (s *Shard) control(ln *lane, body []byte) {
 	if ln.adapt != nil {
 		k, r := ln.adapt.Observe(rep)
 		_ = ln.enc.SetRatio(k, r)
+		ln.enc.SetPartialParity(ln.adapt.Partial())
 	}
 }
 

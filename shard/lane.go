@@ -238,6 +238,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 				ln.adapt.SetRTT(cfg.RTT)
 			}
 			_ = ln.enc.SetRatio(ln.adapt.Ratio())
+			ln.enc.SetPartialParity(ln.adapt.Partial())
 		}
 		if ln.rtt == 0 && top.rtt > 0 {
 			ln.rtt = top.rtt // a responder's, learnt from the peer
