@@ -75,7 +75,7 @@ type AdaptConfig struct {
 	// The floor stays ≥1 so loss remains measurable on a clean path.
 	MinR, MaxR int
 	// MaxOverhead caps R/K, the parity share the rule may spend
-	// (default 0.5).
+	// (default 0.4).
 	MaxOverhead float64
 	// Target is the post-FEC inner loss the rule aims for while it knows
 	// no round-trip time, and the loosest it ever aims for (default
@@ -89,50 +89,76 @@ type AdaptConfig struct {
 	// instead of acted on, so an idle lane's 1-of-3 blip does not max R
 	// (default 200 symbols).
 	MinExpected uint32
+	// MaxDepth caps interleaving (default MaxDepth; 1: none).
+	MaxDepth int
 }
 
 // DefaultAdaptConfig is what a zero AdaptConfig means.
-var DefaultAdaptConfig = AdaptConfig{Ks: []int{16, 32}, MinR: 1, MaxR: 16, MaxOverhead: 0.5,
-	Target: 0.001, MinTarget: 1e-7, MinExpected: 200}
+var DefaultAdaptConfig = AdaptConfig{Ks: []int{16, 32, 64}, MinR: 1, MaxR: 24, MaxOverhead: 0.4,
+	Target: 0.001, MinTarget: 1e-7, MinExpected: 200, MaxDepth: MaxDepth}
 
 var errAdaptConfig = errors.New("fec: adapt config out of range")
 
 // maxKs bounds AdaptConfig.Ks, so the rule's candidates fit on its stack.
 const maxKs = 4
 
-// Adapter picks K:R for a lane's encoder from its peer's loss reports.
+// Adapter picks K:R, and the interleaving depth, for a lane's encoder from
+// its peer's loss reports.
 //
-// Rule (ModeAuto): keep p, an exponentially weighted average (weight ½) of
-// the reported wire loss, and b, the same of the mean loss-burst length
-// (each estimate taken over reports with runs until they saw ≥ 10 lost
-// symbols). Among the group sizes Ks and R in [MinR, min(MaxR,
-// K·MaxOverhead)], choose the K:R with the smallest parity share R/K whose
-// predicted post-FEC loss ResidualLossBurst(K, R, max(p, latest), max(b,
-// latest)) is ≤ the target (ties: the smaller K); if none is, the cheapest
-// predicting at most twice the least any does. Taking the max with the
-// latest report raises protection on the first bad report; a cheaper K:R
-// is taken only when it would still predict ≤ target/2 (or the target is
-// out of reach anyway), so the ratio does not flap on noise. The target is
-// Target until SetRTT gives the path's round-trip time, then TCPResidual
-// of it, within [MinTarget, Target]. ModeFixed and ModeOff ignore reports.
+// Rule (ModeAuto): p is the wire loss over the last lossWindow intervals
+// (each of at least MinExpected symbols, about a second), or the latest
+// interval's if that is higher; b, the mean length of a loss burst on the
+// wire, is taken over reports with runs until they saw ≥ 10 lost symbols
+// (an exponentially weighted average, weight ½), and forgotten once a whole
+// window saw no loss. Among the group sizes Ks, R in [MinR, min(MaxR,
+// K·MaxOverhead)] and, for bursty loss, depths 1, 2 and 4, choose the one
+// with the smallest parity share R/K whose predicted post-FEC loss
+// ResidualLossBurst(K, R, p, b at that depth) is ≤ the target (ties: the
+// smaller K, then the smaller depth); if none is, the cheapest predicting
+// at most twice the least any does. Depth d spreads a group's symbols d
+// apart on the wire, which a Gilbert channel sees as shorter bursts
+// (spacedBurst); the runs the peer reports are counted within groups, so
+// they are converted back to the wire's with the depth in force. Taking
+// the latest interval when it is worse raises protection on the first bad
+// report; a cheaper choice is taken only when it would still predict
+// ≤ target/2 (or the target is out of reach anyway), so the ratio does not
+// flap on noise, and the window lets it fall within a few seconds once the
+// path is clean. The target is Target until SetRTT gives the path's
+// round-trip time, then TCPResidual of it, within [MinTarget, Target].
+// ModeFixed and ModeOff ignore reports.
 type Adapter struct {
-	mode   Mode
-	cfg    AdaptConfig
-	k, r   int
-	p      float64
-	primed bool
-	burst  float64 // mean loss-burst length, EWMA like p (0: unknown)
+	mode  Mode
+	cfg   AdaptConfig
+	k, r  int
+	d     int     // interleaving depth
+	burst float64 // mean loss-burst length on the wire (0: unknown)
+	// window holds the last lossWindow intervals acted on; pending
+	// gathers reports until one has MinExpected symbols.
+	window  [lossWindow]LossReport
+	winN    int
+	pending LossReport
 	// burstPend gathers reports with runs until they saw minBurstSample
-	// lost symbols.
+	// lost symbols; burstSkip is how many reports after a change of
+	// depth it leaves out.
 	burstPend LossReport
+	burstSkip int
 	target    float64
 	rtt       time.Duration
-	pending   LossReport
+	fill      float64 // data symbols per flush timeout (SetFill; 0: unknown)
 	// partial[n] is the parity for a group that closes early with n data
 	// symbols (Partial), set from the first report on.
 	partial   [MaxK]uint8
 	partialOK bool
 }
+
+// lossWindow is how many intervals (about a second each) p is taken
+// over: enough that one quiet second does not drop protection, few enough
+// that a path that has become clean stops paying for parity within
+// seconds.
+const lossWindow = 3
+
+// depths are the interleaving depths the rule considers for bursty loss.
+var depths = [...]int{1, 2, 4}
 
 // NewAdapter returns an adapter starting at the mode's ratio (for auto, the
 // smallest K with MinR plus one step of margin until the first report).
@@ -159,7 +185,10 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 	if cfg.MinExpected == 0 {
 		cfg.MinExpected = def.MinExpected
 	}
-	if len(cfg.Ks) > maxKs || cfg.MinR < 1 || cfg.MinR > cfg.MaxR || cfg.MaxR > MaxR || !(cfg.MaxOverhead > 0) ||
+	if cfg.MaxDepth == 0 {
+		cfg.MaxDepth = def.MaxDepth
+	}
+	if len(cfg.Ks) > maxKs || cfg.MaxDepth < 1 || cfg.MaxDepth > MaxDepth || cfg.MinR < 1 || cfg.MinR > cfg.MaxR || cfg.MaxR > MaxR || !(cfg.MaxOverhead > 0) ||
 		!(cfg.Target > 0 && cfg.Target < 1) || !(cfg.MinTarget > 0 && cfg.MinTarget <= cfg.Target) {
 		return nil, errAdaptConfig
 	}
@@ -168,7 +197,7 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 			return nil, errAdaptConfig
 		}
 	}
-	a := &Adapter{mode: m, cfg: cfg, target: cfg.Target}
+	a := &Adapter{mode: m, cfg: cfg, target: cfg.Target, d: 1}
 	switch m.Kind {
 	case ModeOff:
 		a.k, a.r = slices.Min(cfg.Ks), 0
@@ -186,6 +215,9 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 
 // Ratio is the K:R the encoder should use for its next group.
 func (a *Adapter) Ratio() (k, r int) { return a.k, a.r }
+
+// Depth is the interleaving depth the encoder should use (Encoder.SetDepth).
+func (a *Adapter) Depth() int { return a.d }
 
 // Partial is the table for Encoder.SetPartialParity: for a group that
 // closes before K (a slow lane's flush timeout, a rare size class), the
@@ -211,6 +243,32 @@ func (a *Adapter) SetRTT(rtt time.Duration) {
 	}
 }
 
+// SetFill tells the rule how many data symbols the lane sends within one
+// flush timeout at its current rate (zero: unknown). A group larger than
+// that never fills: it closes early with as many symbols, and a block of
+// depth d spreads them over d groups. The rule then weighs each choice by
+// the groups that will actually go out (K = min(K, fill/d)), not by groups
+// that would only fill at a higher rate.
+//
+// A lower rate than before only halves the fill per call: a quiet second
+// between bursts of traffic does not shrink the groups the next burst gets.
+func (a *Adapter) SetFill(n float64) {
+	if n <= 0 {
+		a.fill = 0
+		return
+	}
+	a.fill = max(n, a.fill/2)
+}
+
+// groupSize is the K a choice of nominal group size k at depth d gets at
+// the lane's rate: k, or what fills within the flush timeout.
+func (a *Adapter) groupSize(k, d int) int {
+	if a.fill <= 0 {
+		return k
+	}
+	return max(1, min(k, int(a.fill)/d))
+}
+
 // Target is the residual loss the rule currently aims for.
 func (a *Adapter) Target() float64 { return a.target }
 
@@ -219,50 +277,99 @@ func (a *Adapter) maxR(k int) int {
 	return max(a.cfg.MinR, min(a.cfg.MaxR, int(float64(k)*a.cfg.MaxOverhead)))
 }
 
-// best is the cheapest K:R predicting ≤ target at wire loss p in bursts of
-// mean length burst (ties: the smaller K). If none does, it is the
-// cheapest predicting at most twice the least loss any K:R predicts: near
-// the ceiling more parity buys little.
-func (a *Adapter) best(p, burst, target float64) (k, r int, ok bool) {
-	var res [maxKs][MaxR + 1]float64
+// choice is one candidate of the rule.
+type choice struct{ k, r, d int }
+
+// best is the cheapest choice predicting ≤ target at wire loss p in bursts
+// of mean length burst. If none does, it is the cheapest predicting at
+// most twice the least loss any choice predicts: near the ceiling more
+// parity buys little.
+func (a *Adapter) best(p, burst, target float64) (choice, bool) {
+	var res [maxKs][len(depths)][MaxR + 1]float64
+	nd := 1
+	for burst > 1 && nd < len(depths) && depths[nd] <= a.cfg.MaxDepth {
+		nd++
+	}
 	least := math.Inf(1)
-	for i, kk := range a.cfg.Ks {
-		residuals(kk, p, burst, res[i][:a.maxR(kk)+1])
-		for rr := a.cfg.MinR; rr <= a.maxR(kk); rr++ {
-			least = min(least, res[i][rr])
-			if res[i][rr] <= target && (!ok || cheaper(kk, rr, k, r)) {
-				k, r, ok = kk, rr, true
+	var c choice
+	ok := false
+	for i, k0 := range a.cfg.Ks {
+		for j := range nd {
+			kk := a.groupSize(k0, depths[j])
+			residuals(kk, p, spacedBurst(p, burst, depths[j]), res[i][j][:a.maxR(kk)+1])
+			for rr := a.cfg.MinR; rr <= a.maxR(kk); rr++ {
+				x := choice{kk, rr, depths[j]}
+				least = min(least, res[i][j][rr])
+				if res[i][j][rr] <= target && (!ok || cheaper(x, c)) {
+					c, ok = x, true
+				}
 			}
 		}
 	}
 	if ok {
-		return k, r, true
+		return c, true
 	}
 	found := false
-	for i, kk := range a.cfg.Ks {
-		for rr := a.cfg.MinR; rr <= a.maxR(kk); rr++ {
-			if res[i][rr] <= 2*least && (!found || cheaper(kk, rr, k, r)) {
-				k, r, found = kk, rr, true
+	for i, k0 := range a.cfg.Ks {
+		for j := range nd {
+			kk := a.groupSize(k0, depths[j])
+			for rr := a.cfg.MinR; rr <= a.maxR(kk); rr++ {
+				x := choice{kk, rr, depths[j]}
+				if res[i][j][rr] <= 2*least && (!found || cheaper(x, c)) {
+					c, found = x, true
+				}
 			}
 		}
 	}
-	return k, r, false
+	return c, false
 }
 
-// cheaper reports whether k1:r1 spends a smaller parity share than k2:r2,
-// or the same share in smaller groups.
-func cheaper(k1, r1, k2, r2 int) bool {
-	a, b := r1*k2, r2*k1 // r1/k1 vs r2/k2
-	return a < b || a == b && k1 < k2
+// cheaper reports whether x spends a smaller parity share than y, or the
+// same share in smaller groups, or at a smaller depth.
+func cheaper(x, y choice) bool {
+	a, b := x.r*y.k, y.r*x.k // x.r/x.k vs y.r/y.k
+	return a < b || a == b && (x.k < y.k || x.k == y.k && x.d < y.d)
 }
 
-// Observe feeds one peer report and returns the (possibly new) ratio.
+// spacedBurst is the mean burst length a Gilbert channel of stationary loss
+// p and mean burst burst shows to symbols spaced d apart: the d-step chain
+// is again a Gilbert channel, leaving the bad state with probability
+// (1−p)(1−λ^d), λ = 1 − enter − leave.
+func spacedBurst(p, burst float64, d int) float64 {
+	if burst <= 1 || d <= 1 || p <= 0 || p >= 1 {
+		return burst
+	}
+	leave := 1 / burst
+	lambda := 1 - p*leave/(1-p) - leave
+	return 1 / ((1 - p) * (1 - math.Pow(lambda, float64(d))))
+}
+
+// wireBurst inverts spacedBurst: the wire's mean burst from one measured
+// on symbols spaced d apart (as runs within groups at depth d are).
+func wireBurst(p, measured float64, d int) float64 {
+	if measured <= 1 || d <= 1 || p <= 0 || p >= 1 {
+		return measured
+	}
+	ld := 1 - 1/(measured*(1-p)) // λ^d
+	if ld <= 0 {
+		return 1 / (1 - p) // no memory left at this spacing: independent
+	}
+	lambda := math.Pow(ld, 1/float64(d))
+	return 1 / ((1 - p) * (1 - lambda))
+}
+
+// Observe feeds one peer report and returns the (possibly new) ratio; the
+// depth is then Depth.
 func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if a.mode.Kind != ModeAuto {
 		return a.k, a.r
 	}
 	a.pending = a.pending.Add(rep)
-	if rep.Runs > 0 {
+	if a.burstSkip > 0 {
+		// Runs counted at a depth no longer in force would be converted
+		// back with the wrong one.
+		a.burstSkip--
+	} else if rep.Runs > 0 {
 		// Bursts are counted over as many reports as it takes to see
 		// minBurstSample lost symbols: reports with a few losses each
 		// count as much as one with many.
@@ -271,40 +378,53 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if a.pending.Expected < a.cfg.MinExpected {
 		return a.k, a.r
 	}
-	latest, latestBurst := a.pending.Loss(), 0.0
+	latest := a.pending.Loss()
+	copy(a.window[1:], a.window[:lossWindow-1])
+	a.window[0], a.pending = a.pending, LossReport{}
+	a.winN = min(a.winN+1, lossWindow)
+	var win LossReport
+	for _, w := range a.window[:a.winN] {
+		win = win.Add(w)
+	}
+	p := math.Max(win.Loss(), latest)
 	if a.burstPend.Expected-a.burstPend.Received >= minBurstSample {
-		latestBurst = a.burstPend.Burst()
-		a.burstPend = LossReport{}
-	}
-	a.pending = LossReport{}
-	if a.primed {
-		a.p = (a.p + latest) / 2
-	} else {
-		a.p, a.primed = latest, true
-	}
-	if latestBurst > 0 {
+		// Runs were counted within groups, spaced by the depth then in
+		// force (the last choice, give or take a report in flight).
+		b := wireBurst(a.burstPend.Loss(), a.burstPend.Burst(), a.d)
 		if a.burst > 0 {
-			a.burst = (a.burst + latestBurst) / 2
-		} else {
-			a.burst = latestBurst
+			b = (a.burst + b) / 2
 		}
+		a.burst, a.burstPend = b, LossReport{}
+	} else if p == 0 {
+		a.burst, a.burstPend = 0, LossReport{} // a clean window: bursts of the past say nothing
 	}
-	p, burst := math.Max(a.p, latest), math.Max(a.burst, latestBurst)
-	wk, wr, reachable := a.best(p, burst, a.target)
+	cur := choice{a.groupSize(a.k, a.d), a.r, a.d}
+	cur.r = min(cur.r, a.maxR(cur.k))
+	predict := func(c choice) float64 { return ResidualLossBurst(c.k, c.r, p, spacedBurst(p, a.burst, c.d)) }
+	now := predict(cur)
+	want, reachable := a.best(p, a.burst, a.target)
 	switch {
-	case cheaper(a.k, a.r, wk, wr):
-		// Not enough protection: more at once.
-		a.k, a.r = wk, wr
-	case cheaper(wk, wr, a.k, a.r):
-		// Cheaper would do: only with margin.
-		// (An unreachable target has no margin to keep: the cheapest
-		// K:R near the least loss is taken as it moves.)
-		if dk, dr, ok := a.best(p, burst, a.target/2); (ok || !reachable) && cheaper(dk, dr, a.k, a.r) {
-			a.k, a.r = dk, dr
+	case latest > 0 && now > a.target && predict(want) < now/2:
+		// Not enough protection, and want is clearly better: more at
+		// once (but never on a clean interval, which only ages the
+		// window's loss out; and not for a choice within noise of the
+		// current one, which would only flap).
+		cur = want
+	case cheaper(want, cur):
+		// Cheaper would do: only with margin, and (out of reach of the
+		// target, where nothing has margin) only if it predicts no
+		// more than twice the current loss.
+		if down, ok := a.best(p, a.burst, a.target/2); (ok || !reachable && predict(down) <= 2*now) && cheaper(down, cur) {
+			cur = down
 		}
 	}
-	goal := max(a.target, ResidualLossBurst(a.k, a.r, p, burst))
-	partialParity(p, burst, goal, a.cfg.MinR, a.r, a.partial[:a.k])
+	if cur.d != a.d {
+		a.burstSkip, a.burstPend = 2, LossReport{}
+	}
+	a.k, a.r, a.d = cur.k, cur.r, cur.d
+	b := spacedBurst(p, a.burst, a.d)
+	goal := max(a.target, ResidualLossBurst(a.k, a.r, p, b))
+	partialParity(p, b, goal, a.cfg.MinR, a.r, a.partial[:a.k])
 	a.partialOK = true
 	return a.k, a.r
 }

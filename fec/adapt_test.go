@@ -2,6 +2,7 @@ package fec
 
 import (
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -61,8 +62,8 @@ func TestResidualLoss(t *testing.T) {
 // cheapestMeeting is the brute-force answer to what the rule must choose:
 // the smallest parity share (then the smaller K) meeting target at loss p.
 func cheapestMeeting(p, target float64) (k, r int, ok bool) {
-	for _, kk := range []int{16, 32} {
-		for rr := 1; rr <= kk/2; rr++ {
+	for _, kk := range DefaultAdaptConfig.Ks {
+		for rr := 1; rr <= min(kk/2, DefaultAdaptConfig.MaxR); rr++ {
 			if ResidualLoss(kk, rr, p) <= target {
 				if !ok || rr*k < r*kk || rr*k == r*kk && kk < k {
 					k, r, ok = kk, rr, true
@@ -85,8 +86,8 @@ func TestAdapterRule(t *testing.T) {
 	if k, r := a.Ratio(); k != 16 || r != 2 {
 		t.Fatalf("start %d:%d, want the smaller K with one step of margin", k, r)
 	}
-	if k, r := a.Observe(rep(0)); k != 32 || r != 1 {
-		t.Fatalf("clean path: %d:%d, want the cheapest 32:1", k, r)
+	if k, r := a.Observe(rep(0)); k != 64 || r != 1 {
+		t.Fatalf("clean path: %d:%d, want the cheapest 64:1", k, r)
 	}
 	k, r := a.Observe(rep(0.05))
 	wk, wr, _ := cheapestMeeting(0.05, a.Target())
@@ -96,14 +97,17 @@ func TestAdapterRule(t *testing.T) {
 	// 20% loss: nothing reaches the target, but parity still cuts the
 	// loss a lot: the rule spends near the ceiling.
 	k, r = a.Observe(rep(0.2))
-	least := ResidualLoss(32, 16, 0.2)
+	least := 1.0
+	for _, kk := range DefaultAdaptConfig.Ks {
+		least = min(least, ResidualLoss(kk, min(DefaultAdaptConfig.MaxR, int(float64(kk)*DefaultAdaptConfig.MaxOverhead)), 0.2))
+	}
 	if ResidualLoss(k, r, 0.2) > 2*least || 4*r < k {
 		t.Fatalf("20%% loss: %d:%d predicts %g, the least is %g", k, r, ResidualLoss(k, r, 0.2), least)
 	}
 	// 50% loss: parity cannot help (every K:R loses about half): the
 	// cheapest.
-	if k, r := a.Observe(rep(0.5)); k != 32 || r != 1 {
-		t.Fatalf("50%% loss: %d:%d, want the cheapest 32:1", k, r)
+	if k, r := a.Observe(rep(0.5)); k != 64 || r != 1 {
+		t.Fatalf("50%% loss: %d:%d, want the cheapest 64:1", k, r)
 	}
 	a.Observe(rep(0.2))
 	// Loss gone: the parity share only falls, down to the floor.
@@ -115,8 +119,8 @@ func TestAdapterRule(t *testing.T) {
 		}
 		prevK, prevR = k, r
 	}
-	if prevK != 32 || prevR != 1 {
-		t.Fatalf("%d:%d after a long clean stretch, want 32:1", prevK, prevR)
+	if prevK != 64 || prevR != 1 {
+		t.Fatalf("%d:%d after a long clean stretch, want 64:1", prevK, prevR)
 	}
 	// A long path: the target falls to what TCP needs there, and the
 	// ratio chosen at 1% loss meets it.
@@ -329,8 +333,8 @@ func TestAdapterUnreachableTarget(t *testing.T) {
 		k, r = a.Observe(LossReport{Expected: 100000, Received: 99900, Runs: 4}) // 0.1% in bursts of 25
 	}
 	least := 1.0
-	for _, kk := range []int{16, 32} {
-		for rr := 1; rr <= kk/2; rr++ {
+	for _, kk := range DefaultAdaptConfig.Ks {
+		for rr := 1; rr <= min(kk/2, DefaultAdaptConfig.MaxR); rr++ {
 			least = min(least, ResidualLossBurst(kk, rr, 0.001, 25))
 		}
 	}
@@ -405,25 +409,26 @@ func TestAdapterPartial(t *testing.T) {
 		if len(tbl) != k {
 			t.Fatalf("burst %g: table of %d for K=%d", burst, len(tbl), k)
 		}
-		p := 0.05
-		goal := max(a.Target(), ResidualLossBurst(k, r, p, burst))
+		// The table is for the wire's bursts as the depth spreads them.
+		p, b := 0.05, spacedBurst(0.05, a.burst, a.Depth())
+		goal := max(a.Target(), ResidualLossBurst(k, r, p, b))
 		cheaper := 0
 		for n := 1; n < k; n++ {
 			rn := int(tbl[n])
 			if rn < 1 || rn > r {
 				t.Fatalf("burst %g: %d data symbols get %d parity, want 1..%d", burst, n, rn, r)
 			}
-			if rn < r && ResidualLossBurst(n, rn, p, burst) > goal {
-				t.Errorf("burst %g: %d:%d predicts %.2g, over the goal %.2g", burst, n, rn, ResidualLossBurst(n, rn, p, burst), goal)
+			if rn < r && ResidualLossBurst(n, rn, p, b) > goal {
+				t.Errorf("burst %g: %d:%d predicts %.2g, over the goal %.2g", burst, n, rn, ResidualLossBurst(n, rn, p, b), goal)
 			}
-			if rn > 1 && ResidualLossBurst(n, rn-1, p, burst) <= goal {
+			if rn > 1 && ResidualLossBurst(n, rn-1, p, b) <= goal {
 				t.Errorf("burst %g: %d:%d would do, table says %d", burst, n, rn-1, rn)
 			}
 			if rn < r {
 				cheaper++
 			}
 		}
-		t.Logf("burst %g: %d:%d, goal %.2g, partial %v", burst, k, r, goal, tbl[1:])
+		t.Logf("burst %g: %d:%d depth %d, goal %.2g, partial %v", burst, k, r, a.Depth(), goal, tbl[1:])
 		if cheaper == 0 {
 			t.Errorf("burst %g: no partial group is cheaper than R=%d", burst, r)
 		}
@@ -432,5 +437,93 @@ func TestAdapterPartial(t *testing.T) {
 	fixed.Observe(LossReport{Expected: 100000, Received: 95000})
 	if fixed.Partial() != nil {
 		t.Fatal("fixed mode has a partial table")
+	}
+}
+
+// Once the path is clean the parity share falls within a window of
+// reports (seconds), not over a long decay; and a clean report alone never
+// raises it.
+func TestAdapterFallsBackWithinWindow(t *testing.T) {
+	for _, runs := range []uint32{5000, 1250} { // 5% independent, in bursts of 4
+		a := mustAdapter(t)
+		a.SetRTT(50 * time.Millisecond)
+		for range 5 {
+			a.Observe(LossReport{Expected: 100000, Received: 95000, Runs: runs})
+		}
+		k0, r0 := a.Ratio()
+		for i := range lossWindow {
+			k, r := a.Observe(LossReport{Expected: 100000, Received: 100000})
+			if r*k0 > r0*k {
+				t.Fatalf("runs %d: clean report %d raised %d:%d to %d:%d", runs, i, k0, r0, k, r)
+			}
+		}
+		if k, r := a.Ratio(); float64(r)/float64(k) > 0.07 || a.Depth() != 1 {
+			t.Fatalf("runs %d: %d:%d depth %d after %d clean reports (from %d:%d), want ≤ 7%% parity", runs, k, r, a.Depth(), lossWindow, k0, r0)
+		}
+	}
+}
+
+// spacedBurst and wireBurst are inverses, spacing shortens bursts, and an
+// independent channel stays independent.
+func TestSpacedBurst(t *testing.T) {
+	for _, b := range []float64{1.5, 4, 10} {
+		for _, d := range []int{2, 4} {
+			s := spacedBurst(0.05, b, d)
+			if s >= b || s < 1 {
+				t.Errorf("burst %g at depth %d: %g", b, d, s)
+			}
+			if w := wireBurst(0.05, s, d); math.Abs(w-b) > 1e-9*b {
+				t.Errorf("burst %g at depth %d: back to %g", b, d, w)
+			}
+		}
+	}
+	if s := spacedBurst(0.05, 1/(1-0.05), 4); math.Abs(s-1/(1-0.05)) > 1e-9 {
+		t.Errorf("independent loss at depth 4: burst %g", s)
+	}
+}
+
+// Reports that scatter around one loss process (rate, bursts as the peer
+// measures them at the depth in force, and the lane's fill, each ±20%) may move the choice by a step or so, but every
+// choice after the first reports protects against the true process about
+// as well as the best one can: its predicted loss stays within a small
+// factor of the target, or, out of reach of it, of the least any choice
+// predicts.
+func TestAdapterSteadyUnderNoise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(41, 42))
+	for _, burst := range []float64{1, 4} {
+		a := mustAdapter(t)
+		a.SetRTT(50 * time.Millisecond)
+		a.SetFill(110)
+		true0 := func(c choice) float64 { return ResidualLossBurst(c.k, c.r, 0.05, spacedBurst(0.05, burst, c.d)) }
+		_, _ = a.best(0.05, burst, a.target)
+		least := math.Inf(1)
+		for _, k := range DefaultAdaptConfig.Ks {
+			for _, d := range depths {
+				kk := a.groupSize(k, d)
+				least = min(least, true0(choice{kk, a.maxR(kk), d}))
+			}
+		}
+		bound := max(10*a.Target(), 8*least)
+		worst := 0.0
+		for i := range 40 {
+			jit := func() float64 { return 0.8 + 0.4*rng.Float64() }
+			a.SetFill(110 * jit())
+			exp := uint32(10000 * jit())
+			lost := uint32(float64(exp) * 0.05 * jit())
+			// The peer counts runs within groups: at the depth in force.
+			runs := uint32(max(1, float64(lost)/(spacedBurst(0.05, burst, a.Depth())*jit())))
+			a.Observe(LossReport{Expected: exp, Received: exp - lost, Runs: runs})
+			c := choice{a.k, a.r, a.d}
+			if i >= 3 {
+				worst = max(worst, true0(c))
+			}
+			if float64(c.r) > float64(c.k)*DefaultAdaptConfig.MaxOverhead+1 {
+				t.Fatalf("burst %g: %+v over the parity ceiling", burst, c)
+			}
+		}
+		t.Logf("burst %g: worst choice predicts %.2g at the true process; bound %.2g (target %.2g, least %.2g)", burst, worst, bound, a.Target(), least)
+		if worst > bound {
+			t.Errorf("burst %g: a choice predicts %.2g, over %.2g", burst, worst, bound)
+		}
 	}
 }

@@ -290,3 +290,69 @@ func TestEncoderPartialParity(t *testing.T) {
 		t.Fatalf("without a table a flushed group of 1 has %d parity, want R=4", len(wire)-1)
 	}
 }
+
+// TestEncoderDepth: at depth 2 a class's symbols alternate between two
+// groups and their parity goes out row by row across them, so a burst of
+// 2R consecutive symbols costs each group only R and is recovered, where
+// one group of the same K:R would lose it.
+func TestEncoderDepth(t *testing.T) {
+	const k, r = 4, 2
+	rng := rand.New(rand.NewPCG(27, 28))
+	for _, depth := range []int{1, 2} {
+		e, _ := NewEncoder(EncoderConfig{K: k, R: r, FirstGroup: 100})
+		e.SetDepth(depth)
+		d := NewDecoder(DecoderConfig{})
+		s := newSink(t)
+		var wire []wireSym
+		for i := range k * depth {
+			b := payload(rng, uint64(i), 1200)
+			s.expect(b)
+			m, _ := e.Add(b, t0)
+			if want := uint32(100 + i%depth); m.Group != want || int(m.Index) != i/depth {
+				t.Fatalf("depth %d: symbol %d in group %d index %d, want %d %d", depth, i, m.Group, m.Index, want, i/depth)
+			}
+			wire = drainParity(e, append(wire, wireSym{m, b}))
+		}
+		if len(wire) != (k+r)*depth {
+			t.Fatalf("depth %d: %d symbols on the wire", depth, len(wire))
+		}
+		for i, w := range wire[k*depth:] {
+			if want := uint32(100 + i%depth); w.m.Kind != KindParity || w.m.Group != want || int(w.m.Index) != k+i/depth {
+				t.Fatalf("depth %d: parity %d is %+v, want group %d row %d", depth, i, w.m, want, i/depth)
+			}
+		}
+		// A burst of 2R consecutive data symbols.
+		for _, w := range wire[2*r:] {
+			d.Push(w.m, w.b, t0, s.deliver)
+		}
+		got := 0
+		for _, b := range s.sent {
+			if s.has(b) {
+				got++
+			}
+		}
+		if want := map[int]int{1: k - 2*r, 2: k * depth}[depth]; got != want {
+			t.Fatalf("depth %d: %d of %d delivered after a burst of %d, want %d", depth, got, k*depth, 2*r, want)
+		}
+	}
+	// A flushed block: groups keep what they got; a class with fewer
+	// symbols than the depth uses only as many groups.
+	e, _ := NewEncoder(EncoderConfig{K: 8, R: 1})
+	e.SetDepth(4)
+	var wire []wireSym
+	for i := range 6 {
+		m, _ := e.Add(payload(rng, uint64(i), 100), t0)
+		wire = append(wire, wireSym{m, nil})
+	}
+	e.Flush()
+	wire = drainParity(e, wire)
+	want := []Meta{{KindParity, 0, 2, 2, 1}, {KindParity, 1, 2, 2, 1}, {KindParity, 2, 1, 1, 1}, {KindParity, 3, 1, 1, 1}}
+	for i, w := range wire[6:] {
+		if i >= len(want) || w.m != want[i] {
+			t.Fatalf("flushed block's parity %d: %+v, want %+v", i, w.m, want)
+		}
+	}
+	if len(wire) != 6+len(want) {
+		t.Fatalf("%d parity, want %d", len(wire)-6, len(want))
+	}
+}

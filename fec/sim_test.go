@@ -188,7 +188,7 @@ const targetLoss, targetOverhead = 0.002, 0.25
 // simulation in docs/BENCHMARKS.md) and with what auto mode picks at 5% loss.
 func TestLossSimulationTarget(t *testing.T) {
 	n := 200000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		n = 60000
 	}
 	a, _ := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
@@ -397,4 +397,127 @@ func TestSizeClassTable(t *testing.T) {
 		}
 	}
 	t.Log("\n" + sb.String())
+}
+
+// loopResult is one closed-loop run: auto mode against a channel.
+type loopResult struct {
+	simResult
+	k, r, d int // the choice at the end
+}
+
+// simAdaptive closes the loop: n full-size inner packets one every step
+// through the real Encoder, a Gilbert channel and the real Decoder, whose
+// loss report goes to an Adapter (RTT 50 ms) every second of simulated
+// time, and the encoder takes its ratio, depth and partial table, as a lane
+// does. Loss and overhead are counted after the first warm packets.
+func simAdaptive(t testing.TB, p, burst float64, step time.Duration, n, warm, maxDepth int, seed uint64) loopResult {
+	rng := rand.New(rand.NewPCG(seed, 77))
+	bad := rng.Float64() < p
+	lose := func() bool {
+		if burst <= 1 {
+			return rng.Float64() < p
+		}
+		lost := bad
+		if bad {
+			bad = rng.Float64() >= 1/burst
+		} else {
+			bad = rng.Float64() < min(1, p/burst/(1-p))
+		}
+		return lost
+	}
+	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{MaxDepth: maxDepth})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetRTT(50 * time.Millisecond)
+	k, r := a.Ratio()
+	e, _ := NewEncoder(EncoderConfig{K: k, R: r, FlushTimeout: FlushFor(50 * time.Millisecond)})
+	d := NewDecoder(DecoderConfig{})
+	var res loopResult
+	got := make([]bool, n)
+	deliver := func(b []byte) { got[binary.BigEndian.Uint64(b)] = true }
+	buf := make([]byte, MaxSymbolLen)
+	now, nextReport := t0, t0.Add(time.Second)
+	counting := false
+	wire := func(m Meta, b []byte) {
+		if counting {
+			if m.Kind == KindParity {
+				res.paritySyms++
+				res.parBytes += len(b)
+			} else {
+				res.dataSyms++
+				res.dataBytes += len(b)
+			}
+		}
+		if !lose() {
+			d.Push(m, b, now, deliver)
+		}
+	}
+	drain := func() {
+		for {
+			m, b, ok := e.NextParity()
+			if !ok {
+				return
+			}
+			wire(m, b)
+		}
+	}
+	for i := range n {
+		counting = i >= warm
+		b := buf[:fullSize(i)]
+		binary.BigEndian.PutUint64(b, uint64(i))
+		m, _ := e.Add(b, now)
+		wire(m, b)
+		drain()
+		now = now.Add(step)
+		if e.Tick(now) {
+			drain()
+		}
+		d.Tick(now)
+		if !now.Before(nextReport) {
+			nextReport = nextReport.Add(time.Second)
+			a.SetFill(float64(e.FlushTimeout()) / float64(step))
+			k, r := a.Observe(d.TakeLossReport())
+			_ = e.SetRatio(k, r)
+			e.SetDepth(a.Depth())
+			e.SetPartialParity(a.Partial())
+		}
+	}
+	e.Flush()
+	drain()
+	res.inner = n - warm
+	for i := warm; i < n; i++ {
+		if !got[i] {
+			res.lost++
+		}
+	}
+	res.k, res.r = a.Ratio()
+	res.d = a.Depth()
+	return res
+}
+
+// TestAdaptiveLoopBursts: in closed loop against 5% loss in bursts of 4 at
+// 100 Mbit/s on a 50 ms path, interleaving lets auto mode lose several
+// times less, and under the UDP target of 0.1%, within the parity ceiling.
+func TestAdaptiveLoopBursts(t *testing.T) {
+	// Seeded, so the same run everywhere; it is long enough for a few
+	// hundred losses without interleaving (about 25 s under -race).
+	n, warm := 300000, 50000
+	// 9k packets/s: 100 Mbit/s of full-size packets, as the e2e test.
+	flat := simAdaptive(t, 0.05, 4, 112*time.Microsecond, n, warm, 1, 8)
+	deep := simAdaptive(t, 0.05, 4, 112*time.Microsecond, n, warm, MaxDepth, 8)
+	for _, x := range []struct {
+		name string
+		res  loopResult
+	}{{"depth 1", flat}, {"depth ≤ 4", deep}} {
+		t.Logf("%s: %d:%d depth %d, parity %.1f%%, post-FEC loss %.4f%%", x.name, x.res.k, x.res.r, x.res.d,
+			100*x.res.symOverhead(), 100*x.res.residual())
+	}
+	if deep.d == 1 {
+		t.Errorf("auto mode did not interleave under bursty loss")
+	}
+	if deep.residual() > flat.residual()/3 || deep.residual() > 0.001 || deep.symOverhead() > DefaultAdaptConfig.MaxOverhead+0.01 {
+		t.Errorf("interleaving: loss %.4f%% at %.1f%% parity, without %.4f%% at %.1f%%",
+			100*deep.residual(), 100*deep.symOverhead(), 100*flat.residual(), 100*flat.symOverhead())
+	}
 }

@@ -121,7 +121,7 @@ func (r *Router) Status() Status {
 				ps.Lanes = append(ps.Lanes, LaneStatus{
 					Index: l.Index, Shard: l.Shard, Remote: l.Remote.String(),
 					RxPackets: l.RxPackets, TxPackets: l.TxPackets, RxBytes: l.RxBytes, TxBytes: l.TxBytes,
-					LastRx: l.LastRx, FEC: fecString(l.K, l.R), Recovered: l.Recovered,
+					LastRx: l.LastRx, FEC: fecString(l.K, l.R, l.Depth), Recovered: l.Recovered,
 					Confirmed: l.Confirmed, PrevKeys: l.PrevKeys, Moves: l.Moves,
 				})
 				ps.EndpointMoves += l.Moves
@@ -145,9 +145,15 @@ func (r *Router) Status() Status {
 	return st
 }
 
-func fecString(k, r int) string {
+// fecString is the lane's K:R, and its interleaving depth when above 1
+// ("64:24 x4": each block spreads 4 groups over the wire).
+func fecString(k, r, depth int) string {
 	if r == 0 {
 		return "off"
 	}
-	return strconv.Itoa(k) + ":" + strconv.Itoa(r)
+	s := strconv.Itoa(k) + ":" + strconv.Itoa(r)
+	if depth > 1 {
+		s += " x" + strconv.Itoa(depth)
+	}
+	return s
 }

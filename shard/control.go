@@ -92,10 +92,7 @@ func (s *Shard) control(ln *lane, body []byte) {
 		if rtt > 0 && ln.cfg.HoldTx {
 			// A responder has no handshake round trip of its own: the
 			// initiator's serves the adapter.
-			ln.rtt = rtt
-			if ln.adapt != nil {
-				ln.adapt.SetRTT(rtt)
-			}
+			ln.setRTT(rtt)
 		}
 		return
 	case ctlLossReport:
@@ -112,8 +109,13 @@ func (s *Shard) control(ln *lane, body []byte) {
 		return
 	}
 	if ln.adapt != nil {
+		if dt := s.now.Sub(ln.reportAt); !ln.reportAt.IsZero() && dt > 0 {
+			ln.adapt.SetFill(float64(ln.txPackets-ln.reportTx) * ln.enc.FlushTimeout().Seconds() / dt.Seconds())
+		}
+		ln.reportAt, ln.reportTx = s.now, ln.txPackets
 		k, r := ln.adapt.Observe(rep)
 		_ = ln.enc.SetRatio(k, r)
+		ln.enc.SetDepth(ln.adapt.Depth())
 		ln.enc.SetPartialParity(ln.adapt.Partial())
 	}
 }

@@ -60,6 +60,11 @@ type lane struct {
 	rxf    crypto.Framer
 	dec    *fec.Decoder
 	adapt  *fec.Adapter
+	// reportAt and reportTx are when the last loss report arrived and
+	// txPackets then: the lane's rate, which tells the adapter how much a
+	// group can hold before its flush timeout.
+	reportAt time.Time
+	reportTx uint64
 	// deliver is what the decoder hands this lane's data symbols to:
 	// Shard.deliverSymbol bound to the lane, made once at install so
 	// ingress passes it to the decoder without allocating.
@@ -165,11 +170,9 @@ func newLane(cfg LaneConfig) (*lane, error) {
 		if ad, err = fec.NewAdapter(cfg.Mode, fec.AdaptConfig{}); err != nil {
 			return nil, err
 		}
-		ad.SetRTT(cfg.RTT)
 	}
-	return &lane{
+	ln := &lane{
 		adapt:  ad,
-		rtt:    cfg.RTT,
 		cfg:    cfg,
 		sealer: crypto.NewSealer(&cfg.Send.AEAD),
 		txf:    crypto.NewFramer(&cfg.Send),
@@ -178,7 +181,26 @@ func newLane(cfg LaneConfig) (*lane, error) {
 		rxf:    crypto.NewFramer(&cfg.Recv),
 		dec:    fec.NewDecoder(cfg.Window),
 		slot:   -1,
-	}, nil
+	}
+	ln.setRTT(cfg.RTT)
+	return ln, nil
+}
+
+// setRTT records the path's round-trip time (zero: unknown, a no-op): the
+// adapter aims for the residual loss TCP needs at it, and the encoder waits
+// fec.FlushFor(rtt) for a group to fill, unless the lane's config fixed the
+// flush timeout.
+func (ln *lane) setRTT(rtt time.Duration) {
+	if rtt <= 0 {
+		return
+	}
+	ln.rtt = rtt
+	if ln.adapt != nil {
+		ln.adapt.SetRTT(rtt)
+	}
+	if ln.cfg.FEC.FlushTimeout == 0 {
+		ln.enc.SetFlushTimeout(fec.FlushFor(rtt))
+	}
 }
 
 // peerLanes is how a shard reaches a peer: the owner shard of each lane and,
@@ -234,17 +256,13 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 			// taught the adapter instead of starting over every two
 			// minutes (a lossy path would lose packets after each).
 			ln.adapt = top.adapt
-			if cfg.RTT > 0 {
-				ln.adapt.SetRTT(cfg.RTT)
-			}
+			ln.setRTT(cfg.RTT)
 			_ = ln.enc.SetRatio(ln.adapt.Ratio())
+			ln.enc.SetDepth(ln.adapt.Depth())
 			ln.enc.SetPartialParity(ln.adapt.Partial())
 		}
 		if ln.rtt == 0 && top.rtt > 0 {
-			ln.rtt = top.rtt // a responder's, learnt from the peer
-			if ln.adapt != nil && ln.adapt != top.adapt {
-				ln.adapt.SetRTT(ln.rtt)
-			}
+			ln.setRTT(top.rtt) // a responder's, learnt from the peer
 		}
 		// Same peer process, most likely: what it reads and what the
 		// lane's data looks like carry over until its hello says else.

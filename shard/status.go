@@ -19,6 +19,7 @@ type LaneStatus struct {
 	LastRx    time.Time
 	LastTx    time.Time
 	K, R      int
+	Depth     int // interleaving depth (fec.Encoder.SetDepth)
 	Recovered uint64
 	Unrecov   uint64
 	Confirmed bool // the peer has sent under the current keys
@@ -40,7 +41,7 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 			out = append(out, LaneStatus{
 				Peer: peer, Index: i, Shard: s.id, Remote: ln.cfg.Remote,
 				TxPackets: ln.txPackets, TxBytes: ln.txBytes, RxPackets: ln.rxPackets, RxBytes: ln.rxBytes,
-				LastRx: ln.heard(), LastTx: ln.lastTx, K: k, R: r,
+				LastRx: ln.heard(), LastTx: ln.lastTx, K: k, R: r, Depth: ln.enc.Depth(),
 				Recovered: st.Recovered, Unrecov: st.LostData,
 				Confirmed: ln.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
 			})
