@@ -97,7 +97,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) 
 			c.hs.cookiesCapped.Add(1)
 			return
 		}
-		reply, err := c.local.CookieReplyClassified(data, c.cookies, from, now)
+		reply, err := c.local.CookieReplyClassified(data, c.cookies, from, now, nil)
 		if err == nil {
 			_ = c.dp.SendHandshake(sh, conn, reply, from)
 			c.hs.cookies.Add(1)
