@@ -22,7 +22,9 @@ type WireLens struct {
 // sizes rings.
 const wireLensN = 32
 
-func (w *WireLens) add(n int) {
+// Add records the wire length of one datagram sent to the peer (the
+// lanes call it when their shard publishes).
+func (w *WireLens) Add(n int) {
 	i := w.next.Add(1) - 1
 	w.slots[i%wireLensN].Store(uint32(n))
 }
@@ -53,7 +55,7 @@ var _ crypto.WireLengths = (*WireLens)(nil)
 func (ln *lane) publishSizes(w *WireLens) {
 	n := min(ln.sizeN-ln.sizePub, uint32(len(ln.sizes)))
 	for i := ln.sizeN - n; i != ln.sizeN; i++ {
-		w.add(int(ln.sizes[i%uint32(len(ln.sizes))]) + crypto.DataOverhead)
+		w.Add(int(ln.sizes[i%uint32(len(ln.sizes))]) + crypto.DataOverhead)
 	}
 	ln.sizePub = ln.sizeN
 }
