@@ -32,8 +32,9 @@ type lenBand struct{ lo, hi, w int }
 //   - small, 12%: DNS, VoIP, interactive and QUIC acknowledgements (inner
 //     73..260 bytes);
 //   - mid, 8%: requests and short responses (inner 261..960 bytes);
-//   - large, 3%: inner 961..1379 bytes;
-//   - full-size, 35%: packets at a 1420-byte tunnel MTU.
+//   - large, 3%: inner 961..1409 bytes;
+//   - full-size, 35%: packets at the default tunnel MTU (1410 bytes,
+//     config.DefaultMTU).
 //
 // A message draws from the bands restricted to its feasible lengths
 // [min, cap]: handshake messages (their minimum is above any ACK and their
@@ -46,8 +47,8 @@ var tunnelBands = [...]lenBand{
 	{112, 112, 6},
 	{113, 300, 12},
 	{301, 1000, 8},
-	{1001, 1419, 3},
-	{1460, 1460, 35},
+	{1001, 1449, 3},
+	{1450, 1450, 35},
 }
 
 // TunnelLengths is the built-in distribution (tunnelBands).

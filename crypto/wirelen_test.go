@@ -49,14 +49,14 @@ func TestTunnelLengthsRestricted(t *testing.T) {
 			switch l {
 			case 80, 92, 100, 112:
 				ack++
-			case 1460:
+			case 1450:
 				full++
 			}
 		}
 		var wantAck, wantFull float64
 		switch r {
 		case struct{ lo, hi int }{56, 1024}:
-			wantAck = 42.0 / (42 + 12 + 8 + 3*24.0/419)
+			wantAck = 42.0 / (42 + 12 + 8 + 3*24.0/449)
 		case struct{ lo, hi int }{56, 88}, struct{ lo, hi int }{100, 100}:
 			wantAck = 1
 		case struct{ lo, hi int }{56, 2000}:
@@ -69,10 +69,10 @@ func TestTunnelLengthsRestricted(t *testing.T) {
 			t.Errorf("[%d,%d]: full-size share %.3f, want %.3f", r.lo, r.hi, got, wantFull)
 		}
 	}
-	// A range between the bands: uniform over it.
+	// A range outside the bands: uniform over it.
 	for range 100 {
-		if l := drawLen(nil, 1420, 1459); l < 1420 || l > 1459 {
-			t.Fatalf("drew %d outside 1420..1459", l)
+		if l := drawLen(nil, 1451, 1500); l < 1451 || l > 1500 {
+			t.Fatalf("drew %d outside 1451..1500", l)
 		}
 	}
 	if l := drawLen(sampleLens{500}, 600, 599); l != 600 {
