@@ -68,8 +68,10 @@ type Core struct {
 
 	// known holds every peer's endpoint address (configured or learnt
 	// from a completed handshake), read lock-free by the cookie path;
-	// setEndpoint keeps it in step under mu.
-	known     sync.Map           // netip.Addr → struct{}; lock-free reads
+	// setEndpoint keeps it in step under mu. The value is the length
+	// sample of the peer that put the address there, which cookie replies
+	// to that address draw their lengths from.
+	known     sync.Map           // netip.Addr → *shard.WireLens; lock-free reads
 	knownRefs map[netip.Addr]int // peers per known address, under mu
 	// replySlot and replyCount count cookie replies to unknown sources
 	// in the current second (cookieReplyCap).
@@ -111,6 +113,10 @@ type peer struct {
 	cfg      config.Peer
 	cp       *crypto.Peer
 	endpoint netip.AddrPort
+	// lens samples the data lengths the peer's lanes send (they all get
+	// it in LaneConfig.Lens); our handshake messages to the peer draw
+	// their lengths from it (crypto.Peer.SetWireLengths).
+	lens *shard.WireLens
 
 	want      bool // traffic waits for a session
 	wantSince time.Time
@@ -208,7 +214,7 @@ func (c *Core) setEndpoint(p *peer, ep netip.AddrPort) {
 	if ep.IsValid() {
 		a := ep.Addr()
 		if c.knownRefs[a]++; c.knownRefs[a] == 1 {
-			c.known.Store(a, struct{}{})
+			c.known.Store(a, p.lens)
 		}
 	}
 }

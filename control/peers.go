@@ -50,6 +50,10 @@ func (c *Core) SetPeers(pcs []config.Peer) error {
 				c.byID[p.id] = p
 			}
 			p.cp = cp
+			if p.lens == nil {
+				p.lens = new(shard.WireLens)
+			}
+			cp.SetWireLengths(p.lens)
 		}
 		was, wasKA := p.cfg.Endpoint, p.cfg.PersistentKeepalive
 		p.cfg = pc

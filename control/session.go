@@ -56,7 +56,7 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 			Peer: p.id, Index: i, Lanes: lanes, Remote: remote, Conn: conn,
 			Send: sess.Keys.SendLane(i), Recv: recv,
 			FEC: encCfg, Mode: mode, HoldTx: !initiator, RTT: p.rtt,
-			Keepalive: p.cfg.PersistentKeepalive,
+			Keepalive: p.cfg.PersistentKeepalive, Lens: p.lens,
 		}
 		if i < len(offered) && offered[i] != remote.Port() {
 			lc.Offered = netip.AddrPortFrom(remoteIP, offered[i])

@@ -26,8 +26,11 @@ const (
 	CookieLen = 16
 
 	cookieNonceLen = chacha20poly1305.NonceSizeX
-	cookieMaxPad   = 32
 	cookieMinLen   = cookieNonceLen + CookieLen + chacha20poly1305.Overhead
+	// cookieOldMax is the longest cookie reply routers that padded it by
+	// a uniform 0..32 bytes accept: replies to initiations without
+	// initLongCookies stay within it. Others go up to hsMaxLen.
+	cookieOldMax = cookieMinLen + 32
 )
 
 // ErrCookieReply means a datagram is not a cookie reply to our initiation.
@@ -113,29 +116,29 @@ func (c *CookieChecker) CheckMac2(dgram []byte, src netip.AddrPort, now time.Tim
 // responder-bound cookie key with the initiation's mac1 as associated data,
 // so only the initiator that sent that initiation (and knows the responder's
 // public key) can open it, and a reply cannot be replayed for another
-// initiation. It is never longer than the initiation it answers.
-func sealCookieReply(a cipher.AEAD, ck Cookie, initiation []byte) ([]byte, error) {
-	room := len(initiation) - cookieMinLen - 1
-	if room < 0 {
+// initiation. Its length is drawn from lens (nil: the built-in distribution)
+// among cookieMinLen..maxLen, and never exceeds the initiation it answers.
+// The padding is zeros: it is encrypted.
+func sealCookieReply(a cipher.AEAD, ck Cookie, initiation []byte, lens WireLengths, maxLen int) ([]byte, error) {
+	hi := min(len(initiation), maxLen, hsMaxLen)
+	if hi < cookieMinLen {
 		return nil, ErrHandshake
 	}
-	pad := randUint(min(cookieMaxPad, room) + 1)
-	out := make([]byte, cookieNonceLen, cookieMinLen+pad)
-	mustRand(out)
-	var buf [CookieLen + cookieMaxPad]byte
-	pt := buf[:CookieLen+pad]
+	n := drawLen(lens, cookieMinLen, hi)
+	out := make([]byte, n)
+	mustRand(out[:cookieNonceLen])
+	pt := out[cookieNonceLen : n-chacha20poly1305.Overhead]
 	copy(pt, ck[:])
-	mustRand(pt[CookieLen:])
-	return a.Seal(out, out[:cookieNonceLen], pt, mac1Of(initiation)), nil
+	return a.Seal(out[:cookieNonceLen], out[:cookieNonceLen], pt, mac1Of(initiation)), nil
 }
 
 // CookieReplyLen reports whether n is a possible cookie-reply length: the
 // cheap first test for a datagram that matched nothing else.
-func CookieReplyLen(n int) bool { return n >= cookieMinLen && n <= cookieMinLen+cookieMaxPad }
+func CookieReplyLen(n int) bool { return n >= cookieMinLen && n <= hsMaxLen }
 
 func openCookieReply(key *[32]byte, reply, mac1 []byte) (Cookie, error) {
 	var ck Cookie
-	if len(reply) < cookieMinLen || len(reply) > cookieMinLen+cookieMaxPad {
+	if !CookieReplyLen(len(reply)) {
 		return ck, ErrCookieReply
 	}
 	a, err := chacha20poly1305.NewX(key[:])

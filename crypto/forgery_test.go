@@ -15,7 +15,7 @@ func forgedResponse(initiator PublicKey, idx uint32, ephemeral []byte) []byte {
 	msg := make([]byte, 32+16+4)
 	copy(msg, ephemeral)
 	mustRand(msg[32:])
-	return sealHandshake(&wk, hsFields{typ: msgResponse, sender: 99, receiver: idx, noise: msg}, nil)
+	return sealHandshake(&wk, hsFields{typ: msgResponse, sender: 99, receiver: idx, noise: msg}, nil, nil, hsMaxLen)
 }
 
 // A forged response (low-order ephemeral, or any point with a payload that

@@ -69,7 +69,7 @@ func FuzzHandshake(f *testing.F) {
 			if len(d)%2 == 1 {
 				typ = msgResponse
 			}
-			d = sealHandshake(&p.b.wk, hsFields{typ: typ, receiver: 1, noise: d}, nil)
+			d = sealHandshake(&p.b.wk, hsFields{typ: typ, receiver: 1, noise: d}, nil, nil, hsMaxLen)
 		}
 		if len(d) > hsMaxLen {
 			if p.b.IsHandshake(d) {
@@ -92,6 +92,9 @@ func FuzzCookieReply(f *testing.F) {
 	in, d1, _ := p.a.Initiate(p.pa, 1, offer(1, 1), t0)
 	reply, _ := p.b.CookieReply(d1, NewCookieChecker(), netip.MustParseAddrPort("192.0.2.1:1"), t0)
 	f.Add(reply)
+	// As long as the initiation: the longest reply it can take.
+	long, _ := p.b.CookieReplyClassified(d1, NewCookieChecker(), netip.MustParseAddrPort("192.0.2.1:1"), t0, sampleLens{len(d1)})
+	f.Add(long)
 	f.Fuzz(func(t *testing.T, d []byte) {
 		_ = in.ConsumeCookieReply(d, t0)
 		cc := NewCookieChecker()

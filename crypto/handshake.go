@@ -56,10 +56,25 @@ type Peer struct {
 	lastTS   Timestamp
 	cookie   Cookie
 	cookieAt time.Time
+	lens     WireLengths // what our handshake messages to it draw lengths from
 }
 
 // PublicKey returns the peer's static public key.
 func (p *Peer) PublicKey() PublicKey { return p.pub }
+
+// SetWireLengths sets the distribution the lengths of our initiations and
+// responses to p are drawn from (nil: the built-in one, TunnelLengths).
+func (p *Peer) SetWireLengths(d WireLengths) {
+	p.mu.Lock()
+	p.lens = d
+	p.mu.Unlock()
+}
+
+func (p *Peer) wireLengths() WireLengths {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.lens
+}
 
 // NewLocal prepares the identity for priv. cacheSS selects the ss cache
 // (always on in the router; off only to measure what it saves).
@@ -228,11 +243,10 @@ func (l *Local) Initiate(peer *Peer, index uint32, offer LaneOffer, now time.Tim
 		c := [16]byte(peer.cookie)
 		ck = &c
 	}
+	lens := peer.lens
 	peer.mu.Unlock()
-	var rnd [4]byte
-	mustRand(rnd[:])
 	dgram := sealHandshake(&peer.wk, hsFields{typ: msgInit, sender: index,
-		receiver: binary.BigEndian.Uint32(rnd[:]), noise: msg}, ck)
+		receiver: initLongCookies, noise: msg}, ck, lens, hsMaxLen)
 	in := &Initiation{local: l, peer: peer, hs: hs, index: index, offer: offer,
 		cfg: cfg, ePriv: hs.LocalEphemeral().Private, payload: payload}
 	copy(in.mac1[:], mac1Of(dgram))
@@ -377,6 +391,10 @@ type Incoming struct {
 	index uint32 // the initiator's index
 	offer LaneOffer
 	ts    Timestamp
+	// initLen is the initiation's length: the response is no longer
+	// (unless its unpadded length is, with far more lanes answered than
+	// offered), so a response does not amplify what reached us.
+	initLen int
 }
 
 // Peer is the authenticated initiator.
@@ -384,19 +402,31 @@ func (in *Incoming) Peer() *Peer { return in.peer }
 
 // CookieReply answers an initiation (mac1 valid) from src with a cookie
 // instead of doing any DH: what a responder under load sends. It never
-// returns a datagram longer than the initiation.
+// returns a datagram longer than the initiation. Its length is drawn from
+// the built-in distribution (CookieReplyClassified takes another).
 func (l *Local) CookieReply(initiation []byte, c *CookieChecker, src netip.AddrPort, now time.Time) ([]byte, error) {
 	if !checkMac1(&l.wk, initiation) {
 		return nil, ErrMac1
 	}
-	return l.CookieReplyClassified(initiation, c, src, now)
+	return l.CookieReplyClassified(initiation, c, src, now, nil)
 }
 
 // CookieReplyClassified is CookieReply for an initiation that Classify has
 // just accepted (its mac1 verified): it does not verify mac1 again, which
-// under a flood of initiations is a third of the work.
-func (l *Local) CookieReplyClassified(initiation []byte, c *CookieChecker, src netip.AddrPort, now time.Time) ([]byte, error) {
-	return sealCookieReply(l.wk.cookieAEAD, c.Cookie(src, now), initiation)
+// under a flood of initiations is a third of the work. The reply's length
+// is drawn from lens (nil: the built-in distribution) among the lengths
+// from the shortest reply up to the initiation's length, and up to
+// cookieOldMax unless the initiation says its sender accepts longer
+// (initLongCookies).
+func (l *Local) CookieReplyClassified(initiation []byte, c *CookieChecker, src netip.AddrPort, now time.Time, lens WireLengths) ([]byte, error) {
+	if len(initiation) < hsMinLen {
+		return nil, ErrHandshake
+	}
+	maxLen := cookieOldMax
+	if longCookies(&l.wk, initiation) {
+		maxLen = hsMaxLen
+	}
+	return sealCookieReply(l.wk.cookieAEAD, c.Cookie(src, now), initiation, lens, maxLen)
 }
 
 // ConsumeInitiation authenticates an initiation addressed to us. It refuses
@@ -449,11 +479,13 @@ func (l *Local) ConsumeInitiation(dgram []byte) (*Incoming, error) {
 	if err := hs.SetPresharedKey(peer.psk[:]); err != nil {
 		return nil, err
 	}
-	return &Incoming{local: l, peer: peer, hs: hs, index: f.sender, offer: offer, ts: ts}, nil
+	return &Incoming{local: l, peer: peer, hs: hs, index: f.sender, offer: offer, ts: ts, initLen: len(dgram)}, nil
 }
 
 // Respond completes the handshake: index is our session index, answer our
-// lanes. It returns the response datagram and the session.
+// lanes. It returns the response datagram and the session. The response's
+// length is drawn from the peer's distribution (SetWireLengths) among the
+// lengths it can take up to the initiation's length.
 func (in *Incoming) Respond(index uint32, answer LaneOffer) ([]byte, *Session, error) {
 	if err := answer.validate(); err != nil {
 		return nil, nil, err
@@ -466,7 +498,8 @@ func (in *Incoming) Respond(index uint32, answer LaneOffer) ([]byte, *Session, e
 	if cs1 == nil || cs2 == nil {
 		return nil, nil, ErrHandshake
 	}
-	dgram := sealHandshake(&in.peer.wk, hsFields{typ: msgResponse, sender: index, receiver: in.index, noise: msg}, nil)
+	dgram := sealHandshake(&in.peer.wk, hsFields{typ: msgResponse, sender: index, receiver: in.index, noise: msg},
+		nil, in.peer.wireLengths(), in.initLen)
 	return dgram, &Session{Peer: in.peer, Keys: sessionFrom(cs1, cs2, false), Initiator: false,
 		LocalIndex: index, RemoteIndex: in.index, Remote: in.offer}, nil
 }

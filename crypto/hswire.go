@@ -22,23 +22,33 @@ import (
 //
 // The inner part is XORed with XChaCha20(key = BLAKE2s(label ‖ receiver's
 // public key), nonce = seed), so without the receiver's public key every
-// byte, including the type, is random; the random padding makes the length
-// random too. mac1 is BLAKE2s-128 keyed by the receiver's public key over
-// everything before it: the receiver checks it before unmasking or doing any
-// DH, so stray datagrams and scans cost one BLAKE2s. mac2 is BLAKE2s-128
+// byte, including the type, is random; the random padding gives the
+// datagram a length drawn from data-datagram lengths (wirelen.go). mac1 is
+// BLAKE2s-128 keyed by the receiver's public key over everything before it:
+// the receiver checks it before unmasking or doing any DH, so stray
+// datagrams and scans cost one BLAKE2s. mac2 is BLAKE2s-128
 // keyed by a cookie over everything before it, or random bytes when the
 // sender holds no cookie (WireGuard sends zeros there; zeros would be a fixed
 // pattern).
 const (
-	hsSeedLen   = 24
-	hsMacLen    = 16
-	hsInnerHdr  = 11
-	hsMaxPad    = 96
-	hsTrailer   = 2 * hsMacLen
-	hsMinLen    = hsSeedLen + hsInnerHdr + 32 + hsTrailer
+	hsSeedLen  = 24
+	hsMacLen   = 16
+	hsInnerHdr = 11
+	hsTrailer  = 2 * hsMacLen
+	hsMinLen   = hsSeedLen + hsInnerHdr + 32 + hsTrailer
+	// hsMaxLen is the longest handshake datagram a receiver accepts, and
+	// the cap of the lengths a sender draws. Routers from before the
+	// drawn lengths (they padded by a uniform 0..96 bytes) accept up to
+	// it too, so they take every length a router sends now.
 	hsMaxLen    = 1024
 	msgInit     = 1
 	msgResponse = 2
+	// initLongCookies, in the receiver-index field of an initiation
+	// (unused by an initiation, random from routers before it), says the
+	// initiator accepts cookie replies up to hsMaxLen; without it a cookie
+	// reply stays within the cookieOldMax those routers accept. The field
+	// is masked like the rest, so on the wire it is random either way.
+	initLongCookies uint32 = 0x79697032
 )
 
 var (
@@ -127,13 +137,16 @@ func mustRand(b []byte) {
 }
 
 // sealHandshake builds a handshake datagram for the receiver whose keys are
-// wk. cookie, if non-nil, keys mac2. It randomises the unused top bit of the
-// Noise ephemeral key (first 32 bytes of f.noise), which X25519 ignores and
-// the receiver clears, so that bit is not always zero.
-func sealHandshake(wk *wireKeys, f hsFields, cookie *[16]byte) []byte {
-	pad := randUint(hsMaxPad + 1)
-	inner := hsInnerHdr + len(f.noise) + pad
-	out := make([]byte, hsSeedLen+inner+hsTrailer)
+// wk. cookie, if non-nil, keys mac2. Its length is drawn from lens (nil: the
+// built-in distribution) among the lengths it can take, from its unpadded
+// length to maxLen (at most hsMaxLen). It randomises the unused top bit of
+// the Noise ephemeral key (first 32 bytes of f.noise), which X25519 ignores
+// and the receiver clears, so that bit is not always zero.
+func sealHandshake(wk *wireKeys, f hsFields, cookie *[16]byte, lens WireLengths, maxLen int) []byte {
+	bare := hsSeedLen + hsInnerHdr + len(f.noise) + hsTrailer
+	n := drawLen(lens, bare, min(maxLen, hsMaxLen))
+	inner := n - hsSeedLen - hsTrailer
+	out := make([]byte, n)
 	mustRand(out[:hsSeedLen])
 	in := out[hsSeedLen : hsSeedLen+inner]
 	in[0] = f.typ
@@ -199,6 +212,15 @@ func checkMac2(cookie *[16]byte, dgram []byte) bool {
 	var want [hsMacLen]byte
 	mac(want[:], cookie[:], dgram[:end])
 	return subtle.ConstantTimeCompare(want[:], dgram[end:]) == 1
+}
+
+// longCookies reports whether the initiation dgram (mac1 checked, so of
+// valid length) says its sender accepts long cookie replies.
+func longCookies(wk *wireKeys, dgram []byte) bool {
+	var hdr [hsInnerHdr]byte
+	copy(hdr[:], dgram[hsSeedLen:])
+	xorMask(wk, dgram[:hsSeedLen], hdr[:])
+	return hdr[0] == msgInit && binary.BigEndian.Uint32(hdr[5:9]) == initLongCookies
 }
 
 // openHandshake unmasks a datagram whose mac1 was already checked and

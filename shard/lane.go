@@ -47,6 +47,10 @@ type LaneConfig struct {
 	// initiation came from (a NAT may have rewritten the port). Zero:
 	// Remote is the offered address.
 	Offered netip.AddrPort
+	// Lens is the peer's sample of sent data lengths, shared by all its
+	// lanes, which the lane adds its data lengths to (nil: none); the
+	// router draws the peer's handshake lengths from it.
+	Lens *WireLens
 }
 
 // lane is one lane's state; it lives in exactly one shard and is touched
@@ -127,9 +131,11 @@ type lane struct {
 
 	// sizes are the inner lengths of the lane's last data packets (a
 	// ring; sizeN counts writes): control frames are padded to one of
-	// them (control.go).
-	sizes [16]uint16
-	sizeN uint32
+	// them (control.go), and publish adds those written since sizePub
+	// to the peer's WireLens (cfg.Lens) for its handshakes.
+	sizes   [16]uint16
+	sizeN   uint32
+	sizePub uint32
 
 	// decDirty: the decoder may have counted something since publish
 	// last folded it. encBusy: the encoder may hold a partial group
@@ -267,7 +273,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		// Same peer process, most likely: what it reads and what the
 		// lane's data looks like carry over until its hello says else.
 		ln.peerFeatures = top.peerFeatures
-		ln.sizes, ln.sizeN = top.sizes, top.sizeN
+		ln.sizes, ln.sizeN, ln.sizePub = top.sizes, top.sizeN, top.sizePub
 		if !old.confirmed && old.prev != nil {
 			// The peer never used old's keys (e.g. our response to its
 			// rekey was lost and it retried): the keys it still has are

@@ -10,7 +10,8 @@ import (
 // first FEC deadline falls due or every idlePoll, and publish with it. tick
 // flushes partial FEC groups (their parity leaves through egress.go), expires
 // decoder groups, previous keys and waiting packets; publish copies the
-// shard's plain counters to the atomics Snapshot reads.
+// shard's plain counters to the atomics Snapshot reads, and the lengths the
+// lanes sent to their peers' WireLens.
 
 // flushAll writes what waits for the TUN queue and sends every staged
 // datagram and hand-off.
@@ -92,6 +93,11 @@ func (s *Shard) publish() {
 				l.decDirty = false
 				s.foldDecoder(l)
 			}
+		}
+		// Likewise only lanes that sent data add to their peer's
+		// length sample.
+		if ln.sizeN != ln.sizePub && ln.cfg.Lens != nil {
+			ln.publishSizes(ln.cfg.Lens)
 		}
 	}
 	s.stats.c[PoolHighWater] = uint64(s.pool.Cap() - s.pool.LowWater())

@@ -1,0 +1,104 @@
+package control
+
+import "testing"
+
+// Every lane of a peer, across rekeys, adds to the peer's one length
+// sample, and our handshake messages to the peer draw their lengths from
+// it: the initiation and the response each from their own side's sample
+// (restricted to lengths they can take), and a cookie reply to the peer's
+// known address from the responder's sample, no longer than the initiation.
+func TestHandshakeLengthsFromPeerSample(t *testing.T) {
+	ini, resp := memPairShards(t, "198.51.100.7:40000", 2, 2)
+	pi, pr := ini.peerOf(t), resp.peerOf(t)
+	check := func(m *memCore, p *peer) {
+		t.Helper()
+		if p.lens == nil {
+			t.Fatal("peer without a length sample")
+		}
+		for i := range p.lanes {
+			if lc := m.plane.lanes[laneAt{p.id, i}]; lc.Lens != p.lens {
+				t.Fatalf("lane %d adds to %p, the peer's sample is %p", i, lc.Lens, p.lens)
+			}
+		}
+	}
+	// What the lanes published: the initiator sent 92s and 500s, the
+	// responder 80s and 400s.
+	for _, n := range []int{92, 500, 500, 500} {
+		pi.lens.Add(n)
+	}
+	for _, n := range []int{80, 400} {
+		pr.lens.Add(n)
+	}
+	var inits []sent
+	for round := range 2 {
+		if round == 0 {
+			ini.kick(t)
+		} else {
+			ini.clock.Advance(DefaultRekeyAfter + DefaultRekeyAfter/rekeyJitterDiv + TimerPeriod)
+			ini.Tick(ini.clock.Now())
+		}
+		inits = ini.take()
+		if len(inits) != 1 || len(inits[0].b) != 500 {
+			t.Fatalf("initiation lengths %v, want 500 (the only sampled length it can take)", lens(inits))
+		}
+		if round == 1 {
+			break
+		}
+		resp.deliver(inits, ini.addr, ConnGroup)
+		resps := resp.take()
+		if len(resps) != 1 || len(resps[0].b) != 400 {
+			t.Fatalf("response lengths %v, want 400", lens(resps))
+		}
+		ini.deliver(resps, resp.addr, ConnLane)
+		check(ini, pi)
+		check(resp, pr)
+	}
+	// The rekey, under load: the responder demands a cookie: its replies draw from
+	// its sample, both of whose lengths fit under the initiation.
+	resp.initSlot.Store(resp.clock.Now().Unix())
+	resp.initCount.Store(1 << 30)
+	seen := map[int]bool{}
+	var replies []sent
+	for range 30 {
+		resp.deliver(inits, ini.addr, ConnGroup)
+		for _, d := range resp.take() {
+			if len(d.b) != 80 && len(d.b) != 400 {
+				t.Fatalf("cookie reply of %d bytes, not from the sample [80 400]", len(d.b))
+			}
+			seen[len(d.b)] = true
+			replies = append(replies, d)
+		}
+	}
+	if !seen[80] || !seen[400] {
+		t.Fatalf("cookie reply lengths %v, want 80 and 400", seen)
+	}
+	ini.deliver(replies[:1], resp.addr, ConnLane)
+
+	// Retried with mac2 (still under load): the response is as long as
+	// the responder's one feasible sampled length.
+	ini.kick(t)
+	inits = ini.take()
+	if len(inits) != 1 || len(inits[0].b) != 500 {
+		t.Fatalf("retried initiation lengths %v, want 500", lens(inits))
+	}
+	resp.deliver(inits, ini.addr, ConnGroup)
+	resps := resp.take()
+	if len(resps) != 1 || len(resps[0].b) != 400 {
+		t.Fatalf("response lengths %v, want 400", lens(resps))
+	}
+	before := pi.nHS
+	ini.deliver(resps, resp.addr, ConnLane)
+	if ini.peerOf(t).nHS != before+1 {
+		t.Fatal("the rekey did not complete")
+	}
+	check(ini, pi)
+	check(resp, pr)
+}
+
+func lens(ds []sent) []int {
+	var out []int
+	for _, d := range ds {
+		out = append(out, len(d.b))
+	}
+	return out
+}

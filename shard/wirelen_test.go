@@ -1,0 +1,67 @@
+package shard
+
+import (
+	"testing"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
+)
+
+// A lane adds the wire lengths of the data datagrams it sends to its peer's
+// WireLens when the shard publishes (not before), and draws from it follow
+// what was sent, restricted to the range asked for.
+func TestWireLensSampleSentData(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sa := a.shards[0]
+	w := new(WireLens)
+	sa.lanes[addrB].cfg.Lens = w
+	sent := map[int]int{}
+	for i := range 12 {
+		n := []int{60, 300, 300, 700}[i%4]
+		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", n, i))
+	}
+	sa.flushAll()
+	for _, d := range a.sent[0] {
+		sent[len(d.data)]++
+	}
+	if len(sent) != 3 || sent[300+crypto.DataOverhead] != 6 {
+		t.Fatalf("sent datagram lengths %v", sent)
+	}
+	if _, ok := w.DrawLen(0, 2000); ok {
+		t.Fatal("lengths in the sample before the shard published")
+	}
+	sa.publish()
+	drawn := map[int]int{}
+	for range 4000 {
+		n, ok := w.DrawLen(0, 2000)
+		if !ok || sent[n] == 0 {
+			t.Fatalf("drew %d (%v), not a length sent %v", n, ok, sent)
+		}
+		drawn[n]++
+	}
+	if len(drawn) != len(sent) || drawn[300+crypto.DataOverhead] < 1800 || drawn[300+crypto.DataOverhead] > 2200 {
+		t.Fatalf("drew %v from sent %v", drawn, sent)
+	}
+	for range 100 {
+		if n, ok := w.DrawLen(200, 400); !ok || n != 300+crypto.DataOverhead {
+			t.Fatalf("restricted to 200..400: drew %d %v", n, ok)
+		}
+	}
+	if n, ok := w.DrawLen(800, 1024); ok {
+		t.Fatalf("restricted to 800..1024: drew %d, nothing sent there", n)
+	}
+	// Published once: a second publication adds nothing.
+	before := w.next.Load()
+	sa.publish()
+	if w.next.Load() != before {
+		t.Fatal("publish added lengths already published")
+	}
+	if a := testing.AllocsPerRun(100, func() { w.DrawLen(0, 2000) }); a != 0 {
+		t.Fatalf("DrawLen: %.1f allocations", a)
+	}
+	ln := sa.lanes[addrB]
+	if a := testing.AllocsPerRun(100, func() { ln.noteSize(500); sa.publish() }); a != 0 {
+		t.Fatalf("publish with new lengths: %.1f allocations", a)
+	}
+}
