@@ -280,48 +280,103 @@ func (a *Adapter) maxR(k int) int {
 // choice is one candidate of the rule.
 type choice struct{ k, r, d int }
 
-// best is the cheapest choice predicting ≤ target at wire loss p in bursts
-// of mean length burst. If none does, it is the cheapest predicting at
-// most twice the least loss any choice predicts: near the ceiling more
-// parity buys little.
-func (a *Adapter) best(p, burst, target float64) (choice, bool) {
-	var res [maxKs][len(depths)][MaxR + 1]float64
-	nd := 1
-	for burst > 1 && nd < len(depths) && depths[nd] <= a.cfg.MaxDepth {
-		nd++
+// candidates holds every choice's predicted residual loss for one report:
+// computed once (one walk of the chain per group size and depth), then
+// searched for each target the rule asks about.
+type candidates struct {
+	n    [maxKs][len(depths)]int // group size of Ks[i] at depths[j]
+	nd   int                     // depths considered
+	res  [maxKs][len(depths)][MaxR + 1]float64
+	maxR [maxKs][len(depths)]int
+}
+
+// burstyAbove is the mean burst above which depths beyond 1 are weighed:
+// independent loss shows runs of 1/(1−p), and spacing them changes
+// nothing.
+const burstyAbove = 1.2
+
+// predict fills c for wire loss p in bursts of mean length burst.
+func (a *Adapter) predict(c *candidates, p, burst float64) {
+	c.nd = 1
+	for burst > burstyAbove && c.nd < len(depths) && depths[c.nd] <= a.cfg.MaxDepth {
+		c.nd++
 	}
-	least := math.Inf(1)
-	var c choice
-	ok := false
-	for i, k0 := range a.cfg.Ks {
-		for j := range nd {
+	for j := range c.nd {
+		last := 0
+		for i, k0 := range a.cfg.Ks {
 			kk := a.groupSize(k0, depths[j])
-			residuals(kk, p, spacedBurst(p, burst, depths[j]), res[i][j][:a.maxR(kk)+1])
-			for rr := a.cfg.MinR; rr <= a.maxR(kk); rr++ {
-				x := choice{kk, rr, depths[j]}
-				least = min(least, res[i][j][rr])
-				if res[i][j][rr] <= target && (!ok || cheaper(x, c)) {
-					c, ok = x, true
+			c.n[i][j], c.maxR[i][j] = kk, a.maxR(kk)
+			last = max(last, kk+c.maxR[i][j])
+		}
+		if p <= 0 || p >= 1 {
+			for i := range a.cfg.Ks {
+				residuals(c.n[i][j], p, 1, c.res[i][j][:c.maxR[i][j]+1])
+			}
+			continue
+		}
+		// The chain after i symbols does not depend on K: one walk per
+		// depth serves every group size.
+		var g gilbert
+		g.start(p, spacedBurst(p, burst, depths[j]))
+		for n := 1; ; n++ {
+			for i := range a.cfg.Ks {
+				if r := n - c.n[i][j]; r >= 0 && r <= c.maxR[i][j] {
+					c.res[i][j][r] = g.tail[r+1] / float64(n)
+				}
+			}
+			if n == last {
+				break
+			}
+			g.step()
+		}
+	}
+}
+
+// best is the cheapest candidate predicting ≤ target. If none does, it is
+// the cheapest predicting at most twice the least loss any candidate
+// predicts: near the ceiling more parity buys little.
+func (a *Adapter) best(c *candidates, target float64) (choice, bool) {
+	least := math.Inf(1)
+	var x choice
+	ok := false
+	for i := range a.cfg.Ks {
+		for j := range c.nd {
+			for rr := a.cfg.MinR; rr <= c.maxR[i][j]; rr++ {
+				y := choice{c.n[i][j], rr, depths[j]}
+				least = min(least, c.res[i][j][rr])
+				if c.res[i][j][rr] <= target && (!ok || cheaper(y, x)) {
+					x, ok = y, true
 				}
 			}
 		}
 	}
 	if ok {
-		return c, true
+		return x, true
 	}
 	found := false
-	for i, k0 := range a.cfg.Ks {
-		for j := range nd {
-			kk := a.groupSize(k0, depths[j])
-			for rr := a.cfg.MinR; rr <= a.maxR(kk); rr++ {
-				x := choice{kk, rr, depths[j]}
-				if res[i][j][rr] <= 2*least && (!found || cheaper(x, c)) {
-					c, found = x, true
+	for i := range a.cfg.Ks {
+		for j := range c.nd {
+			for rr := a.cfg.MinR; rr <= c.maxR[i][j]; rr++ {
+				y := choice{c.n[i][j], rr, depths[j]}
+				if c.res[i][j][rr] <= 2*least && (!found || cheaper(y, x)) {
+					x, found = y, true
 				}
 			}
 		}
 	}
-	return c, false
+	return x, false
+}
+
+// lookup is c's prediction for x, if x is one of its candidates.
+func (c *candidates) lookup(ks []int, x choice) (float64, bool) {
+	for i := range ks {
+		for j := range c.nd {
+			if c.n[i][j] == x.k && depths[j] == x.d && x.r <= c.maxR[i][j] {
+				return c.res[i][j][x.r], true
+			}
+		}
+	}
+	return 0, false
 }
 
 // cheaper reports whether x spends a smaller parity share than y, or the
@@ -400,9 +455,16 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	}
 	cur := choice{a.groupSize(a.k, a.d), a.r, a.d}
 	cur.r = min(cur.r, a.maxR(cur.k))
-	predict := func(c choice) float64 { return ResidualLossBurst(c.k, c.r, p, spacedBurst(p, a.burst, c.d)) }
+	var cands candidates
+	a.predict(&cands, p, a.burst)
+	predict := func(c choice) float64 {
+		if v, ok := cands.lookup(a.cfg.Ks, c); ok {
+			return v
+		}
+		return ResidualLossBurst(c.k, c.r, p, spacedBurst(p, a.burst, c.d))
+	}
 	now := predict(cur)
-	want, reachable := a.best(p, a.burst, a.target)
+	want, reachable := a.best(&cands, a.target)
 	switch {
 	case latest > 0 && now > a.target && predict(want) < now/2:
 		// Not enough protection, and want is clearly better: more at
@@ -414,7 +476,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// Cheaper would do: only with margin, and (out of reach of the
 		// target, where nothing has margin) only if it predicts no
 		// more than twice the current loss.
-		if down, ok := a.best(p, a.burst, a.target/2); (ok || !reachable && predict(down) <= 2*now) && cheaper(down, cur) {
+		if down, ok := a.best(&cands, a.target/2); (ok || !reachable && predict(down) <= 2*now) && cheaper(down, cur) {
 			cur = down
 		}
 	}
@@ -422,9 +484,8 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		a.burstSkip, a.burstPend = 2, LossReport{}
 	}
 	a.k, a.r, a.d = cur.k, cur.r, cur.d
-	b := spacedBurst(p, a.burst, a.d)
-	goal := max(a.target, ResidualLossBurst(a.k, a.r, p, b))
-	partialParity(p, b, goal, a.cfg.MinR, a.r, a.partial[:a.k])
+	goal := max(a.target, predict(cur))
+	partialParity(p, spacedBurst(p, a.burst, a.d), goal, a.cfg.MinR, a.r, a.partial[:a.k])
 	a.partialOK = true
 	return a.k, a.r
 }
@@ -491,17 +552,20 @@ func ResidualLossBurst(k, r int, p, burst float64) float64 {
 	if !validRatio(k, r) {
 		return ResidualLoss(k, r, p)
 	}
+	if burst <= 1 {
+		return ResidualLoss(k, r, p)
+	}
 	var out [MaxR + 1]float64
 	residuals(k, p, burst, out[:r+1])
 	return out[r]
 }
 
 // residuals sets out[r] to the predicted residual loss of k:r for every r
-// below len(out): independent loss term by term, bursty loss in one pass
-// of the chain up to k+len(out)-1 symbols (the Adapter's candidates for
-// one K cost one pass).
+// below len(out), independent or bursty, in one pass of the chain up to
+// k+len(out)-1 symbols (the Adapter's candidates for one K cost one pass;
+// ResidualLoss's closed form would cost O(r·k) log-gammas per K:R).
 func residuals(k int, p, burst float64, out []float64) {
-	if burst <= 1 || p <= 0 || p >= 1 {
+	if p <= 0 || p >= 1 {
 		for r := range out {
 			out[r] = ResidualLoss(k, r, p)
 		}

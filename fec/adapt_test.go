@@ -495,7 +495,6 @@ func TestAdapterSteadyUnderNoise(t *testing.T) {
 		a.SetRTT(50 * time.Millisecond)
 		a.SetFill(110)
 		true0 := func(c choice) float64 { return ResidualLossBurst(c.k, c.r, 0.05, spacedBurst(0.05, burst, c.d)) }
-		_, _ = a.best(0.05, burst, a.target)
 		least := math.Inf(1)
 		for _, k := range DefaultAdaptConfig.Ks {
 			for _, d := range depths {

@@ -183,14 +183,26 @@ func BenchmarkOneParity(b *testing.B) {
 }
 
 // BenchmarkObserve is one loss report through the adaptive rule (once a
-// second per lane, on the shard's goroutine): bursty loss, where every
-// candidate K:R is predicted over the Gilbert chain.
+// second per lane, on the shard's goroutine). The unnamed case is bursty
+// loss, where every candidate (group size, R, depth) is predicted over the
+// Gilbert chain (/bursty: the reports this benchmark fed before it had
+// sub-benchmarks); /independent and /clean are the cheaper common cases.
 func BenchmarkObserve(b *testing.B) {
-	a, _ := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
-	a.SetRTT(50 * time.Millisecond)
-	reps := []LossReport{{Expected: 40000, Received: 38000, Runs: 500}, {Expected: 40000, Received: 39600, Runs: 300}}
-	b.ReportAllocs()
-	for i := 0; b.Loop(); i++ {
-		a.Observe(reps[i%2])
+	run := func(b *testing.B, reps []LossReport) {
+		a, _ := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+		a.SetRTT(50 * time.Millisecond)
+		b.ReportAllocs()
+		for i := 0; b.Loop(); i++ {
+			a.Observe(reps[i%2])
+		}
 	}
+	b.Run("bursty", func(b *testing.B) {
+		run(b, []LossReport{{Expected: 40000, Received: 38000, Runs: 500}, {Expected: 40000, Received: 39600, Runs: 300}})
+	})
+	b.Run("independent", func(b *testing.B) {
+		run(b, []LossReport{{Expected: 40000, Received: 38000, Runs: 2000}, {Expected: 40000, Received: 39600, Runs: 400}})
+	})
+	b.Run("clean", func(b *testing.B) {
+		run(b, []LossReport{{Expected: 40000, Received: 40000}, {Expected: 40000, Received: 40000}})
+	})
 }
