@@ -71,7 +71,7 @@ type Core struct {
 	// setEndpoint keeps it in step under mu. The value is the length
 	// sample of the peer that put the address there, which cookie replies
 	// to that address draw their lengths from.
-	known     sync.Map           // netip.Addr → *shard.WireLens; lock-free reads
+	known     sync.Map           // netip.Addr → struct{}; lock-free reads
 	knownRefs map[netip.Addr]int // peers per known address, under mu
 	// replySlot and replyCount count cookie replies to unknown sources
 	// in the current second (cookieReplyCap).
@@ -214,7 +214,7 @@ func (c *Core) setEndpoint(p *peer, ep netip.AddrPort) {
 	if ep.IsValid() {
 		a := ep.Addr()
 		if c.knownRefs[a]++; c.knownRefs[a] == 1 {
-			c.known.Store(a, p.lens)
+			c.known.Store(a, struct{}{})
 		}
 	}
 }

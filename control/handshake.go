@@ -14,7 +14,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/yip-router/yip-router/crypto"
-	"github.com/yip-router/yip-router/shard"
 )
 
 // Unmatched is the shards' hook for datagrams that match no lane (or fail
@@ -36,20 +35,18 @@ func (c *Core) Unmatched(sh, conn int, data []byte, from netip.AddrPort) bool {
 
 // replyAllowed says whether a cookie reply may go to addr: always to a
 // peer's known address, else while this second's replies to unknown
-// sources are under cookieReplyCap. lens is what the reply draws its
-// length from: the length sample of a peer at addr, else nil (the
-// built-in distribution).
-func (c *Core) replyAllowed(addr netip.Addr, now time.Time) (lens crypto.WireLengths, ok bool) {
-	if v, ok := c.known.Load(addr); ok {
-		if w, _ := v.(*shard.WireLens); w != nil {
-			return w, true
-		}
-		return nil, true
+// sources are under cookieReplyCap. A reply's length comes from the
+// built-in distribution, never from a peer's length sample: anyone behind
+// the peer's address (its NAT) could draw replies and read the peer's
+// recent packet sizes off their lengths.
+func (c *Core) replyAllowed(addr netip.Addr, now time.Time) bool {
+	if _, ok := c.known.Load(addr); ok {
+		return true
 	}
 	if advanceSlot(&c.replySlot, now.Unix()) {
 		c.replyCount.Store(0)
 	}
-	return nil, c.replyCount.Add(1) <= cookieReplyCap
+	return c.replyCount.Add(1) <= cookieReplyCap
 }
 
 // underLoad counts initiations per second across shards.
@@ -99,12 +96,11 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) 
 			return
 		}
 	default:
-		lens, ok := c.replyAllowed(from.Addr(), now)
-		if !ok {
+		if !c.replyAllowed(from.Addr(), now) {
 			c.hs.cookiesCapped.Add(1)
 			return
 		}
-		reply, err := c.local.CookieReplyClassified(data, c.cookies, from, now, lens)
+		reply, err := c.local.CookieReplyClassified(data, c.cookies, from, now, nil)
 		if err == nil {
 			_ = c.dp.SendHandshake(sh, conn, reply, from)
 			c.hs.cookies.Add(1)

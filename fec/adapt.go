@@ -251,18 +251,19 @@ func (a *Adapter) SetRTT(rtt time.Duration) {
 // that would only fill at a higher rate.
 //
 // A lower rate than before only halves the fill per call: a quiet second
-// between bursts of traffic does not shrink the groups the next burst gets.
+// between bursts of traffic does not shrink the groups the next burst gets;
+// an interval with nothing sent changes nothing.
 func (a *Adapter) SetFill(n float64) {
-	if n <= 0 {
-		a.fill = 0
-		return
+	if !(n > 0) {
+		return // nothing sent: nothing learnt
 	}
-	a.fill = max(n, a.fill/2)
+	a.fill = min(max(n, a.fill/2), MaxK*MaxDepth)
 }
 
 // groupSize is the K a choice of nominal group size k at depth d gets at
 // the lane's rate: k, or what fills within the flush timeout.
 func (a *Adapter) groupSize(k, d int) int {
+	k = min(k, int(float64(blockBudget)/(float64(d)*(1+a.cfg.MaxOverhead))))
 	if a.fill <= 0 {
 		return k
 	}
@@ -272,10 +273,30 @@ func (a *Adapter) groupSize(k, d int) int {
 // Target is the residual loss the rule currently aims for.
 func (a *Adapter) Target() float64 { return a.target }
 
+// smallGroupR is the parity a group smaller than any of Ks (only the
+// lane's rate makes it so) may carry whatever its size: a lane whose rate
+// fills only small groups within the flush timeout may spend more than
+// MaxOverhead on them. That costs at most smallGroupR parity
+// symbols per flush timeout, little at such a rate, and a loss-based flow
+// held back by residual loss needs the protection to grow its rate (and
+// with it the groups): capped at MaxOverhead, one CUBIC flow through 5%
+// loss at 50 ms stalled near 15 Mbit/s in groups of ~17.
+const smallGroupR = 8
+
 // maxR is the most parity the rule spends on a group of k.
 func (a *Adapter) maxR(k int) int {
-	return max(a.cfg.MinR, min(a.cfg.MaxR, int(float64(k)*a.cfg.MaxOverhead)))
+	r := int(float64(k) * a.cfg.MaxOverhead)
+	if k < slices.Min(a.cfg.Ks) {
+		r = max(r, min(smallGroupR, k))
+	}
+	return max(a.cfg.MinR, min(a.cfg.MaxR, r))
 }
+
+// blockBudget bounds a block's symbols (depth × (K + R)), so that the
+// blocks of the three size classes fit together in the peer's decoder
+// store (fec.DefaultMaxBytes: about 650 symbols) while they wait for
+// their parity.
+const blockBudget = 192
 
 // choice is one candidate of the rule.
 type choice struct{ k, r, d int }

@@ -526,3 +526,79 @@ func TestAdapterSteadyUnderNoise(t *testing.T) {
 		}
 	}
 }
+
+// A group that closed early and lost all its (possibly partial) parity
+// counts only its data in the report: its parity count is unknown, and
+// counting the R its data announced would report loss and bursts that
+// never happened. A full group that lost its parity still counts R.
+func TestLossReportPartialGroupWithoutParity(t *testing.T) {
+	e, _ := NewEncoder(EncoderConfig{K: 8, R: 4})
+	e.SetPartialParity([]uint8{0, 1, 1, 1})
+	d := NewDecoder(DecoderConfig{MaxGroups: 2})
+	rng := rand.New(rand.NewPCG(43, 44))
+	for g := range 4 {
+		n := 3
+		if g%2 == 1 {
+			n = 8
+		}
+		var syms [][]byte
+		for i := range n {
+			syms = append(syms, payload(rng, uint64(g*8+i), 200))
+		}
+		for _, w := range emitGroup(t, e, syms, t0) {
+			if w.m.Kind == KindData {
+				d.Push(w.m, w.b, t0, func([]byte) {})
+			}
+		}
+	}
+	// Slide the window past all four.
+	for g := range 4 {
+		_ = g
+		b := payload(rng, 1000+uint64(g), 200)
+		m, _ := e.Add(b, t0)
+		d.Push(m, b, t0, func([]byte) {})
+		e.Flush()
+		for {
+			if _, _, ok := e.NextParity(); !ok {
+				break
+			}
+		}
+	}
+	rep := d.TakeLossReport()
+	// Two partial groups: 3 data, parity not counted; two full: 8 + 4.
+	want := LossReport{Expected: 2*3 + 2*(8+4), Received: 2*3 + 2*8, Runs: 2}
+	if rep.Expected < want.Expected || rep.Expected > want.Expected+2 || rep.Expected-rep.Received != want.Expected-want.Received || rep.Runs != want.Runs {
+		t.Fatalf("report %+v, want about %+v", rep, want)
+	}
+}
+
+// A lane whose rate fills only groups smaller than any configured K may
+// spend more than the parity ceiling on them (up to smallGroupR per
+// group), and no block ever
+// holds more than blockBudget symbols, so three size classes' blocks fit
+// the peer's decoder store.
+func TestAdapterSmallGroupsAndBlockBudget(t *testing.T) {
+	a := mustAdapter(t)
+	a.SetRTT(50 * time.Millisecond)
+	a.SetFill(12)
+	for range 4 {
+		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 1000})
+	}
+	if k, r := a.Ratio(); k > 12 || float64(r) <= float64(k)*DefaultAdaptConfig.MaxOverhead || r > smallGroupR {
+		t.Fatalf("fill 12 at 5%%: %d:%d, want K ≤ 12 with more than %.0f%% and at most %d parity", k, r, 100*DefaultAdaptConfig.MaxOverhead, smallGroupR)
+	}
+	for _, fill := range []float64{0, 40, 300} {
+		for _, runs := range []uint32{1000, 250, 100} {
+			a := mustAdapter(t)
+			a.SetRTT(50 * time.Millisecond)
+			a.SetFill(fill)
+			for range 6 {
+				a.Observe(LossReport{Expected: 40000, Received: 38000, Runs: runs})
+			}
+			k, r := a.Ratio()
+			if n := a.Depth() * (k + r); n > blockBudget {
+				t.Errorf("fill %g, runs %d: %d:%d x%d holds %d symbols per block, over %d", fill, runs, k, r, a.Depth(), n, blockBudget)
+			}
+		}
+	}
+}

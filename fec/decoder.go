@@ -529,7 +529,14 @@ func (d *Decoder) account(s *slot) {
 	// Without parity the group's true K is unknown (a flushed group is
 	// shorter than its data symbols announce); assume it ended at the
 	// highest data index seen, so a lost parity never counts as lost data.
+	// Its parity count is unknown too when it ended early: a sender may
+	// give such a group fewer than the R its data announced
+	// (Encoder.SetPartialParity), so only a full group counts R parity
+	// as lost, lest the report overstate loss and bursts.
 	k, r := int(s.maxIdx), int(s.dataR)
+	if s.maxIdx < s.dataK {
+		r = 0
+	}
 	if s.kKnown {
 		k, r = int(s.k), int(s.r)
 	}

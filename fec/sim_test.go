@@ -332,12 +332,13 @@ func TestBurstSimulationTable(t *testing.T) {
 			a, _ := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
 			a.SetRTT(50 * time.Millisecond)
 			lost := uint32(100000 * p)
-			rep := LossReport{Expected: 100000, Received: 100000 - lost, Runs: uint32(float64(lost) / b)}
 			var k, r int
 			for range 10 {
+				// The peer counts runs within groups: at the depth in force.
+				rep := LossReport{Expected: 100000, Received: 100000 - lost, Runs: uint32(float64(lost) / spacedBurst(p, b, a.Depth()))}
 				k, r = a.Observe(rep)
 			}
-			fmt.Fprintf(&sb, " %d:%d (%.0f%%) → %.0e |", k, r, 100*float64(r)/float64(k), ResidualLossBurst(k, r, p, b))
+			fmt.Fprintf(&sb, " %d:%d x%d (%.0f%%) → %.0e |", k, r, a.Depth(), 100*float64(r)/float64(k), ResidualLossBurst(k, r, p, spacedBurst(p, b, a.Depth())))
 		}
 		sb.WriteString("\n")
 	}

@@ -109,10 +109,12 @@ func (s *Shard) control(ln *lane, body []byte) {
 		return
 	}
 	if ln.adapt != nil {
-		if dt := s.now.Sub(ln.reportAt); !ln.reportAt.IsZero() && dt > 0 {
-			ln.adapt.SetFill(float64(ln.txPackets-ln.reportTx) * ln.enc.FlushTimeout().Seconds() / dt.Seconds())
+		if dt := s.now.Sub(ln.reportAt); ln.reportAt.IsZero() || dt >= minRateInterval {
+			if !ln.reportAt.IsZero() {
+				ln.adapt.SetFill(float64(ln.txPackets-ln.reportTx) * ln.enc.FlushTimeout().Seconds() / dt.Seconds())
+			}
+			ln.reportAt, ln.reportTx = s.now, ln.txPackets
 		}
-		ln.reportAt, ln.reportTx = s.now, ln.txPackets
 		k, r := ln.adapt.Observe(rep)
 		_ = ln.enc.SetRatio(k, r)
 		ln.enc.SetDepth(ln.adapt.Depth())

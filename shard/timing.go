@@ -85,4 +85,10 @@ const (
 	// its FEC decoder's symbol slabs and codec caches (timers.go). Its
 	// groups expired long before (250 ms); the next datagram regrows them.
 	laneIdleTrim = 10 * time.Second
+
+	// minRateInterval: the lane's rate, which tells its FEC adapter how
+	// large a group fills within the flush timeout, is measured between
+	// loss reports at least this far apart; two reports microseconds
+	// apart (one delayed, one on time) would make it anything.
+	minRateInterval = 200 * time.Millisecond
 )
