@@ -161,7 +161,9 @@ const lossWindow = 3
 var depths = [...]int{1, 2, 4}
 
 // NewAdapter returns an adapter starting at the mode's ratio (for auto, the
-// smallest K with MinR plus one step of margin until the first report).
+// smallest K with K/4 parity until the first report: a fresh lane on a
+// lossy path must not lose packets while it waits for one, which a TCP
+// flow in slow start pays for long after).
 func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 	def := DefaultAdaptConfig
 	if len(cfg.Ks) == 0 {
@@ -207,8 +209,11 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 		}
 		a.k, a.r = m.K, m.R
 	default:
+		// Until the first report, a quarter of K: what 5% of loss
+		// needs; a clean path's first report (a fraction of a second)
+		// takes it down.
 		a.k = slices.Min(cfg.Ks)
-		a.r = min(cfg.MinR+1, a.maxR(a.k))
+		a.r = max(cfg.MinR, min(a.k/4, a.maxR(a.k)))
 	}
 	return a, nil
 }

@@ -83,8 +83,8 @@ func TestAdapterRule(t *testing.T) {
 	rep := func(loss float64) LossReport {
 		return LossReport{Expected: 10000, Received: uint32(10000 * (1 - loss))}
 	}
-	if k, r := a.Ratio(); k != 16 || r != 2 {
-		t.Fatalf("start %d:%d, want the smaller K with one step of margin", k, r)
+	if k, r := a.Ratio(); k != 16 || r != 4 {
+		t.Fatalf("start %d:%d, want the smallest K with K/4 parity", k, r)
 	}
 	if k, r := a.Observe(rep(0)); k != 64 || r != 1 {
 		t.Fatalf("clean path: %d:%d, want the cheapest 64:1", k, r)

@@ -123,7 +123,8 @@ func (s *Shard) control(ln *lane, body []byte) {
 }
 
 // controlTimers sends what ln's timers call for: its loss report (which
-// the peer's encoder adapts R to) about once a second, and a keepalive
+// the peer's encoder adapts R to) about once a second (its first few
+// sooner), and a keepalive
 // when the lane has been quiet for its persistent-keepalive wait, or when
 // it heard from the peer since it last sent and has been quiet for the
 // passive wait (as WireGuard: else the peer's liveness check would
@@ -131,8 +132,13 @@ func (s *Shard) control(ln *lane, body []byte) {
 func (s *Shard) controlTimers(ln *lane) {
 	var buf [1 + 16]byte
 	if !s.now.Before(ln.reportDue) {
-		ln.reportDue = s.now.Add(jitter(lossReportEvery))
+		every := lossReportEvery
+		if ln.reportsSent < earlyReports {
+			every = lossReportFirst
+		}
+		ln.reportDue = s.now.Add(jitter(every))
 		if rep := ln.dec.TakeLossReport(); rep.Expected > 0 {
+			ln.reportsSent++
 			buf[0] = ctlLossReport
 			if b, err := rep.AppendBinary(buf[:1]); err == nil {
 				if ln.peerFeatures&FeatureLossRuns == 0 {

@@ -89,6 +89,7 @@ type lane struct {
 
 	// Control-frame timers (control.go), redrawn each round.
 	reportDue           time.Time
+	reportsSent         int // loss reports sent: the first few go sooner
 	kaWait, passiveWait time.Duration
 
 	// slot is the lane's index in Shard.owned (-1: not there); moves
@@ -234,7 +235,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		return err
 	}
 	ln.installed = s.now
-	ln.reportDue = s.now.Add(jitter(lossReportEvery))
+	ln.reportDue = s.now.Add(jitter(lossReportFirst))
 	ln.drawWaits()
 	ln.deliver = func(sym []byte) { s.deliverSymbol(ln, sym) }
 	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
@@ -257,6 +258,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		}
 		ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = top.txPackets, top.txBytes, top.rxPackets, top.rxBytes
 		ln.moves = top.moves
+		ln.reportsSent = top.reportsSent // a rekey is not a fresh start
 		if top.adapt != nil && ln.adapt != nil && top.cfg.Mode == cfg.Mode {
 			// Same path, same loss: a rekey keeps what the loss reports
 			// taught the adapter instead of starting over every two

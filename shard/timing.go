@@ -52,6 +52,13 @@ const (
 	// lossReportEvery is about how often a lane that received data
 	// reports its FEC loss to the peer (whose encoder adapts R to it).
 	lossReportEvery = time.Second
+	// lossReportFirst is the wait before each of a lane's first
+	// earlyReports loss reports: a fresh lane's FEC starts at a guess,
+	// and a loss-based TCP flow that meets loss while the guess stands
+	// (its slow start, on a lossy path) leaves slow start with a small
+	// window it then grows back only slowly at a long round trip.
+	lossReportFirst = 250 * time.Millisecond
+	earlyReports    = 4
 
 	// jitterFraction spreads every control-frame wait (loss reports, both
 	// keepalives) uniformly over ±25% of its nominal value, drawn afresh
