@@ -93,11 +93,12 @@ type simConfig struct {
 	partial  bool
 }
 
-func simRun(t testing.TB, c simConfig) simResult {
-	k, r, p, burst, n, seed := c.k, c.r, c.p, c.burst, c.n, c.seed
-	rng := rand.New(rand.NewPCG(seed, uint64(k*100+r)))
+// gilbertChannel draws, symbol by symbol, whether a Gilbert channel of
+// stationary loss p in bursts of mean length burst (≤ 1: independent
+// loss) loses it.
+func gilbertChannel(rng *rand.Rand, p, burst float64) func() bool {
 	bad := rng.Float64() < p
-	lose := func() bool {
+	return func() bool {
 		if burst <= 1 {
 			return rng.Float64() < p
 		}
@@ -109,6 +110,12 @@ func simRun(t testing.TB, c simConfig) simResult {
 		}
 		return lost
 	}
+}
+
+func simRun(t testing.TB, c simConfig) simResult {
+	k, r, p, burst, n, seed := c.k, c.r, c.p, c.burst, c.n, c.seed
+	rng := rand.New(rand.NewPCG(seed, uint64(k*100+r)))
+	lose := gilbertChannel(rng, p, burst)
 	e, err := NewEncoder(EncoderConfig{K: k, R: r})
 	if err != nil {
 		t.Fatal(err)
@@ -413,19 +420,7 @@ type loopResult struct {
 // does. Loss and overhead are counted after the first warm packets.
 func simAdaptive(t testing.TB, p, burst float64, step time.Duration, n, warm, maxDepth int, seed uint64) loopResult {
 	rng := rand.New(rand.NewPCG(seed, 77))
-	bad := rng.Float64() < p
-	lose := func() bool {
-		if burst <= 1 {
-			return rng.Float64() < p
-		}
-		lost := bad
-		if bad {
-			bad = rng.Float64() >= 1/burst
-		} else {
-			bad = rng.Float64() < min(1, p/burst/(1-p))
-		}
-		return lost
-	}
+	lose := gilbertChannel(rng, p, burst)
 	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{MaxDepth: maxDepth})
 	if err != nil {
 		t.Fatal(err)
