@@ -6,11 +6,14 @@ import (
 	"time"
 )
 
-// Decoder defaults. A window of 32 groups (auto mode's run 16 to 48
-// symbols each) tolerates several hundred packets of reordering; 1 MiB
-// holds about 650 full-size symbols, some 13 of the largest auto groups
-// (the oldest open group is evicted past it); 250 ms is far beyond any useful recovery (a recovered packet later
-// than that is worse than a loss to TCP and to real-time traffic alike).
+// Decoder defaults. A window of 32 groups (auto mode's run up to 88
+// symbols each) tolerates several hundred packets of reordering, with 16
+// groups to spare beyond the span an encoder's size classes keep between
+// them (maxSpan); 1 MiB holds about 650 symbols, three of the largest
+// blocks auto mode sends (192 symbols, the adapter's blockBudget; the
+// oldest open group is evicted past it); 250 ms is far beyond any useful
+// recovery (a recovered packet later than that is worse than a loss to TCP
+// and to real-time traffic alike).
 const (
 	DefaultMaxGroups = 32
 	DefaultMaxBytes  = 1 << 20
