@@ -8,8 +8,9 @@ import (
 // TestEncoderZeroAlloc: Add, group close (parity encode) and NextParity do
 // not allocate once the arena and codec cache are warm.
 func TestEncoderZeroAlloc(t *testing.T) {
-	for _, kr := range [][2]int{{8, 1}, {8, 2}, {16, 4}} {
+	for _, kr := range [][3]int{{8, 1, 1}, {8, 2, 1}, {16, 4, 1}, {16, 4, 4}} {
 		e, _ := NewEncoder(EncoderConfig{K: kr[0], R: kr[1]})
+		e.SetDepth(kr[2]) // interleaved blocks too
 		rng := rand.New(rand.NewPCG(1, 1))
 		syms := make([][]byte, 64)
 		for i := range syms {
