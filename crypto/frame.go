@@ -11,10 +11,17 @@ import (
 // Data datagram layout (all of it looks random to an observer):
 //
 //	masked header (8) ‖ symbol (1..) ‖ tag (8)
+//	masked header (8) ‖ symbol (1..) ‖ junk (Pad-2) ‖ masked Pad (2) ‖ tag (8)
+//
+// The second form is a padded datagram (bit 2 of byte 0): Pad bytes of
+// random junk and its own length stretch it, so its length tells less
+// about what it carries. Routers before padding refuse bit 2, so a sender
+// pads only for a peer that announced it reads padding.
 //
 // header (before masking):
 //
-//	byte 0    kind in bits 0-1 (data, parity, control); bits 2-7 zero
+//	byte 0    kind in bits 0-1 (data, parity, control); bit 2 padded;
+//	          bits 3-7 zero
 //	bytes 1-4 FEC group id, big endian, wrapping
 //	byte 5    symbol index in the group (data 0..K-1, parity K..K+R-1)
 //	byte 6    K, data symbols of the group
@@ -25,7 +32,10 @@ import (
 // the tag, XORed over the first 32 bytes (header and the first 24 bytes of
 // the symbol), because those are the bytes with structure: the header, the
 // AEAD counter at the start of a data symbol, and the length prefixes and
-// counters that RS parity (being linear) carries into parity symbols.
+// counters that RS parity (being linear) carries into parity symbols. A
+// padded datagram's Pad field, the one other structured field, is masked
+// the same way by a third SipHash block of the tag (after the first mask
+// on the way in, before it on the way out, so the two may overlap).
 const (
 	HeaderLen = 8
 	TagLen    = 8
@@ -39,6 +49,13 @@ const (
 	SymbolOverhead = CounterLen + AEADOverhead
 	// DataOverhead is the total per-datagram overhead of a data packet.
 	DataOverhead = FrameOverhead + SymbolOverhead
+	// MinPad and MaxPad bound a padded datagram's Pad (junk and its
+	// 2-byte length).
+	MinPad = 2
+	MaxPad = 0xffff
+
+	kindBits   = 3
+	flagPadded = 1 << 2
 )
 
 // Kind says what a symbol is. It travels only inside the masked header.
@@ -69,6 +86,9 @@ type Header struct {
 	Group uint32
 	Index uint8
 	K, R  uint8
+	// Pad is 0, or MinPad..MaxPad: the datagram is padded by that many
+	// bytes after its symbol.
+	Pad uint16
 }
 
 var (
@@ -101,17 +121,26 @@ func NewFramer(k *LaneKeys) Framer {
 
 // Frame turns buf[HeaderLen:HeaderLen+symLen] (the symbol, already written
 // there) into a datagram: it writes and masks the header and appends the tag.
-// buf must have capacity for HeaderLen+symLen+TagLen; the result aliases buf.
+// With h.Pad (MinPad or more) the caller has also written h.Pad-2 bytes of
+// random junk after the symbol, and Frame adds the length. buf must have
+// capacity for HeaderLen+symLen+h.Pad+TagLen; the result aliases buf.
 func (f *Framer) Frame(buf []byte, h Header, symLen int) []byte {
-	n := HeaderLen + symLen
+	n := HeaderLen + symLen + int(h.Pad)
 	buf = buf[:n+TagLen]
-	buf[0] = byte(h.Kind & 3)
+	buf[0] = byte(h.Kind & kindBits)
+	if h.Pad != 0 {
+		buf[0] |= flagPadded
+		binary.LittleEndian.PutUint16(buf[n-2:], h.Pad)
+	}
 	binary.BigEndian.PutUint32(buf[1:5], h.Group)
 	buf[5] = h.Index
 	buf[6] = h.K
 	buf[7] = h.R
 	tag := siphash.Hash(f.t0, f.t1, buf[:n])
 	binary.LittleEndian.PutUint64(buf[n:], tag)
+	if h.Pad != 0 {
+		f.maskPad(buf[:n], tag)
+	}
 	f.mask(buf[:n], tag)
 	return buf
 }
@@ -126,15 +155,11 @@ func (f *Framer) Deframe(dgram []byte) (Header, []byte, error) {
 	}
 	n := len(dgram) - TagLen
 	tag := binary.LittleEndian.Uint64(dgram[n:])
-	f.mask(dgram[:n], tag)
-	// A single 64-bit compare is constant time; nothing is learned from
-	// where the mismatch is.
-	if siphash.Hash(f.t0, f.t1, dgram[:n]) != tag {
-		f.mask(dgram[:n], tag) // restore
+	if !f.unmask(dgram[:n], tag) {
 		return Header{}, nil, ErrTag
 	}
 	h := Header{
-		Kind:  Kind(dgram[0]),
+		Kind:  Kind(dgram[0] &^ flagPadded),
 		Group: binary.BigEndian.Uint32(dgram[1:5]),
 		Index: dgram[5],
 		K:     dgram[6],
@@ -143,7 +168,38 @@ func (f *Framer) Deframe(dgram []byte) (Header, []byte, error) {
 	if h.Kind > KindControl {
 		return h, nil, ErrHeader
 	}
+	if dgram[0]&flagPadded != 0 {
+		h.Pad = binary.LittleEndian.Uint16(dgram[n-2:])
+		// An authenticated padded datagram leaves at least one byte
+		// of symbol.
+		if h.Pad < MinPad || int(h.Pad) > n-HeaderLen-1 {
+			return h, nil, ErrHeader
+		}
+		n -= int(h.Pad)
+	}
 	return h, dgram[HeaderLen:n], nil
+}
+
+// unmask removes the masks from b (a datagram without its tag) and reports
+// whether the tag verifies; if not, b is restored. Bit 2 of the unmasked
+// first byte says whether a Pad field is masked too; under a wrong key
+// that bit is random and the tag fails either way.
+func (f *Framer) unmask(b []byte, tag uint64) bool {
+	f.mask(b, tag)
+	padded := isPadded(b)
+	if padded {
+		f.maskPad(b, tag)
+	}
+	// A single 64-bit compare is constant time; nothing is learned from
+	// where the mismatch is.
+	if siphash.Hash(f.t0, f.t1, b) == tag {
+		return true
+	}
+	if padded {
+		f.maskPad(b, tag)
+	}
+	f.mask(b, tag)
+	return false
 }
 
 // Matches reports whether dgram's tag verifies under f, leaving dgram
@@ -155,10 +211,20 @@ func (f *Framer) Matches(dgram []byte) bool {
 	}
 	n := len(dgram) - TagLen
 	tag := binary.LittleEndian.Uint64(dgram[n:])
+	if !f.unmask(dgram[:n], tag) {
+		return false
+	}
+	if isPadded(dgram[:n]) {
+		f.maskPad(dgram[:n], tag)
+	}
 	f.mask(dgram[:n], tag)
-	ok := siphash.Hash(f.t0, f.t1, dgram[:n]) == tag
-	f.mask(dgram[:n], tag)
-	return ok
+	return true
+}
+
+// isPadded reports whether b, an unmasked datagram without its tag, says
+// it has a Pad field and is long enough to hold one.
+func isPadded(b []byte) bool {
+	return b[0]&flagPadded != 0 && len(b) >= HeaderLen+MinPad
 }
 
 // mask XORs the header-protection mask derived from tag over the first
@@ -176,6 +242,17 @@ func (f *Framer) mask(b []byte, tag uint64) {
 	lo, hi = siphash.Hash128(f.h0, f.h1, in[:])
 	xor64(b, 16, lo)
 	xor64(b, 24, hi)
+}
+
+// maskPad XORs a mask derived from tag over the Pad field, the last two
+// bytes of b.
+func (f *Framer) maskPad(b []byte, tag uint64) {
+	var in [9]byte
+	binary.LittleEndian.PutUint64(in[:8], tag)
+	in[8] = 2
+	m := siphash.Hash(f.h0, f.h1, in[:])
+	b[len(b)-2] ^= byte(m)
+	b[len(b)-1] ^= byte(m >> 8)
 }
 
 // xor64 XORs the little-endian bytes of v into b[off:off+8], clipped to b.

@@ -29,6 +29,11 @@ func FuzzDeframe(f *testing.F) {
 	_, fs, o, fr := lanePair(7)
 	f.Add([]byte{})
 	f.Add(make([]byte, 40))
+	{
+		buf := make([]byte, 128)
+		f.Add(bytes.Clone(fs.Frame(buf, Header{Kind: KindData, K: 4, R: 1, Pad: 9}, 30)))
+		f.Add(bytes.Clone(fs.Frame(buf, Header{Kind: KindParity, K: 4, R: 1, Pad: MinPad}, 1)))
+	}
 	f.Fuzz(func(t *testing.T, d []byte) {
 		in := bytes.Clone(d)
 		h, sym, err := fr.Deframe(in)
@@ -37,7 +42,7 @@ func FuzzDeframe(f *testing.F) {
 				t.Fatal("rejected datagram was modified")
 			}
 		} else {
-			if h.Kind > KindControl || len(sym) != len(d)-FrameOverhead {
+			if h.Kind > KindControl || len(sym) != len(d)-FrameOverhead-int(h.Pad) || len(sym) == 0 {
 				t.Fatalf("accepted bad frame %+v len %d", h, len(sym))
 			}
 			_, _ = o.OpenSymbol(nil, sym)
@@ -51,6 +56,16 @@ func FuzzDeframe(f *testing.F) {
 			gh, gs, err := fr.Deframe(dg)
 			if err != nil || gh != hh || !bytes.Equal(gs, d) {
 				t.Fatalf("round trip failed: %v", err)
+			}
+			// And padded by d[0] bytes (if that is a valid Pad).
+			if hh.Pad = uint16(d[0]); hh.Pad >= MinPad {
+				buf = make([]byte, HeaderLen+len(d)+int(hh.Pad)+TagLen)
+				copy(buf[HeaderLen:], d)
+				dg = fs.Frame(buf, hh, len(d))
+				gh, gs, err = fr.Deframe(dg)
+				if err != nil || gh != hh || !bytes.Equal(gs, d) {
+					t.Fatalf("padded round trip failed: %v", err)
+				}
 			}
 		}
 	})
