@@ -32,6 +32,18 @@ func (p *parser) checkText() {
 					break
 				}
 			}
+		} else if l, ok := p.ifaceSeen["Padding"]; ok && ic.TunMTU() < minIPv6MTU {
+			for i, a := range ic.Addresses {
+				if a.Addr().Is6() {
+					p.errorf(l, secInterface, "Padding", "%s takes %d bytes from MTU %d, leaving %d, below %d, the IPv6 minimum, and Address %s (line %d) is IPv6 (raise MTU)",
+						ic.Padding, crypto.PadHeadroom, ic.MTU, ic.TunMTU(), minIPv6MTU, a, p.addrLines[i])
+					break
+				}
+			}
+		}
+		if l, ok := p.ifaceSeen["Padding"]; ok && ic.TunMTU() < minMTU {
+			p.errorf(l, secInterface, "Padding", "%s takes %d bytes from MTU %d, leaving %d, below %d (raise MTU)",
+				ic.Padding, crypto.PadHeadroom, ic.MTU, ic.TunMTU(), minMTU)
 		}
 	}
 	family := p.listenFamily()

@@ -197,8 +197,27 @@ func TestConfigDefaults(t *testing.T) {
 	ic := c.Interface
 	if ic.Name != "yip0" || ic.ListenPort != 0 || ic.ListenAddress != netip.IPv6Unspecified() ||
 		ic.MTU != DefaultMTU || !ic.ShardsAuto || ic.Shards != 0 || ic.FEC != (fec.Mode{Kind: fec.ModeAuto}) ||
-		ic.MetricsListen != "" || ic.Addresses != nil || c.Peers != nil || c.Path != "" {
+		ic.MetricsListen != "" || ic.Addresses != nil || c.Peers != nil || c.Path != "" ||
+		ic.Padding != PaddingOff || ic.TunMTU() != DefaultMTU {
 		t.Errorf("defaults: %+v", c)
+	}
+}
+
+// Padding takes its headroom from the TUN MTU, not from the MTU the
+// underlay budget was set for; values are case-insensitive.
+func TestConfigPadding(t *testing.T) {
+	for v, want := range map[string]Padding{"off": PaddingOff, "Light": PaddingLight, "FULL": PaddingFull} {
+		c, err := Parse("p.conf", strings.NewReader(testText(t, "[Interface]", "PrivateKey = {PRIV}", "MTU = 1400", "Padding = "+v)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mtu := 1400
+		if want != PaddingOff {
+			mtu -= crypto.PadHeadroom
+		}
+		if ic := c.Interface; ic.Padding != want || ic.MTU != 1400 || ic.TunMTU() != mtu {
+			t.Errorf("Padding = %s: %v, MTU %d, TUN MTU %d", v, ic.Padding, ic.MTU, ic.TunMTU())
+		}
 	}
 }
 

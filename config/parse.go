@@ -18,7 +18,7 @@ import (
 // Canonical key names by lower-case spelling.
 var (
 	interfaceKeys = keyTable("Name", "PrivateKey", "PrivateKeyFile", "ListenPort",
-		"ListenAddress", "Address", "MTU", "Shards", "FEC", "MetricsListen", "DisableOffload")
+		"ListenAddress", "Address", "MTU", "Shards", "FEC", "MetricsListen", "DisableOffload", "Padding")
 	peerKeys = keyTable("PublicKey", "PresharedKey", "Endpoint", "AllowedIPs",
 		"PersistentKeepalive")
 	// Keys of wg / wg-quick that yip-router does not have.

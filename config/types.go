@@ -70,6 +70,33 @@ type Interface struct {
 	// comma-separated list); all are on by default where the kernel
 	// has them.
 	DisableOffload OffloadSet
+	// Padding is how much the datagrams to peers are padded (key
+	// Padding: off, the default, light or full).
+	Padding Padding
+}
+
+// Padding is the [Interface] Padding key: random extra bytes on every
+// datagram to a peer that reads them, so lengths say less about content.
+type Padding uint8
+
+// The padding modes; docs/CONFIG.md gives their byte cost.
+const (
+	PaddingOff Padding = iota
+	PaddingLight
+	PaddingFull
+)
+
+func (p Padding) String() string {
+	return [...]string{"off", "light", "full"}[p]
+}
+
+// TunMTU is the MTU the TUN device gets: MTU, less crypto.PadHeadroom when
+// datagrams are padded (so a padded datagram still fits the underlay).
+func (ic *Interface) TunMTU() int {
+	if ic.Padding != PaddingOff {
+		return ic.MTU - crypto.PadHeadroom
+	}
+	return ic.MTU
 }
 
 // Peer is one [Peer] section.

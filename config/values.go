@@ -121,6 +121,13 @@ func (p *parser) interfaceKey(n int, key, v string) {
 			return
 		}
 		ic.DisableOffload = set
+	case "Padding":
+		i := slices.IndexFunc([]Padding{PaddingOff, PaddingLight, PaddingFull}, func(m Padding) bool { return strings.EqualFold(v, m.String()) })
+		if i < 0 {
+			bad("%q: want off, light or full", v)
+			return
+		}
+		ic.Padding = Padding(i)
 	}
 }
 

@@ -53,6 +53,10 @@ const (
 	// 2-byte length).
 	MinPad = 2
 	MaxPad = 0xffff
+	// PadHeadroom is what padding takes from the inner MTU: a datagram
+	// of the largest inner packet, padded by up to PadHeadroom bytes,
+	// still fits the underlay the MTU was chosen for.
+	PadHeadroom = 32
 
 	kindBits   = 3
 	flagPadded = 1 << 2

@@ -56,6 +56,9 @@ type Router struct {
 	// offDisabled is the config's DisableOffload at start (a reload
 	// cannot change offloads).
 	offDisabled config.OffloadSet
+	// iface is the config's [Interface] at start, for what a reload
+	// cannot change (Padding and the TUN MTU): read without reloadMu.
+	iface config.Interface
 	// resMu guards the sockets and the TUN device against closeResources
 	// while kernelDrops reads their counters; resClosed says they are gone.
 	resMu     sync.RWMutex
@@ -84,7 +87,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 			opts.RekeyAfter = d
 		}
 	}
-	r := &Router{cfg: cfg, opts: opts, log: opts.Log, stop: make(chan struct{})}
+	r := &Router{cfg: cfg, opts: opts, log: opts.Log, stop: make(chan struct{}), iface: cfg.Interface}
 	ok := false
 	defer func() {
 		if !ok {
@@ -181,6 +184,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 			// need a kernel with USO, which the device's grant proves.
 			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,
 			CoalesceUDP: r.dev.Offloads.USO && !off.GRO,
+			Padding:     shardPadding(cfg.Interface),
 		})
 		if err != nil {
 			return nil, err
@@ -194,7 +198,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	for _, p := range cfg.Peers {
 		routes = append(routes, p.AllowedIPs...)
 	}
-	if err := configureLink(r.dev.Name, cfg.Interface.MTU, cfg.Interface.Addresses, routes); err != nil {
+	if err := configureLink(r.dev.Name, cfg.Interface.TunMTU(), cfg.Interface.Addresses, routes); err != nil {
 		return nil, err
 	}
 	ok = true
@@ -297,7 +301,8 @@ func sameFamily(p config.Peer, bind netip.Addr) error {
 var ErrReloadPartial = errors.New("reload partly applied")
 
 // Reload applies a new configuration's peers, routes and FEC mode (SIGHUP).
-// A change to PrivateKey, ListenPort, Name or MTU refuses the whole reload
+// A change to PrivateKey, ListenPort, Name, MTU or Padding (the TUN MTU
+// depends on it) refuses the whole reload
 // (nothing is applied). Address, ListenAddress, Shards, MetricsListen and
 // DisableOffload are not applied either but do not block the rest: they are returned so the
 // caller can say they need a restart. The peers are checked whole before
@@ -313,7 +318,7 @@ func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 		changed bool
 	}{
 		{"PrivateKey", old.PrivateKey != nw.PrivateKey}, {"ListenPort", old.ListenPort != nw.ListenPort},
-		{"Name", old.Name != nw.Name}, {"MTU", old.MTU != nw.MTU},
+		{"Name", old.Name != nw.Name}, {"MTU", old.MTU != nw.MTU}, {"Padding", old.Padding != nw.Padding},
 	} {
 		if c.changed {
 			refuse = append(refuse, c.name)
@@ -395,3 +400,13 @@ func (r *Router) Name() string { return r.dev.Name }
 
 // CPUs are the CPUs the shards are pinned to, shard i on CPUs()[i].
 func (r *Router) CPUs() []int { return r.cpus }
+
+// shardPadding is the shards' padding for the [Interface]: PadFull pads up
+// to the longest datagram the MTU's budget allows, a parity datagram of the
+// largest inner packet padded by crypto.PadHeadroom.
+func shardPadding(ic config.Interface) shard.Padding {
+	mode := map[config.Padding]shard.PadMode{
+		config.PaddingOff: shard.PadOff, config.PaddingLight: shard.PadLight, config.PaddingFull: shard.PadFull,
+	}[ic.Padding]
+	return shard.Padding{Mode: mode, MaxWire: ic.TunMTU() + crypto.DataOverhead + 2 + crypto.PadHeadroom}
+}

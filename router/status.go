@@ -22,6 +22,10 @@ type Status struct {
 	// "on" or "off: why".
 	Offloads map[string]string `json:"offloads"`
 	Kernel   KernelDrops       `json:"kernel_drops"`
+	// Padding is the [Interface] Padding mode; TunMTU the MTU it leaves
+	// the TUN device.
+	Padding string `json:"padding"`
+	TunMTU  int    `json:"tun_mtu"`
 }
 
 // ShardStatus is one shard's CPU and counters.
@@ -72,6 +76,9 @@ type LaneStatus struct {
 	Confirmed bool      `json:"confirmed"`
 	PrevKeys  bool      `json:"prev_keys"`
 	Moves     uint64    `json:"moves"`
+	// Padded: what this lane sends is padded (Padding is on and the
+	// peer reads padding; an older router does not).
+	Padded bool `json:"padded"`
 }
 
 // Status collects the figures from every shard (each answers on its own
@@ -82,6 +89,7 @@ func (r *Router) Status() Status {
 		ListenPort: r.group[0].LocalAddr().Port(),
 		Handshakes: r.core.Counts(),
 		Offloads:   r.offloadState(), Kernel: r.kernelDrops(),
+		Padding: r.iface.Padding.String(), TunMTU: r.iface.TunMTU(),
 	}
 	if t := r.started.Load(); t != 0 {
 		st.Uptime = time.Since(time.Unix(0, t))
@@ -122,7 +130,7 @@ func (r *Router) Status() Status {
 					Index: l.Index, Shard: l.Shard, Remote: l.Remote.String(),
 					RxPackets: l.RxPackets, TxPackets: l.TxPackets, RxBytes: l.RxBytes, TxBytes: l.TxBytes,
 					LastRx: l.LastRx, FEC: fecString(l.K, l.R, l.Depth), Recovered: l.Recovered,
-					Confirmed: l.Confirmed, PrevKeys: l.PrevKeys, Moves: l.Moves,
+					Confirmed: l.Confirmed, PrevKeys: l.PrevKeys, Moves: l.Moves, Padded: l.Padded,
 				})
 				ps.EndpointMoves += l.Moves
 				ps.RxBytes += l.RxBytes

@@ -59,9 +59,11 @@ const (
 	// FeaturePadding: loss reports may carry padding after their
 	// LossReportLen bytes.
 	FeaturePadding = 1 << 1
+	// FeatureFramePad: padded datagrams (crypto.Header.Pad) are read.
+	FeatureFramePad = 1 << 2
 
 	// Features is every feature this version has.
-	Features = FeatureLossRuns | FeaturePadding
+	Features = FeatureLossRuns | FeaturePadding | FeatureFramePad
 )
 
 // control acts on an opened control frame. Opening it already proved the
@@ -276,7 +278,10 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 		s.release(p)
 		return false
 	}
-	d := ln.txf.Frame(p.Buf, crypto.Header{Kind: crypto.KindControl}, len(sym))
+	h := crypto.Header{Kind: crypto.KindControl}
+	end := crypto.HeaderLen + len(sym)
+	h.Pad = s.padFor(top, ln.cfg.Conn, crypto.KindControl, p.Buf, end, end+crypto.TagLen)
+	d := ln.txf.Frame(p.Buf, h, len(sym))
 	// Timing lives on the lane, whichever keys sealed: a rekey responder
 	// sending under the previous keys must not look silent to its own
 	// keepalive timer (that sent one every tick).

@@ -78,7 +78,10 @@ func (s *Shard) sendData(top *lane, p *ring.Packet) {
 		s.release(p)
 		return
 	}
-	d := ln.txf.Frame(p.Buf, crypto.Header{Kind: crypto.KindData, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, len(sym))
+	h := crypto.Header{Kind: crypto.KindData, Group: m.Group, Index: m.Index, K: m.K, R: m.R}
+	end := crypto.HeaderLen + len(sym)
+	h.Pad = s.padFor(top, ln.cfg.Conn, crypto.KindData, p.Buf, end, end+crypto.TagLen)
+	d := ln.txf.Frame(p.Buf, h, len(sym))
 	if s.fecDue.IsZero() {
 		// The loop only needs to wake for the first deadline; tick
 		// finds the rest.
@@ -92,10 +95,10 @@ func (s *Shard) sendData(top *lane, p *ring.Packet) {
 	top.noteSize(p.N)
 	top.lastTx = s.now
 	s.queue(ln, p, len(d))
-	s.drainParity(ln)
+	s.drainParity(top, ln)
 }
 
-func (s *Shard) drainParity(ln *lane) {
+func (s *Shard) drainParity(top, ln *lane) {
 	for {
 		m, par, ok := ln.enc.NextParity()
 		if !ok {
@@ -107,7 +110,10 @@ func (s *Shard) drainParity(ln *lane) {
 			continue
 		}
 		copy(q.Buf[crypto.HeaderLen:], par)
-		d := ln.txf.Frame(q.Buf, crypto.Header{Kind: crypto.KindParity, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, len(par))
+		h := crypto.Header{Kind: crypto.KindParity, Group: m.Group, Index: m.Index, K: m.K, R: m.R}
+		end := crypto.HeaderLen + len(par)
+		h.Pad = s.padFor(top, ln.cfg.Conn, crypto.KindParity, q.Buf, end, end+crypto.TagLen)
+		d := ln.txf.Frame(q.Buf, h, len(par))
 		s.count(ParityOut)
 		s.queue(ln, q, len(d))
 	}
@@ -158,6 +164,7 @@ func (s *Shard) flushConn(c int) {
 	s.stats.c[UDPOut] += uint64(sent)
 	s.stats.c[DropSend] += uint64(n - sent)
 	s.txN[c] = 0
+	s.redrawPads(c)
 }
 
 func (s *Shard) flushHandoff(to int) {

@@ -3,6 +3,7 @@ package shard
 import (
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,8 @@ type Config struct {
 	// arrive on shard via (a NAT rewrote its port): the router moves it
 	// there (MoveLane).
 	Misplaced func(shard int, peer PeerID, index, via int)
+	// Padding is how this shard pads what it sends (padding.go).
+	Padding Padding
 }
 
 // Shard is one data-plane worker. Everything below is owned by the shard's
@@ -116,6 +119,8 @@ type Shard struct {
 	tx      []*udp.Batch     // per conn
 	txPkts  [][]*ring.Packet // per conn: buffers to return after sending
 	txN     []int            // per conn: queued datagrams
+	padDraw [][3]uint32      // per conn and kind: this batch's pad draw (padding.go)
+	padRand *rand.ChaCha8    // junk for padded datagrams
 	handoff [][]*ring.Packet // per destination shard
 	popBuf  []*ring.Packet
 	retOut  [][]*ring.Packet // per owner shard: buffers to give back
@@ -162,6 +167,7 @@ func New(cfg Config) (*Shard, error) {
 		handoff:    make([][]*ring.Packet, n),
 		retOut:     make([][]*ring.Packet, n),
 		popBuf:     make([]*ring.Packet, cfg.Batch),
+		padRand:    newPadRand(),
 	}
 	for i := range n {
 		s.handoff[i] = make([]*ring.Packet, 0, cfg.Batch)
@@ -171,6 +177,8 @@ func New(cfg Config) (*Shard, error) {
 		s.tx = append(s.tx, udp.NewBatch(cfg.Batch))
 		s.txPkts = append(s.txPkts, make([]*ring.Packet, cfg.Batch))
 		s.txN = append(s.txN, 0)
+		s.padDraw = append(s.padDraw, [3]uint32{})
+		s.redrawPads(len(s.padDraw) - 1)
 	}
 	// Receive buffers are the shard's own, not the pool's: ingress works
 	// on them in place and copies only what it hands to another shard.

@@ -25,6 +25,9 @@ type LaneStatus struct {
 	Confirmed bool // the peer has sent under the current keys
 	PrevKeys  bool // previous keys still accepted (after a rekey)
 	Moves     uint64
+	// Padded: this shard pads what the lane sends (Config.Padding is
+	// on and the peer announced it reads padding).
+	Padded bool
 }
 
 // LaneStatuses returns the lanes this shard owns. Call it on the shard's
@@ -44,6 +47,7 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 				LastRx: ln.heard(), LastTx: ln.lastTx, K: k, R: r, Depth: ln.enc.Depth(),
 				Recovered: st.Recovered, Unrecov: st.LostData,
 				Confirmed: ln.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
+				Padded: s.cfg.Padding.Mode != PadOff && ln.peerFeatures&FeatureFramePad != 0,
 			})
 		}
 	}

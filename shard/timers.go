@@ -43,7 +43,7 @@ func (s *Shard) tick() time.Time {
 			}
 			if l.encBusy {
 				if l.enc.Tick(s.now) {
-					s.drainParity(l)
+					s.drainParity(ln, l)
 				}
 				if d, ok := l.enc.Deadline(); !ok {
 					l.encBusy = false
@@ -97,7 +97,7 @@ func (s *Shard) publish() {
 		// Likewise only lanes that sent data add to their peer's
 		// length sample.
 		if ln.sizeN != ln.sizePub && ln.cfg.Lens != nil {
-			ln.publishSizes(ln.cfg.Lens)
+			s.publishSizes(ln, ln.cfg.Lens)
 		}
 	}
 	s.stats.c[PoolHighWater] = uint64(s.pool.Cap() - s.pool.LowWater())

@@ -51,11 +51,13 @@ func (w *WireLens) DrawLen(lo, hi int) (int, bool) {
 var _ crypto.WireLengths = (*WireLens)(nil)
 
 // publishSizes adds the wire lengths of the data datagrams ln sent since
-// its last publication (at most its sizes ring) to w.
-func (ln *lane) publishSizes(w *WireLens) {
+// its last publication (at most its sizes ring) to w, each with a pad
+// drawn as padFor would draw one, so handshakes take after padded data too.
+func (s *Shard) publishSizes(ln *lane, w *WireLens) {
 	n := min(ln.sizeN-ln.sizePub, uint32(len(ln.sizes)))
 	for i := ln.sizeN - n; i != ln.sizeN; i++ {
-		w.Add(int(ln.sizes[i%uint32(len(ln.sizes))]) + crypto.DataOverhead)
+		wire := int(ln.sizes[i%uint32(len(ln.sizes))]) + crypto.DataOverhead
+		w.Add(wire + s.padLength(ln, wire))
 	}
 	ln.sizePub = ln.sizeN
 }

@@ -136,6 +136,7 @@ func printStatus(w io.Writer, st *router.Status) {
 		}
 		fmt.Fprintf(w, "  offloads: %s\n", strings.Join(offs, ", "))
 	}
+	fmt.Fprintf(w, "  padding: %s (tun mtu %d)\n", st.Padding, st.TunMTU)
 	k := st.Kernel
 	fmt.Fprintf(w, "  kernel drops: tun tx %d, tun rx %d, socket %d\n", k.TUNTxDropped, k.TUNRxDropped, k.SocketDrops)
 	fmt.Fprintf(w, "  shards: %d\n", len(st.Shards))
@@ -170,8 +171,12 @@ func printStatus(w io.Writer, st *router.Status) {
 		fmt.Fprintf(w, "  transfer: %s received, %s sent (%d / %d packets)\n", human(p.RxBytes), human(p.TxBytes), p.RxPackets, p.TxPackets)
 		fmt.Fprintf(w, "  fec: %d recovered, %d lost\n", p.FECRecovered, p.FECLost)
 		for _, l := range p.Lanes {
-			fmt.Fprintf(w, "  lane %d on shard %d → %s: rx %d pkts %s, tx %d pkts %s, fec %s, last rx %s\n",
-				l.Index, l.Shard, l.Remote, l.RxPackets, human(l.RxBytes), l.TxPackets, human(l.TxBytes), l.FEC, ago(l.LastRx))
+			pad := ""
+			if st.Padding != "off" && !l.Padded {
+				pad = ", unpadded (the peer has not said it reads padding)"
+			}
+			fmt.Fprintf(w, "  lane %d on shard %d → %s: rx %d pkts %s, tx %d pkts %s, fec %s, last rx %s%s\n",
+				l.Index, l.Shard, l.Remote, l.RxPackets, human(l.RxBytes), l.TxPackets, human(l.TxBytes), l.FEC, ago(l.LastRx), pad)
 		}
 	}
 	fmt.Fprintln(w)
