@@ -3,6 +3,7 @@ package control
 import (
 	"crypto/rand"
 	"encoding/binary"
+	"io"
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
@@ -51,6 +52,8 @@ type Deps struct {
 	RekeyAfter time.Duration
 	// FEC is the starting FEC mode of new lanes (SetFEC changes it).
 	FEC fec.Mode
+	// KeyLog, if set, receives every lane's framing keys (keylog.go).
+	KeyLog io.Writer
 }
 
 // Core is the control plane's state and decisions. Its methods are safe for
@@ -65,6 +68,7 @@ type Core struct {
 	rnd        Random
 	rekeyAfter time.Duration
 	shards     int
+	keyLog     io.Writer // under mu
 
 	// known holds every peer's endpoint address (configured or learnt
 	// from a completed handshake), read lock-free by the cookie path;
@@ -164,6 +168,7 @@ func New(d Deps) *Core {
 		byEndpoint: map[netip.AddrPort][]*crypto.Initiation{},
 		knownRefs:  map[netip.Addr]int{},
 		limit:      newLimiter(), proven: newLimiter(),
+		keyLog: d.KeyLog,
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()

@@ -52,9 +52,11 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 	for i := range lanes {
 		remote := netip.AddrPortFrom(remoteIP, sess.Remote.Ports[i])
 		recv := sess.Keys.RecvLane(i)
+		send := sess.Keys.SendLane(i)
+		c.logLaneKeys(p, i, &send, &recv)
 		lc := shard.LaneConfig{
 			Peer: p.id, Index: i, Lanes: lanes, Remote: remote, Conn: conn,
-			Send: sess.Keys.SendLane(i), Recv: recv,
+			Send: send, Recv: recv,
 			FEC: encCfg, Mode: mode, HoldTx: !initiator, RTT: p.rtt,
 			Keepalive: p.cfg.PersistentKeepalive, Lens: p.lens,
 		}

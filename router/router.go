@@ -3,6 +3,7 @@ package router
 import (
 	"errors"
 	"fmt"
+	"io"
 	mrand "math/rand/v2"
 	"net/netip"
 	"os"
@@ -56,6 +57,8 @@ type Router struct {
 	// offDisabled is the config's DisableOffload at start (a reload
 	// cannot change offloads).
 	offDisabled config.OffloadSet
+	// keyLog is the file YIP_KEYLOG names (control/keylog.go), or nil.
+	keyLog *os.File
 	// iface is the config's [Interface] at start, for what a reload
 	// cannot change (Padding and the TUN MTU): read without reloadMu.
 	iface config.Interface
@@ -95,6 +98,14 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		}
 	}()
 
+	if path := os.Getenv("YIP_KEYLOG"); path != "" {
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("YIP_KEYLOG: %w", err)
+		}
+		r.keyLog = f
+		r.log.Warn("YIP_KEYLOG is set: every lane's framing keys (not its encryption keys) are written to it", zap.String("path", path))
+	}
 	mask, err := AffinityCPUs()
 	if err != nil {
 		return nil, err
@@ -163,7 +174,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	r.core = control.New(control.Deps{Local: r.local, Plane: plane{r}, Log: r.log,
-		RekeyAfter: opts.RekeyAfter, FEC: cfg.Interface.FEC})
+		RekeyAfter: opts.RekeyAfter, FEC: cfg.Interface.FEC, KeyLog: keyLogWriter(r.keyLog)})
 	c := r.core
 	for i := range nsh {
 		s, err := shard.New(shard.Config{
@@ -282,6 +293,17 @@ func (r *Router) closeResources() {
 	if r.dev != nil {
 		r.dev.Close()
 	}
+	if r.keyLog != nil {
+		r.keyLog.Close()
+	}
+}
+
+// keyLogWriter is f as the core's KeyLog: nil stays a nil interface.
+func keyLogWriter(f *os.File) io.Writer {
+	if f == nil {
+		return nil
+	}
+	return f
 }
 
 // sameFamily refuses a peer Endpoint the underlay sockets bound to bind

@@ -90,8 +90,8 @@ func TestAdapterRTTAndRekey(t *testing.T) {
 // A loss report carries its runs of lost symbols only to a peer whose
 // keepalives announced FeatureLossRuns, and padding only to one that
 // announced FeaturePadding; an older peer gets the 12-byte report it
-// parses. Keepalives are padded to the lane's recent data lengths for
-// every peer.
+// parses. Keepalives are padded to the lane's recent data lengths (sent or
+// received) for every peer.
 func TestControlFrameLengthsByPeerFeatures(t *testing.T) {
 	const over = crypto.FrameOverhead + crypto.SymbolOverhead
 	dataLens := map[int]bool{}
@@ -100,10 +100,12 @@ func TestControlFrameLengthsByPeerFeatures(t *testing.T) {
 		connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
 		sa, sb := a.shards[0], b.shards[0]
 		sb.lanes[addrA].peerFeatures = feat
+		// A's data and B's own: the lengths B's control frames take
+		// (those B received count as well as those it sent).
 		for i := range 40 {
+			dataLens[100+10*(i%3)+over] = true
 			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100+10*(i%3), i))
 		}
-		// B's own data: the lengths its control frames take.
 		for i := range 8 {
 			n := 60 + 200*(i%4)
 			dataLens[n+over] = true

@@ -163,6 +163,7 @@ func (s *Shard) deliverSymbol(ln *lane, sym []byte) {
 		s.coalesce(pt)
 		acct.rxPackets++
 		acct.rxBytes += uint64(len(pt))
+		acct.noteSize(len(pt))
 		return
 	}
 	if err := s.tunOut(pt); err != nil {
@@ -171,6 +172,7 @@ func (s *Shard) deliverSymbol(ln *lane, sym []byte) {
 	}
 	acct.rxPackets++
 	acct.rxBytes += uint64(len(pt))
+	acct.noteSize(len(pt))
 	s.count(TunOut)
 }
 

@@ -130,11 +130,15 @@ type lane struct {
 	hellos       int
 	helloAt      time.Time
 
-	// sizes are the inner lengths of the lane's last data packets (a
-	// ring; sizeN counts writes): control frames are padded to one of
-	// them (control.go), and publish adds those written since sizePub
-	// to the peer's WireLens (cfg.Lens) for its handshakes.
-	sizes   [16]uint16
+	// sizes are the inner lengths of the lane's last data packets, sent
+	// and received (a ring; sizeN counts writes): control frames are
+	// padded to one of them (control.go), and publish adds those written
+	// since sizePub to the peer's WireLens (cfg.Lens) for its handshakes.
+	// Both directions, because control frames and handshakes go both
+	// ways at about the same rate while data often flows mostly one way:
+	// drawn from one direction's lengths, the frames of the quiet
+	// direction would be small where most data datagrams are large.
+	sizes   [32]uint16
 	sizeN   uint32
 	sizePub uint32
 

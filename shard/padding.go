@@ -75,20 +75,19 @@ func (s *Shard) padFor(top *lane, c int, k crypto.Kind, buf []byte, end, n int) 
 
 // pad is the pad a draw gives a datagram of wire length n.
 func (s *Shard) pad(draw uint32, n int) int {
-	if s.cfg.Padding.Mode == PadLight {
-		return crypto.MinPad + int(draw%(crypto.PadHeadroom-crypto.MinPad+1))
-	}
-	span := max(s.cfg.Padding.MaxWire-n-crypto.MinPad+1, 1)
-	return crypto.MinPad + int(draw%uint32(span))
+	return s.cfg.Padding.pad(draw, n)
 }
 
-// padLength is a pad for a datagram of wire length n to top's peer, drawn
-// afresh (0 when top's datagrams go unpadded).
-func (s *Shard) padLength(top *lane, n int) int {
-	if s.cfg.Padding.Mode == PadOff || top.peerFeatures&FeatureFramePad == 0 {
-		return 0
+// pad is the pad draw gives a datagram of wire length n (0 with PadOff).
+func (p Padding) pad(draw uint32, n int) int {
+	switch p.Mode {
+	case PadLight:
+		return crypto.MinPad + int(draw%(crypto.PadHeadroom-crypto.MinPad+1))
+	case PadFull:
+		span := max(p.MaxWire-n-crypto.MinPad+1, 1)
+		return crypto.MinPad + int(draw%uint32(span))
 	}
-	return s.pad(uint32(s.padRand.Uint64()), n)
+	return 0
 }
 
 // redrawPads draws conn c's pads for its next batch.

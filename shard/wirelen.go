@@ -8,14 +8,21 @@ import (
 )
 
 // WireLens is a sample of the wire lengths of the data datagrams recently
-// sent to one peer, over all its lanes, for the control plane to draw its
-// handshake messages' lengths from (it is a crypto.WireLengths). The lanes'
-// shards add to it when they publish (Shard.publish, with every tick: the
-// lengths each lane sent since, from its sizes ring), never per packet; the
-// control plane reads it from any goroutine. Atomics only, no lock.
+// exchanged with one peer (sent and received, unpadded), over all its
+// lanes, for the control plane to draw its handshake messages' lengths from
+// (it is a crypto.WireLengths). The lanes' shards add to it when they
+// publish (Shard.publish, with every tick: the lengths each lane saw since,
+// from its sizes ring), never per packet; the control plane reads it from
+// any goroutine. Atomics only, no lock. Each draw adds a fresh pad as the
+// lanes' padding would (the shards record their Padding with the
+// lengths), so handshakes drawn while the sample stands still (an idle
+// peer) do not repeat its few lengths.
 type WireLens struct {
 	next  atomic.Uint32 // writes so far; slot next%len(slots) is the oldest
 	slots [wireLensN]atomic.Uint32
+	// pad is the padding of the lanes that publish (mode in the low
+	// byte, MaxWire above), 0 while they send unpadded.
+	pad atomic.Uint32
 }
 
 // wireLensN is how many recent lengths a peer's sample keeps: two lanes'
@@ -29,15 +36,22 @@ func (w *WireLens) Add(n int) {
 	w.slots[i%wireLensN].Store(uint32(n))
 }
 
-// DrawLen returns one of the sampled lengths in [lo, hi], each sample
-// equally likely, or false if none lies there (or nothing was sent yet).
+// DrawLen returns one of the sampled lengths, padded afresh, that lies in
+// [lo, hi], each sample equally likely, or false if none does (or nothing
+// was sent yet).
 func (w *WireLens) DrawLen(lo, hi int) (int, bool) {
 	k := min(int(w.next.Load()), wireLensN)
+	pv := w.pad.Load()
+	pad := Padding{Mode: PadMode(pv & 0xff), MaxWire: int(pv >> 8)}
 	var ok [wireLensN]int
 	m := 0
 	for i := range k {
 		// 0: a slot claimed but not yet written (a concurrent add).
-		if n := int(w.slots[i].Load()); n != 0 && n >= lo && n <= hi {
+		n := int(w.slots[i].Load())
+		if n == 0 {
+			continue
+		}
+		if n += pad.pad(rand.Uint32(), n); n >= lo && n <= hi {
 			ok[m] = n
 			m++
 		}
@@ -50,14 +64,20 @@ func (w *WireLens) DrawLen(lo, hi int) (int, bool) {
 
 var _ crypto.WireLengths = (*WireLens)(nil)
 
-// publishSizes adds the wire lengths of the data datagrams ln sent since
-// its last publication (at most its sizes ring) to w, each with a pad
-// drawn as padFor would draw one, so handshakes take after padded data too.
+// publishSizes adds the wire lengths (unpadded) of the data datagrams ln
+// saw since its last publication (at most its sizes ring) to w, and the
+// padding ln's datagrams get.
 func (s *Shard) publishSizes(ln *lane, w *WireLens) {
 	n := min(ln.sizeN-ln.sizePub, uint32(len(ln.sizes)))
 	for i := ln.sizeN - n; i != ln.sizeN; i++ {
-		wire := int(ln.sizes[i%uint32(len(ln.sizes))]) + crypto.DataOverhead
-		w.Add(wire + s.padLength(ln, wire))
+		w.Add(int(ln.sizes[i%uint32(len(ln.sizes))]) + crypto.DataOverhead)
 	}
 	ln.sizePub = ln.sizeN
+	var pv uint32
+	if p := s.cfg.Padding; p.Mode != PadOff && ln.peerFeatures&FeatureFramePad != 0 {
+		pv = uint32(p.Mode) | uint32(p.MaxWire)<<8
+	}
+	if w.pad.Load() != pv {
+		w.pad.Store(pv)
+	}
 }

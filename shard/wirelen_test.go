@@ -65,3 +65,49 @@ func TestWireLensSampleSentData(t *testing.T) {
 		t.Fatalf("publish with new lengths: %.1f allocations", a)
 	}
 }
+
+// With padding on, every draw adds a fresh pad to a sampled length, so one
+// sampled length gives the spread of padded data; lengths the lane
+// received are sampled as well as those it sent.
+func TestWireLensPaddedAndReceived(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sa, sb := a.shards[0], b.shards[0]
+	sb.cfg.Padding = Padding{Mode: PadLight}
+	lb := sb.lanes[addrA]
+	lb.peerFeatures = Features
+	w := new(WireLens)
+	lb.cfg.Lens = w
+	// A sends B 500-byte packets; B sends nothing.
+	for i := range 8 {
+		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 500, i))
+	}
+	deliverAll(t, a, b, nil)
+	sb.publish()
+	base := 500 + crypto.DataOverhead
+	drawn := map[int]int{}
+	for range 3000 {
+		n, ok := w.DrawLen(0, 2000)
+		if !ok || n < base+crypto.MinPad || n > base+crypto.PadHeadroom {
+			t.Fatalf("drew %d (%v), want %d + %d..%d", n, ok, base, crypto.MinPad, crypto.PadHeadroom)
+		}
+		drawn[n]++
+	}
+	if len(drawn) != crypto.PadHeadroom-crypto.MinPad+1 {
+		t.Fatalf("drew %d distinct lengths from one sampled length: %v", len(drawn), drawn)
+	}
+	// A range the pad may leave: only draws inside it are returned.
+	for range 200 {
+		if n, ok := w.DrawLen(0, base+10); ok && n > base+10 {
+			t.Fatalf("drew %d above the range's top %d", n, base+10)
+		}
+	}
+	// The peer stops reading padding (an older router): draws are the
+	// sample again.
+	lb.peerFeatures = 0
+	lb.noteSize(500)
+	sb.publish()
+	if n, ok := w.DrawLen(0, 2000); !ok || n != base {
+		t.Fatalf("unpadded: drew %d %v, want %d", n, ok, base)
+	}
+}
