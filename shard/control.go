@@ -280,7 +280,7 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 	}
 	h := crypto.Header{Kind: crypto.KindControl}
 	end := crypto.HeaderLen + len(sym)
-	h.Pad = s.padFor(top, ln.cfg.Conn, crypto.KindControl, p.Buf, end, end+crypto.TagLen)
+	h.Pad = s.padFor(top, p.Buf, end, end+crypto.TagLen)
 	d := ln.txf.Frame(p.Buf, h, len(sym))
 	// Timing lives on the lane, whichever keys sealed: a rekey responder
 	// sending under the previous keys must not look silent to its own

@@ -15,11 +15,12 @@ import (
 // Only peers whose keepalives announce FeatureFramePad get padded
 // datagrams (older routers refuse them).
 //
-// A pad is drawn per socket batch and kind, not per datagram: datagrams of
-// one kind and length that leave in one sendmmsg stay of one length, so UDP
-// GSO still sends them as one superpacket (and the peer's GRO still merges
-// them), while parity, drawn apart from the data beside it, is no longer
-// exactly 2 bytes longer than its group's longest datagram.
+// Every datagram draws its own pad, so parity is no longer exactly 2 bytes
+// longer than its group's longest datagram, and no length stands out by
+// more than chance. The price: datagrams of one flow no longer share a
+// length, so UDP GSO sends them one by one and the peer's GRO cannot merge
+// them (a pad drawn per batch would keep both, but leaves the lengths of a
+// bulk flow clumped by batch: a length-only classifier sees peaks).
 type Padding struct {
 	Mode PadMode
 	// MaxWire is the longest datagram PadFull pads to: the MTU's
@@ -54,14 +55,14 @@ func (m PadMode) String() string {
 	return "off"
 }
 
-// padFor returns the Pad for a datagram of kind k and wire length n
-// (unpadded) on conn c to top's peer, and writes the junk after the symbol
-// into buf (buf[end:end+Pad-2]). 0: unpadded.
-func (s *Shard) padFor(top *lane, c int, k crypto.Kind, buf []byte, end, n int) uint16 {
+// padFor returns the Pad for a datagram of wire length n (unpadded) to
+// top's peer, and writes the junk after the symbol into buf
+// (buf[end:end+Pad-2]). 0: unpadded.
+func (s *Shard) padFor(top *lane, buf []byte, end, n int) uint16 {
 	if s.cfg.Padding.Mode == PadOff || top.peerFeatures&FeatureFramePad == 0 {
 		return 0
 	}
-	pad := s.pad(s.padDraw[c][k], n)
+	pad := s.cfg.Padding.pad(uint32(s.padRand.Uint64()), n)
 	// The buffer bounds the pad (never reached with the MTU's budget).
 	if room := cap(buf) - end - crypto.TagLen; pad > room {
 		if room < crypto.MinPad {
@@ -71,11 +72,6 @@ func (s *Shard) padFor(top *lane, c int, k crypto.Kind, buf []byte, end, n int) 
 	}
 	s.padRand.Read(buf[end : end+pad-2])
 	return uint16(pad)
-}
-
-// pad is the pad a draw gives a datagram of wire length n.
-func (s *Shard) pad(draw uint32, n int) int {
-	return s.cfg.Padding.pad(draw, n)
 }
 
 // pad is the pad draw gives a datagram of wire length n (0 with PadOff).
@@ -88,12 +84,6 @@ func (p Padding) pad(draw uint32, n int) int {
 		return crypto.MinPad + int(draw%uint32(span))
 	}
 	return 0
-}
-
-// redrawPads draws conn c's pads for its next batch.
-func (s *Shard) redrawPads(c int) {
-	v := s.padRand.Uint64()
-	s.padDraw[c] = [3]uint32{uint32(v), uint32(v >> 32), uint32(s.padRand.Uint64())}
 }
 
 // newPadRand seeds a shard's junk generator from the system's randomness:

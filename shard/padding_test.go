@@ -2,25 +2,31 @@ package shard
 
 import (
 	"bytes"
-	"slices"
 	"testing"
 
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
 )
 
-// padRun sends rounds batches of bulk (1300-byte) and small (60-byte) packets
-// from a to b under mode, with b announcing features, and returns the
-// lengths of a's datagrams per batch; every packet must reach b's TUN
-// intact.
-func padRun(t *testing.T, mode PadMode, features uint8, rounds int) [][]int {
+// padDgram is one datagram a padRun sent, as its receiver deframed it.
+type padDgram struct {
+	n    int // wire length
+	kind crypto.Kind
+	pad  int
+}
+
+// padRun sends rounds batches of bulk (1300-byte) and small (60-byte)
+// packets from a to b under mode, with b announcing features, and returns
+// a's datagrams as b's lane deframes them; every packet must reach b's
+// TUN intact.
+func padRun(t *testing.T, mode PadMode, features uint8, rounds int) []padDgram {
 	t.Helper()
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	connect(t, a, b, fec.EncoderConfig{K: 8, R: 2})
 	sa, sb := a.shards[0], b.shards[0]
-	sa.cfg.Padding = Padding{Mode: mode, MaxWire: 1400 + crypto.DataOverhead + crypto.PadHeadroom + 2}
+	sa.cfg.Padding = Padding{Mode: mode, MaxWire: padMaxWire}
 	sa.lanes[addrB].peerFeatures = features
-	var batches [][]int
+	var out []padDgram
 	var want [][]byte
 	for round := range rounds {
 		for i := range 16 {
@@ -33,11 +39,13 @@ func padRun(t *testing.T, mode PadMode, features uint8, rounds int) [][]int {
 			inject(t, sa, pkt)
 		}
 		sa.flushAll()
-		var lens []int
 		for _, d := range a.sent[0] {
-			lens = append(lens, len(d.data))
+			h, _, err := sb.lanes[addrA].rxf.Deframe(bytes.Clone(d.data))
+			if err != nil {
+				t.Fatalf("%v: b cannot deframe a %d-byte datagram: %v", mode, len(d.data), err)
+			}
+			out = append(out, padDgram{len(d.data), h.Kind, int(h.Pad)})
 		}
-		batches = append(batches, lens)
 		deliverAll(t, a, b, nil)
 	}
 	got := b.tun[0]
@@ -52,93 +60,83 @@ func padRun(t *testing.T, mode PadMode, features uint8, rounds int) [][]int {
 	if n := sb.stats.c[DropBadHeader] + sb.stats.c[DropBadTag]; n != 0 {
 		t.Fatalf("%v: b dropped %d datagrams", mode, n)
 	}
-	return batches
+	return out
 }
 
-// Without padding, or to a peer that does not read it, a bulk data
-// datagram is its inner packet + DataOverhead, every time.
+// padMaxWire is the padRun shards' Padding.MaxWire: a 1400-byte TUN MTU.
+const padMaxWire = 1400 + crypto.DataOverhead + 2 + crypto.PadHeadroom
+
+// Without padding, or to a peer that does not read it, a data datagram is
+// its inner packet + DataOverhead, every time.
 func TestPaddingOffOrUnannounced(t *testing.T) {
 	for _, c := range []struct {
 		mode PadMode
 		feat uint8
 	}{{PadOff, Features}, {PadLight, Features &^ FeatureFramePad}, {PadFull, 0}} {
 		hist := map[int]int{}
-		for _, b := range padRun(t, c.mode, c.feat, 300) {
-			for _, n := range b {
-				hist[n]++
+		for _, d := range padRun(t, c.mode, c.feat, 300) {
+			if d.pad != 0 {
+				t.Fatalf("%v, features %#x: a padded datagram %+v", c.mode, c.feat, d)
+			}
+			if d.kind == crypto.KindData {
+				hist[d.n]++
 			}
 		}
 		if hist[1300+crypto.DataOverhead] != 300*12 || hist[60+crypto.DataOverhead] != 300*4 {
-			t.Fatalf("%v, features %#x: lengths %v", c.mode, c.feat, hist)
+			t.Fatalf("%v, features %#x: data lengths %v", c.mode, c.feat, hist)
 		}
 	}
 }
 
-// PadLight spreads the bulk datagrams over MinPad..crypto.PadHeadroom extra
-// bytes (no length carries more than 5% of them), keeps datagrams of one
-// length in one batch at one length (GSO), and draws parity apart from
-// data. PadFull pads small datagrams up to MaxWire.
+// PadLight spreads the bulk data datagrams over MinPad..PadHeadroom extra
+// bytes, no length carrying more than 5% of them, and draws each parity
+// datagram's pad apart from the data beside it. PadFull pads small
+// datagrams up to MaxWire, and nothing beyond it.
 func TestPaddingSpreadsLengths(t *testing.T) {
 	bulk := 1300 + crypto.DataOverhead
-	small := 60 + crypto.DataOverhead
 	for _, mode := range []PadMode{PadLight, PadFull} {
-		batches := padRun(t, mode, Features, 2000)
+		ds := padRun(t, mode, Features, 1000)
 		hist := map[int]int{}
-		total, parityAt2 := 0, 0
-		maxWire := 1400 + crypto.DataOverhead + crypto.PadHeadroom + 2
-		for _, b := range batches {
-			// A batch starts with a bulk data datagram; its 12 bulk
-			// packets share one length.
-			bulkLen, same := b[0], 0
-			for _, n := range b {
-				if n == bulkLen {
-					same++
-				}
+		nBulk, parity, sameAsData, small, spread := 0, 0, 0, 0, 0
+		lastDataPad := -1
+		for _, d := range ds {
+			if d.n > padMaxWire || d.pad < crypto.MinPad {
+				t.Fatalf("%v: datagram %+v (MaxWire %d)", mode, d, padMaxWire)
 			}
-			if mode == PadLight {
-				if same < 12 {
-					t.Fatalf("light: bulk lengths differ within one batch: %v", b)
+			switch {
+			case d.kind == crypto.KindData && d.n-d.pad == bulk:
+				hist[d.n]++
+				nBulk++
+				lastDataPad = d.pad
+			case d.kind == crypto.KindData:
+				small++
+				if d.n > 700 {
+					spread++
 				}
-				hist[bulkLen]++
-				total++
-				// Parity of the bulk groups, unpadded, is 2 bytes
-				// longer than their data.
-				if slices.Contains(b, bulkLen+2) {
-					parityAt2++
-				}
-			}
-			for _, n := range b {
-				if n > maxWire || n < small+crypto.MinPad {
-					t.Fatalf("%v: a %d-byte datagram (bounds %d..%d)", mode, n, small+crypto.MinPad, maxWire)
+			case d.kind == crypto.KindParity:
+				parity++
+				if d.pad == lastDataPad {
+					sameAsData++
 				}
 			}
 		}
-		if mode == PadLight {
-			for n, c := range hist {
-				if n < bulk+crypto.MinPad || n > bulk+crypto.PadHeadroom || c > total/20 {
-					t.Fatalf("light: %d batches of %d at %d bytes (hist %v)", c, total, n, hist)
-				}
-			}
-			if len(hist) < 25 {
-				t.Fatalf("light: bulk datagrams took only %d lengths", len(hist))
-			}
-			if parityAt2 > total/5 {
-				t.Fatalf("light: %d of %d batches had parity exactly 2 bytes over the data", parityAt2, total)
+		if mode == PadFull {
+			// Uniform from ~102 to MaxWire: more than half above 700.
+			if spread < small/2 {
+				t.Fatalf("full: %d of %d small packets' datagrams above 700 bytes", spread, small)
 			}
 			continue
 		}
-		// Full: the small packets' datagrams spread far beyond their own
-		// length.
-		over := 0
-		for _, b := range batches {
-			for _, n := range b {
-				if n > 700 && n < bulk {
-					over++
-				}
+		for n, c := range hist {
+			if n < bulk+crypto.MinPad || n > bulk+crypto.PadHeadroom || c > nBulk/20 {
+				t.Fatalf("light: %d of %d bulk datagrams at %d bytes (hist %v)", c, nBulk, n, hist)
 			}
 		}
-		if over < len(batches)/4 {
-			t.Fatalf("full: only %d datagrams between 700 bytes and the bulk length over %d batches", over, len(batches))
+		if len(hist) != crypto.PadHeadroom-crypto.MinPad+1 {
+			t.Fatalf("light: bulk datagrams took %d lengths", len(hist))
+		}
+		if parity == 0 || sameAsData > parity/10 {
+			t.Fatalf("light: %d of %d parity datagrams have the pad of the data before them", sameAsData, parity)
 		}
 	}
 }

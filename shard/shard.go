@@ -119,7 +119,6 @@ type Shard struct {
 	tx      []*udp.Batch     // per conn
 	txPkts  [][]*ring.Packet // per conn: buffers to return after sending
 	txN     []int            // per conn: queued datagrams
-	padDraw [][3]uint32      // per conn and kind: this batch's pad draw (padding.go)
 	padRand *rand.ChaCha8    // junk for padded datagrams
 	handoff [][]*ring.Packet // per destination shard
 	popBuf  []*ring.Packet
@@ -177,8 +176,6 @@ func New(cfg Config) (*Shard, error) {
 		s.tx = append(s.tx, udp.NewBatch(cfg.Batch))
 		s.txPkts = append(s.txPkts, make([]*ring.Packet, cfg.Batch))
 		s.txN = append(s.txN, 0)
-		s.padDraw = append(s.padDraw, [3]uint32{})
-		s.redrawPads(len(s.padDraw) - 1)
 	}
 	// Receive buffers are the shard's own, not the pool's: ingress works
 	// on them in place and copies only what it hands to another shard.
