@@ -108,7 +108,7 @@ func FuzzCookieReply(f *testing.F) {
 	reply, _ := p.b.CookieReply(d1, NewCookieChecker(), netip.MustParseAddrPort("192.0.2.1:1"), t0)
 	f.Add(reply)
 	// As long as the initiation: the longest reply it can take.
-	long, _ := p.b.CookieReplyClassified(d1, NewCookieChecker(), netip.MustParseAddrPort("192.0.2.1:1"), t0, sampleLens{len(d1)})
+	long, _ := p.b.CookieReplyClassified(d1, HandshakeKey{&p.b.wk}, NewCookieChecker(), netip.MustParseAddrPort("192.0.2.1:1"), t0, sampleLens{len(d1)})
 	f.Add(long)
 	f.Fuzz(func(t *testing.T, d []byte) {
 		_ = in.ConsumeCookieReply(d, t0)
