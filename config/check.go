@@ -51,6 +51,9 @@ func (p *parser) checkText() {
 		if _, ok := ps.seen["PublicKey"]; !ok {
 			p.errorf(ps.Line, secPeer, "PublicKey", "missing (every [Peer] needs one)")
 		}
+		if l, ok := ps.seen["LegacyMAC"]; ok && ps.LegacyMAC && ps.PresharedKey.IsZero() {
+			p.errorf(l, secPeer, "LegacyMAC", "on without a PresharedKey: it only concerns peers with one")
+		}
 		// An Endpoint host name is checked by the resolve step.
 		if ep := ps.Endpoint; ep.IsValid() && !fitsFamily(ep.Addr(), family) {
 			p.errorf(ps.seen["Endpoint"], secPeer, "Endpoint", "%s is not %s like ListenAddress %s (line %d)",
@@ -58,6 +61,39 @@ func (p *parser) checkText() {
 		}
 	}
 	p.overlaps()
+	p.handshakeKeys()
+}
+
+// handshakeKeys bounds the keys a handshake's mac1 is checked under:
+// one per distinct PresharedKey, plus the public-key-only form when a peer
+// has no PresharedKey or has LegacyMAC. Every datagram of handshake length
+// that matches no lane costs a BLAKE2s per key.
+func (p *parser) handshakeKeys() {
+	keys := map[crypto.PresharedKey]bool{}
+	for _, ps := range p.peers {
+		forms := []crypto.PresharedKey{ps.PresharedKey}
+		if ps.LegacyMAC && !ps.PresharedKey.IsZero() {
+			forms = append(forms, crypto.PresharedKey{})
+		}
+		for _, k := range forms {
+			if keys[k] {
+				continue
+			}
+			keys[k] = true
+			if len(keys) > crypto.MaxHandshakeKeys {
+				key, l := "PresharedKey", ps.seen["PresharedKey"]
+				if k.IsZero() {
+					key, l = "", ps.Line
+					if ps.LegacyMAC {
+						key, l = "LegacyMAC", ps.seen["LegacyMAC"]
+					}
+				}
+				p.errorf(l, secPeer, key, "more than %d handshake keys (distinct PresharedKeys, plus one for peers without one or with LegacyMAC): each costs a check of every stray handshake-length datagram; share PresharedKeys between peers",
+					crypto.MaxHandshakeKeys)
+				return
+			}
+		}
+	}
 }
 
 // listenFamily is the one address family the underlay sockets carry,

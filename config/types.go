@@ -108,6 +108,11 @@ type Peer struct {
 	EndpointText        string              // as written
 	AllowedIPs          []netip.Prefix      // masked; no overlaps within or between peers
 	PersistentKeepalive time.Duration       // 0 = off
+	// LegacyMAC (key LegacyMAC = on; default off, only with a
+	// PresharedKey): handshakes with this peer are masked and MACed under
+	// its public key only, as by routers that predate PSK-keyed
+	// handshakes; its PSK-keyed ones are accepted too.
+	LegacyMAC bool
 }
 
 // PeerByKey returns the peer with public key k, or nil.
