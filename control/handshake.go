@@ -74,6 +74,11 @@ func advanceSlot(cur *atomic.Int64, slot int64) bool {
 }
 
 func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeKey, from netip.AddrPort) {
+	if c.seenInits.Seen(data) {
+		// A replay (a genuine initiator never repeats one): silence.
+		c.hs.refused.Add(1)
+		return
+	}
 	now := c.now()
 	if conn < 0 {
 		conn = ConnGroup
