@@ -218,3 +218,23 @@ func mustKey(t *testing.T) PrivateKey {
 	}
 	return k
 }
+
+// The initiation filter knows a repeat, and not a fresh initiation.
+func TestInitiationFilter(t *testing.T) {
+	p := newParties(t, PresharedKey{}, true)
+	var f InitiationFilter
+	for i := range 100 {
+		_, d, _ := p.a.Initiate(p.pa, uint32(i), offer(1, 1), t0)
+		if f.Seen(d) {
+			t.Fatalf("fresh initiation %d taken for a replay", i)
+		}
+		if !f.Seen(d) {
+			t.Fatalf("repeat of initiation %d not seen", i)
+		}
+	}
+	short := make([]byte, 10)
+	f.Seen(short)
+	if f.Seen(short) {
+		t.Fatal("a datagram too short for a mac1 was seen")
+	}
+}
