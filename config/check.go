@@ -64,34 +64,33 @@ func (p *parser) checkText() {
 	p.handshakeKeys()
 }
 
-// handshakeKeys bounds the keys a handshake's mac1 is checked under:
-// one per distinct PresharedKey, plus the public-key-only form when a peer
-// has no PresharedKey or has LegacyMAC. Every datagram of handshake length
-// that matches no lane costs a BLAKE2s per key.
+// handshakeKeys bounds the keys a handshake's mac1 is checked under: one
+// per distinct PresharedKey of peers without LegacyMAC, plus the
+// public-key-only form when a peer has no PresharedKey or has LegacyMAC.
+// Every datagram of handshake length that matches no lane costs a keyed
+// BLAKE2s per key.
 func (p *parser) handshakeKeys() {
 	keys := map[crypto.PresharedKey]bool{}
 	for _, ps := range p.peers {
-		forms := []crypto.PresharedKey{ps.PresharedKey}
-		if ps.LegacyMAC && !ps.PresharedKey.IsZero() {
-			forms = append(forms, crypto.PresharedKey{})
+		k := ps.PresharedKey
+		if ps.LegacyMAC {
+			k = crypto.PresharedKey{}
 		}
-		for _, k := range forms {
-			if keys[k] {
-				continue
-			}
-			keys[k] = true
-			if len(keys) > crypto.MaxHandshakeKeys {
-				key, l := "PresharedKey", ps.seen["PresharedKey"]
-				if k.IsZero() {
-					key, l = "", ps.Line
-					if ps.LegacyMAC {
-						key, l = "LegacyMAC", ps.seen["LegacyMAC"]
-					}
+		if keys[k] {
+			continue
+		}
+		keys[k] = true
+		if len(keys) > crypto.MaxHandshakeKeys {
+			key, l := "PresharedKey", ps.seen["PresharedKey"]
+			if k.IsZero() {
+				key, l = "", ps.Line
+				if ps.LegacyMAC {
+					key, l = "LegacyMAC", ps.seen["LegacyMAC"]
 				}
-				p.errorf(l, secPeer, key, "more than %d handshake keys (distinct PresharedKeys, plus one for peers without one or with LegacyMAC): each costs a check of every stray handshake-length datagram; share PresharedKeys between peers",
-					crypto.MaxHandshakeKeys)
-				return
 			}
+			p.errorf(l, secPeer, key, "more than %d handshake keys (distinct PresharedKeys, plus one for all peers without one or with LegacyMAC = on): every stray handshake-length datagram is checked under each; give peers the same PresharedKey, or set LegacyMAC = on for some (at both ends)",
+				crypto.MaxHandshakeKeys)
+			return
 		}
 	}
 }

@@ -291,12 +291,13 @@ func TestConfigHandshakeKeys(t *testing.T) {
 	if p := c.Peers[len(c.Peers)-1]; !p.LegacyMAC || c.Peers[0].LegacyMAC {
 		t.Fatalf("LegacyMAC: %v, %v", p.LegacyMAC, c.Peers[0].LegacyMAC)
 	}
-	// One more key: the LegacyMAC peer's public-key-only form is the 17th.
+	// One more key: the LegacyMAC peer's public-key-only form is the
+	// (n+1)th. (Its PSK is no key of its own.)
 	n := crypto.MaxHandshakeKeys
-	lines := peers(n-1, "[Peer]", "PublicKey = {PUB1}", "PresharedKey = {PSK}", "LegacyMAC = on")
+	lines := peers(n, "[Peer]", "PublicKey = {PUB1}", "PresharedKey = {PSK}", "LegacyMAC = on")
 	_, err = testParse(t, testText(t, lines...))
-	checkErrors(t, err, []string{"t.conf:" + strconv.Itoa(len(lines)) + ": [Peer] LegacyMAC: |more than 16 handshake keys"})
+	checkErrors(t, err, []string{"t.conf:" + strconv.Itoa(len(lines)) + ": [Peer] LegacyMAC: |more than " + strconv.Itoa(n) + " handshake keys"})
 	lines = peers(n + 1)
 	_, err = testParse(t, testText(t, lines...))
-	checkErrors(t, err, []string{"t.conf:" + strconv.Itoa(len(lines)) + ": [Peer] PresharedKey: |more than 16 handshake keys"})
+	checkErrors(t, err, []string{"t.conf:" + strconv.Itoa(len(lines)) + ": [Peer] PresharedKey: |more than " + strconv.Itoa(n) + " handshake keys"})
 }

@@ -109,9 +109,10 @@ type Peer struct {
 	AllowedIPs          []netip.Prefix      // masked; no overlaps within or between peers
 	PersistentKeepalive time.Duration       // 0 = off
 	// LegacyMAC (key LegacyMAC = on; default off, only with a
-	// PresharedKey): handshakes with this peer are masked and MACed under
-	// its public key only, as by routers that predate PSK-keyed
-	// handshakes; its PSK-keyed ones are accepted too.
+	// PresharedKey): handshakes with this peer, both ways, are masked and
+	// MACed under the public keys only, as by routers that predate
+	// PSK-keyed handshakes (the PSK still goes into Noise). Both ends
+	// must agree.
 	LegacyMAC bool
 }
 

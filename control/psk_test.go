@@ -62,14 +62,13 @@ func silent(t *testing.T, resp *memCore, what string, probes ...[]byte) {
 	}
 }
 
-// PSK peers complete handshakes, directly and through the cookie path, and
-// with LegacyMAC on the responder (a router not yet upgraded on the other
-// side) or on both sides.
+// PSK peers complete handshakes, directly and through the cookie path, with
+// PSK-keyed handshakes and with LegacyMAC on both sides.
 func TestPSKHandshakes(t *testing.T) {
 	for _, c := range []struct {
 		name                  string
 		iniLegacy, respLegacy bool
-	}{{"new", false, false}, {"legacy both", true, true}, {"new to legacy", false, true}} {
+	}{{"new", false, false}, {"legacy both", true, true}} {
 		t.Run(c.name, func(t *testing.T) {
 			ini, resp := memPairPSK(t, c.iniLegacy, c.respLegacy)
 			handshake(t, ini, resp)
@@ -208,5 +207,33 @@ func TestPSKHolderGetsCookieReplyUnderLoad(t *testing.T) {
 	resp.Unmatched(0, ConnGroup, d[1], netip.MustParseAddrPort("203.0.113.2:9"))
 	if out := resp.take(); len(out) != 1 || !crypto.CookieReplyLen(len(out[0].b)) {
 		t.Fatalf("unknown static key with the PSK, under load: %d replies, want a cookie reply", len(out))
+	}
+}
+
+// LegacyMAC must agree: with it on one side only, the responder cannot
+// recognise the initiations (silence, no session); a reload that makes the
+// ends agree lets the next attempt complete, and changing LegacyMAC alone
+// keeps a session.
+func TestLegacyMACMustAgree(t *testing.T) {
+	for _, iniLegacy := range []bool{false, true} {
+		ini, resp := memPairPSK(t, iniLegacy, !iniLegacy)
+		ini.kick(t)
+		resp.deliver(ini.take(), ini.addr, ConnGroup)
+		if out := resp.take(); len(out) != 0 || resp.peerOf(t).sess != nil {
+			t.Fatalf("LegacyMAC %v/%v: responder sent %d datagrams", iniLegacy, !iniLegacy, len(out))
+		}
+		if err := resp.SetPeers([]config.Peer{{PublicKey: ini.local.PublicKey(), PresharedKey: testPSK,
+			LegacyMAC: iniLegacy, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}}); err != nil {
+			t.Fatal(err)
+		}
+		handshake(t, ini, resp)
+		// Both flip back: the session stays.
+		if err := resp.SetPeers([]config.Peer{{PublicKey: ini.local.PublicKey(), PresharedKey: testPSK,
+			LegacyMAC: !iniLegacy, AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}}); err != nil {
+			t.Fatal(err)
+		}
+		if resp.peerOf(t).sess == nil {
+			t.Fatal("changing LegacyMAC dropped the session")
+		}
 	}
 }

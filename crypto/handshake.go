@@ -37,11 +37,11 @@ var (
 )
 
 // MaxHandshakeKeys bounds the handshake keys a responder accepts (the
-// distinct PSKs of its peers, plus the public-key-only form when a peer has
-// no PSK or accepts the legacy form): every datagram of handshake length
-// that matches no lane has its mac1 checked under each, one BLAKE2s per
-// key. The config check enforces it.
-const MaxHandshakeKeys = 16
+// distinct PSKs of its peers without LegacyMAC, plus the public-key-only
+// form when a peer has no PSK or has LegacyMAC): every datagram of
+// handshake length that matches no lane has its mac1 checked under each,
+// one keyed BLAKE2s per key. The config check enforces it.
+const MaxHandshakeKeys = 8
 
 // Local is this router's handshake identity: its static key, the keys bound
 // to its public key (to recognise handshakes addressed to it), the ss cache
@@ -74,18 +74,15 @@ type rxKey struct {
 type Peer struct {
 	pub PublicKey
 	psk PresharedKey
-	// legacy: the peer has a PSK but handshakes with it use the
-	// public-key-only form (it predates PSK-keyed handshakes): we send
-	// that form, and accept either from it.
+	// legacy: the peer has a PSK but handshakes with it, both ways, use
+	// the public-key-only form (as routers that predate PSK-keyed
+	// handshakes do).
 	legacy bool
 	// wk are the keys bound to the peer's public key, which we send to it
-	// with: PSK-keyed when it has a PSK and is not legacy. wkPub is the
-	// public-key-only form, kept for a legacy peer's PSK-keyed initiations
-	// too (answered in the form they came in); nil when not needed.
-	wk    *wireKeys
-	wkAlt *wireKeys
-	// rx are our keys its responses to our initiations come under (the
-	// form we send it).
+	// with: PSK-keyed when it has a PSK and is not legacy.
+	wk *wireKeys
+	// rx are our keys in the same form: its handshakes to us (responses
+	// and initiations) come under them.
 	rx *wireKeys
 
 	mu       sync.Mutex
@@ -134,9 +131,9 @@ func (l *Local) AddPeer(pub PublicKey, psk PresharedKey) (*Peer, error) {
 }
 
 // AddPeerLegacy is AddPeer with the choice of the legacy form: legacy (with
-// a PSK) keys the handshakes we send the peer by its public key only, as
-// routers before PSK-keyed handshakes do, and accepts its handshakes in
-// either form. Without a PSK legacy changes nothing.
+// a PSK) keys the handshakes with the peer, both ways, by the public keys
+// only, as routers before PSK-keyed handshakes do; the PSK still goes into
+// Noise. Without a PSK legacy changes nothing.
 func (l *Local) AddPeerLegacy(pub PublicKey, psk PresharedKey, legacy bool) (*Peer, error) {
 	if pub == l.pub {
 		return nil, fmt.Errorf("crypto: peer key %s is our own public key", pub)
@@ -146,12 +143,8 @@ func (l *Local) AddPeerLegacy(pub PublicKey, psk PresharedKey, legacy bool) (*Pe
 	}
 	legacy = legacy && !psk.IsZero()
 	p := &Peer{pub: pub, psk: psk, legacy: legacy}
-	wk := newWireKeysPSK(pub, psk)
+	wk := newWireKeysPSK(pub, p.form())
 	p.wk = &wk
-	if legacy {
-		alt := newWireKeys(pub)
-		p.wk, p.wkAlt = &alt, p.wk
-	}
 	l.mu.Lock()
 	if old, ok := l.peers[pub]; ok {
 		old.mu.Lock()
@@ -165,71 +158,45 @@ func (l *Local) AddPeerLegacy(pub PublicKey, psk PresharedKey, legacy bool) (*Pe
 	return p, nil
 }
 
-// forms are the PSKs whose keys p may use (zero: the public-key-only form).
-func (p *Peer) forms() []PresharedKey {
-	switch {
-	case p.psk.IsZero():
-		return []PresharedKey{{}}
-	case p.legacy:
-		return []PresharedKey{{}, p.psk}
+// form is the PSK that keys p's handshakes' mask and mac1: its PSK, or
+// zero (the public-key-only form) when it has none or is legacy.
+func (p *Peer) form() PresharedKey {
+	if p.legacy {
+		return PresharedKey{}
 	}
-	return []PresharedKey{p.psk}
+	return p.psk
 }
 
 // accepts reports whether p may send us handshakes keyed by wk.
-func (p *Peer) accepts(wk *wireKeys) bool {
-	return wk.psk == p.psk || (p.legacy && wk.psk.IsZero())
-}
+func (p *Peer) accepts(wk *wireKeys) bool { return wk.psk == p.form() }
 
-// sendKeys are the keys of p's public key in the form of wk (one of ours
-// that p accepts): a response goes out in the form its initiation came in.
-func (p *Peer) sendKeys(wk *wireKeys) *wireKeys {
-	if p.wkAlt != nil && p.wkAlt.psk == wk.psk {
-		return p.wkAlt
-	}
-	return p.wk
-}
-
-// refKeys counts p's forms in l.rx, adding keys that are new, and returns
-// our keys for the form we send p in. Caller holds l.mu.
+// refKeys counts p's form in l.rx, adding its key if new, and returns our
+// keys in that form. Caller holds l.mu.
 func (l *Local) refKeys(p *Peer) *wireKeys {
-	changed := false
-	for _, psk := range p.forms() {
-		r := l.rx[psk]
-		if r == nil {
-			wk := l.wk
-			if !psk.IsZero() {
-				wk = newWireKeysPSK(l.pub, psk)
-			}
-			r = &rxKey{wk: &wk}
-			l.rx[psk] = r
-			changed = true
+	f := p.form()
+	r := l.rx[f]
+	if r == nil {
+		wk := l.wk
+		if !f.IsZero() {
+			wk = newWireKeysPSK(l.pub, f)
 		}
-		r.refs++
-	}
-	if changed {
+		r = &rxKey{wk: &wk}
+		l.rx[f] = r
 		l.publishKeys()
 	}
-	if p.legacy {
-		return l.rx[PresharedKey{}].wk
-	}
-	return l.rx[p.psk].wk
+	r.refs++
+	return r.wk
 }
 
 // unrefKeys undoes refKeys for a peer being replaced or removed. Caller
 // holds l.mu.
 func (l *Local) unrefKeys(p *Peer) {
-	changed := false
-	for _, psk := range p.forms() {
-		if r := l.rx[psk]; r != nil {
-			if r.refs--; r.refs <= 0 {
-				delete(l.rx, psk)
-				changed = true
-			}
+	f := p.form()
+	if r := l.rx[f]; r != nil {
+		if r.refs--; r.refs <= 0 {
+			delete(l.rx, f)
+			l.publishKeys()
 		}
-	}
-	if changed {
-		l.publishKeys()
 	}
 }
 
@@ -562,7 +529,6 @@ func (l *Local) IsHandshake(dgram []byte) bool { return l.match(dgram) != nil }
 type Incoming struct {
 	local *Local
 	peer  *Peer
-	wk    *wireKeys // the peer's keys in the form the initiation came in
 	hs    *noise.HandshakeState
 	index uint32 // the initiator's index
 	offer LaneOffer
@@ -641,11 +607,12 @@ func (l *Local) ConsumeInitiation(dgram []byte) (*Incoming, error) {
 	if peer == nil {
 		return nil, ErrUnknownPeer
 	}
-	// The key mac1 matched must be one this peer uses with us: an
+	// The key mac1 matched must be the one this peer uses with us: an
 	// initiation keyed by another peer's PSK, or by the public key only
-	// for a peer with a PSK (and no LegacyMAC), is refused before it can
-	// move the peer's timestamp or draw a response. (Noise would refuse a
-	// wrong PSK only at the initiator, after our response had gone out.)
+	// for a peer with a PSK (and no LegacyMAC), or by its PSK for a
+	// LegacyMAC peer, is refused before it can move the peer's timestamp
+	// or draw a response. (Noise would refuse a wrong PSK only at the
+	// initiator, after our response had gone out.)
 	if !peer.accepts(wk) {
 		return nil, ErrWrongKeys
 	}
@@ -669,7 +636,7 @@ func (l *Local) ConsumeInitiation(dgram []byte) (*Incoming, error) {
 	if err := hs.SetPresharedKey(peer.psk[:]); err != nil {
 		return nil, err
 	}
-	return &Incoming{local: l, peer: peer, wk: peer.sendKeys(wk), hs: hs, index: f.sender, offer: offer, ts: ts, initLen: len(dgram)}, nil
+	return &Incoming{local: l, peer: peer, hs: hs, index: f.sender, offer: offer, ts: ts, initLen: len(dgram)}, nil
 }
 
 // Respond completes the handshake: index is our session index, answer our
@@ -688,7 +655,7 @@ func (in *Incoming) Respond(index uint32, answer LaneOffer) ([]byte, *Session, e
 	if cs1 == nil || cs2 == nil {
 		return nil, nil, ErrHandshake
 	}
-	dgram := sealHandshake(in.wk, hsFields{typ: msgResponse, sender: index, receiver: in.index, noise: msg},
+	dgram := sealHandshake(in.peer.wk, hsFields{typ: msgResponse, sender: index, receiver: in.index, noise: msg},
 		nil, in.peer.wireLengths(), in.initLen)
 	return dgram, &Session{Peer: in.peer, Keys: sessionFrom(cs1, cs2, false), Initiator: false,
 		LocalIndex: index, RemoteIndex: in.index, Remote: in.offer}, nil

@@ -108,9 +108,10 @@ func TestInitiationKeyedForAnotherPeer(t *testing.T) {
 }
 
 // LegacyMAC: routers that predate PSK-keyed handshakes send and answer the
-// public-key-only form. A peer configured with it gets that form from us,
-// and may send either; without it, the public-key-only form of a PSK peer
-// is refused.
+// public-key-only form. A peer configured with it gets that form from us
+// and must use it; without it, the public-key-only form of a PSK peer is
+// refused, and a PSK-keyed initiation to a router that has the initiator
+// as legacy is not even recognised.
 func TestLegacyMAC(t *testing.T) {
 	psk := PresharedKey{5}
 	ka, kb := mustKey(t), mustKey(t)
@@ -131,7 +132,7 @@ func TestLegacyMAC(t *testing.T) {
 	}{
 		{"both new", false, false, true, false},
 		{"both legacy", true, true, true, true},
-		{"new to legacy", false, true, true, false},
+		{"new to legacy", false, true, false, false},
 		{"legacy to new", true, false, false, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -182,8 +183,10 @@ func TestHandshakeKeySet(t *testing.T) {
 		{func() { _, _ = b.AddPeer(k1, PresharedKey{1}) }, 1},
 		{func() { _, _ = b.AddPeer(k2, PresharedKey{1}) }, 1},
 		{func() { _, _ = b.AddPeer(k2, PresharedKey{}) }, 2},
-		{func() { _, _ = b.AddPeerLegacy(k1, PresharedKey{3}, true) }, 2}, // {}, {3}
-		{func() { _, _ = b.AddPeer(k2, PresharedKey{4}) }, 3},             // {}, {3}, {4}
+		{func() { _, _ = b.AddPeerLegacy(k1, PresharedKey{3}, true) }, 1}, // {}
+		{func() { _, _ = b.AddPeer(k2, PresharedKey{4}) }, 2},             // {}, {4}
+		{func() { _, _ = b.AddPeerLegacy(k2, PresharedKey{4}, true) }, 1}, // {}
+		{func() { _, _ = b.AddPeer(k2, PresharedKey{4}) }, 2},             // {}, {4}
 		{func() { b.RemovePeer(k1) }, 1},
 		{func() { b.RemovePeer(k2) }, 0},
 	}
