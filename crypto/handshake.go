@@ -146,13 +146,13 @@ func (l *Local) AddPeerLegacy(pub PublicKey, psk PresharedKey, legacy bool) (*Pe
 	wk := newWireKeysPSK(pub, p.form())
 	p.wk = &wk
 	l.mu.Lock()
+	p.rx = l.refKeys(p) // before the old peer's unref: a shared key stays
 	if old, ok := l.peers[pub]; ok {
 		old.mu.Lock()
 		p.lastTS = old.lastTS // keep replay protection across reloads
 		old.mu.Unlock()
 		l.unrefKeys(old)
 	}
-	p.rx = l.refKeys(p)
 	l.peers[pub] = p
 	l.mu.Unlock()
 	return p, nil

@@ -196,6 +196,14 @@ func TestHandshakeKeySet(t *testing.T) {
 			t.Fatalf("step %d: %d keys, want %d", i, n, s.want)
 		}
 	}
+	// Replacing the only peer of a key (a reload) keeps the key: its
+	// pooled BLAKE2s states, and initiations pending under it, stay.
+	_, _ = b.AddPeer(k1, PresharedKey{6})
+	wk := b.rx[PresharedKey{6}].wk
+	_, _ = b.AddPeer(k1, PresharedKey{6})
+	if b.rx[PresharedKey{6}].wk != wk || b.rx[PresharedKey{6}].refs != 1 {
+		t.Fatal("re-adding a peer rebuilt its handshake key")
+	}
 }
 
 // The mac1 check of garbage allocates nothing, whatever the number of keys.
