@@ -60,6 +60,11 @@ func BenchmarkFloodInitiation(b *testing.B) {
 // handshake length with a wrong mac1 under each of several handshake
 // keys: three PSKs and the public-key-only form).
 func TestGarbageCostsNoAllocation(t *testing.T) {
+	if raceEnabled {
+		// A quarter of the pooled BLAKE2s states put back are dropped
+		// under -race: about one allocation per datagram with four keys.
+		t.Skip("allocation test: run without -race")
+	}
 	resp := newMemCore(t, "192.0.2.1:51820", 1, nil)
 	var pcs []config.Peer
 	for i := range 4 {

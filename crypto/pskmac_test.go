@@ -208,6 +208,10 @@ func TestHandshakeKeySet(t *testing.T) {
 
 // The mac1 check of garbage allocates nothing, whatever the number of keys.
 func TestMatchNoAllocation(t *testing.T) {
+	if raceEnabled {
+		// sync.Pool drops a quarter of the states put back under -race.
+		t.Skip("allocation test: run without -race")
+	}
 	b := NewLocal(mustKey(t), true)
 	for i := range 5 {
 		if _, err := b.AddPeer(mustKey(t).Public(), PresharedKey{byte(i)}); err != nil {
