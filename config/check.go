@@ -51,6 +51,9 @@ func (p *parser) checkText() {
 		if _, ok := ps.seen["PublicKey"]; !ok {
 			p.errorf(ps.Line, secPeer, "PublicKey", "missing (every [Peer] needs one)")
 		}
+		if l, ok := ps.seen["LegacyMAC"]; ok && ps.LegacyMAC && ps.PresharedKey.IsZero() {
+			p.errorf(l, secPeer, "LegacyMAC", "on without a PresharedKey: it only concerns peers with one")
+		}
 		// An Endpoint host name is checked by the resolve step.
 		if ep := ps.Endpoint; ep.IsValid() && !fitsFamily(ep.Addr(), family) {
 			p.errorf(ps.seen["Endpoint"], secPeer, "Endpoint", "%s is not %s like ListenAddress %s (line %d)",
@@ -58,6 +61,38 @@ func (p *parser) checkText() {
 		}
 	}
 	p.overlaps()
+	p.handshakeKeys()
+}
+
+// handshakeKeys bounds the keys a handshake's mac1 is checked under: one
+// per distinct PresharedKey of peers without LegacyMAC, plus the
+// public-key-only form when a peer has no PresharedKey or has LegacyMAC.
+// Every datagram of handshake length that matches no lane costs a keyed
+// BLAKE2s per key.
+func (p *parser) handshakeKeys() {
+	keys := map[crypto.PresharedKey]bool{}
+	for _, ps := range p.peers {
+		k := ps.PresharedKey
+		if ps.LegacyMAC {
+			k = crypto.PresharedKey{}
+		}
+		if keys[k] {
+			continue
+		}
+		keys[k] = true
+		if len(keys) > crypto.MaxHandshakeKeys {
+			key, l := "PresharedKey", ps.seen["PresharedKey"]
+			if k.IsZero() {
+				key, l = "", ps.Line
+				if ps.LegacyMAC {
+					key, l = "LegacyMAC", ps.seen["LegacyMAC"]
+				}
+			}
+			p.errorf(l, secPeer, key, "more than %d handshake keys (distinct PresharedKeys, plus one for all peers without one or with LegacyMAC = on): every stray handshake-length datagram is checked under each; give peers the same PresharedKey, or set LegacyMAC = on for some (at both ends)",
+				crypto.MaxHandshakeKeys)
+			return
+		}
+	}
 }
 
 // listenFamily is the one address family the underlay sockets carry,

@@ -20,7 +20,7 @@ var (
 	interfaceKeys = keyTable("Name", "PrivateKey", "PrivateKeyFile", "ListenPort",
 		"ListenAddress", "Address", "MTU", "Shards", "FEC", "MetricsListen", "DisableOffload", "Padding")
 	peerKeys = keyTable("PublicKey", "PresharedKey", "Endpoint", "AllowedIPs",
-		"PersistentKeepalive")
+		"PersistentKeepalive", "LegacyMAC")
 	// Keys of wg / wg-quick that yip-router does not have.
 	foreignKeys = keyTable("DNS", "Table", "PreUp", "PostUp", "PreDown", "PostDown",
 		"SaveConfig", "FwMark")

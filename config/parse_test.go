@@ -8,8 +8,11 @@ import (
 	"encoding/base64"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/yip-router/yip-router/crypto"
 )
 
 // TestConfigErrors: each problem in the text gives its message, at its
@@ -190,6 +193,10 @@ func TestConfigErrors(t *testing.T) {
 			[]string{"t.conf:6: [Peer] Endpoint: |[2001:db8::1]:51820 is not IPv4 like ListenAddress 0.0.0.0 (line 3)"}},
 		{"line too long", []string{"[Interface]", "PrivateKey = {PRIV}", "# " + long},
 			[]string{"t.conf:3: |line is longer than 4096 bytes"}},
+		{"LegacyMAC bad value", []string{"[Interface]", "PrivateKey = {PRIV}", "[Peer]", "PublicKey = {PUB1}", "PresharedKey = {PSK}", "LegacyMAC = yes"},
+			[]string{`t.conf:6: [Peer] LegacyMAC: |"yes": want on or off`}},
+		{"LegacyMAC without PresharedKey", []string{"[Interface]", "PrivateKey = {PRIV}", "[Peer]", "PublicKey = {PUB1}", "legacymac = ON"},
+			[]string{"t.conf:5: [Peer] LegacyMAC: |on without a PresharedKey"}},
 		{"comment needs whitespace before it", []string{"[Interface]", "PrivateKey = {PRIV}", "MTU = 1400#x"},
 			[]string{`t.conf:3: [Interface] MTU: |"1400#x" is not a number`}},
 		{"several errors, in line order", []string{"[Peer]", "PublicKey = {PUB1}", "AllowedIPs = 10.0.0.0/8", "[Peer]", "PublicKey = {PUB1}", "AllowedIPs = 10.0.0.0/9", "[Interface]", "MTU = 9000", "Shards = x"},
@@ -262,4 +269,35 @@ func TestParseDoesNoIO(t *testing.T) {
 	if !slices.Equal(p.keys.files, []string{"/etc/yip/keys/good.key"}) || p.keys.inline {
 		t.Errorf("key sources %+v", p.keys)
 	}
+}
+
+// LegacyMAC parses, and the handshake keys (distinct PresharedKeys, plus
+// one for peers without one or with LegacyMAC) are bounded by
+// crypto.MaxHandshakeKeys: the error names the peer that goes over.
+func TestConfigHandshakeKeys(t *testing.T) {
+	peers := func(n int, extra ...string) []string {
+		lines := []string{"[Interface]", "PrivateKey = {PRIV}"}
+		for i := range n {
+			_, _, pub := testKey(t, byte(10+i))
+			psk := base64.StdEncoding.EncodeToString(append([]byte("psk-of-peer-number-"), strings.Repeat(string(rune('a'+i)), 13)...))
+			lines = append(lines, "[Peer]", "PublicKey = "+pub, "PresharedKey = "+psk)
+		}
+		return append(lines, extra...)
+	}
+	c, err := testParse(t, testText(t, peers(crypto.MaxHandshakeKeys-2, "[Peer]", "PublicKey = {PUB1}", "PresharedKey = {PSK}", "LegacyMAC = on")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := c.Peers[len(c.Peers)-1]; !p.LegacyMAC || c.Peers[0].LegacyMAC {
+		t.Fatalf("LegacyMAC: %v, %v", p.LegacyMAC, c.Peers[0].LegacyMAC)
+	}
+	// One more key: the LegacyMAC peer's public-key-only form is the
+	// (n+1)th. (Its PSK is no key of its own.)
+	n := crypto.MaxHandshakeKeys
+	lines := peers(n, "[Peer]", "PublicKey = {PUB1}", "PresharedKey = {PSK}", "LegacyMAC = on")
+	_, err = testParse(t, testText(t, lines...))
+	checkErrors(t, err, []string{"t.conf:" + strconv.Itoa(len(lines)) + ": [Peer] LegacyMAC: |more than " + strconv.Itoa(n) + " handshake keys"})
+	lines = peers(n + 1)
+	_, err = testParse(t, testText(t, lines...))
+	checkErrors(t, err, []string{"t.conf:" + strconv.Itoa(len(lines)) + ": [Peer] PresharedKey: |more than " + strconv.Itoa(n) + " handshake keys"})
 }

@@ -108,6 +108,12 @@ type Peer struct {
 	EndpointText        string              // as written
 	AllowedIPs          []netip.Prefix      // masked; no overlaps within or between peers
 	PersistentKeepalive time.Duration       // 0 = off
+	// LegacyMAC (key LegacyMAC = on; default off, only with a
+	// PresharedKey): handshakes with this peer, both ways, are masked and
+	// MACed under the public keys only, as by routers that predate
+	// PSK-keyed handshakes (the PSK still goes into Noise). Both ends
+	// must agree.
+	LegacyMAC bool
 }
 
 // PeerByKey returns the peer with public key k, or nil.

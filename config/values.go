@@ -203,6 +203,15 @@ func (p *parser) peerKey(n int, ps *peerState, key, v string) {
 			return
 		}
 		ps.PersistentKeepalive = time.Duration(s) * time.Second
+	case "LegacyMAC":
+		switch strings.ToLower(v) {
+		case "on":
+			ps.LegacyMAC = true
+		case "off":
+			ps.LegacyMAC = false
+		default:
+			bad("%q: want on or off", v)
+		}
 	}
 }
 

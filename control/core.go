@@ -101,7 +101,11 @@ type Core struct {
 	proven      *limiter      // initiations with a valid mac2, per source prefix
 	initCount   atomic.Uint64 // initiations received this second
 	initSlot    atomic.Int64
-	hs          handshakeStats
+	// seenInits drops replayed initiations before anything else: a
+	// replay of a captured initiation draws no cookie reply, even under
+	// load, and does not count towards the load.
+	seenInits crypto.InitiationFilter
+	hs        handshakeStats
 }
 
 type handshakeStats struct {

@@ -22,10 +22,10 @@ import (
 // received them, so handshake work spreads over all cores. It reports
 // whether data was a handshake datagram.
 func (c *Core) Unmatched(sh, conn int, data []byte, from netip.AddrPort) bool {
-	typ, idx := c.local.Classify(data)
+	typ, idx, key := c.local.Classify(data)
 	switch typ {
 	case crypto.TypeInitiation:
-		c.handleInitiation(sh, conn, data, from)
+		c.handleInitiation(sh, conn, data, key, from)
 		return true
 	case crypto.TypeResponse:
 		return c.handleResponse(idx, data, from)
@@ -73,7 +73,12 @@ func advanceSlot(cur *atomic.Int64, slot int64) bool {
 	}
 }
 
-func (c *Core) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) {
+func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeKey, from netip.AddrPort) {
+	if c.seenInits.Seen(data) {
+		// A replay (a genuine initiator never repeats one): silence.
+		c.hs.refused.Add(1)
+		return
+	}
 	now := c.now()
 	if conn < 0 {
 		conn = ConnGroup
@@ -100,7 +105,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, from netip.AddrPort) 
 			c.hs.cookiesCapped.Add(1)
 			return
 		}
-		reply, err := c.local.CookieReplyClassified(data, c.cookies, from, now, nil)
+		reply, err := c.local.CookieReplyClassified(data, key, c.cookies, from, now, nil)
 		if err == nil {
 			_ = c.dp.SendHandshake(sh, conn, reply, from)
 			c.hs.cookies.Add(1)

@@ -20,15 +20,22 @@ func TestSpoofedInitiationsDoNotLockOutPeer(t *testing.T) {
 	for _, flood := range []int{40, 2 * cookieThreshold} {
 		t.Run(fmt.Sprint(flood), func(t *testing.T) {
 			ini, resp := memPair(t, "198.51.100.7:40000")
-			spoof := attackerInitiation(t, resp)
+			spoofs := attackerInitiations(t, resp, flood)
 			for round := 0; round < 6 && ini.hs.completed.Load() == 0; round++ {
-				for i := range flood {
+				if round > 0 {
+					spoofs = attackerInitiations(t, resp, flood)
+				}
+				// Each spoof has its own source and its own drawn length:
+				// a reply must be no longer than the one it answers.
+				spoofLen := map[netip.AddrPort]int{}
+				for i, spoof := range spoofs {
 					src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + i%250)}), uint16(1024+i))
 					resp.Unmatched(0, ConnGroup, spoof, src)
+					spoofLen[src] = len(spoof)
 				}
 				for _, d := range resp.take() {
-					if d.to.Addr() != ini.addr.Addr() && len(d.b) > len(spoof) {
-						t.Fatalf("reply of %d bytes to a %d-byte initiation", len(d.b), len(spoof))
+					if d.to.Addr() != ini.addr.Addr() && len(d.b) > spoofLen[d.to] {
+						t.Fatalf("reply of %d bytes to a %d-byte initiation", len(d.b), spoofLen[d.to])
 					}
 				}
 				ini.kick(t)

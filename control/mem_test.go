@@ -286,20 +286,38 @@ func handshake(t testing.TB, ini, resp *memCore) {
 }
 
 // attackerInitiation is an initiation with a valid mac1 for resp from a key
-// resp does not know: what anyone holding resp's public key can send.
+// resp does not know: what anyone holding resp's public key can send (resp
+// recognises it when one of its peers has no PSK).
 func attackerInitiation(t testing.TB, resp *memCore) []byte {
+	t.Helper()
+	return attackerInitiations(t, resp, 1)[0]
+}
+
+// attackerInitiations is n distinct attacker initiations (resp drops a
+// repeated one as a replay).
+func attackerInitiations(t testing.TB, resp *memCore, n int) [][]byte {
+	t.Helper()
+	return keyedInitiations(t, resp, crypto.PresharedKey{}, n)
+}
+
+// keyedInitiations is n initiations to resp from an unknown key, masked
+// and MACed for resp's peers with PSK psk (zero: the public-key-only form).
+func keyedInitiations(t testing.TB, resp *memCore, psk crypto.PresharedKey, n int) [][]byte {
 	t.Helper()
 	ak, _ := crypto.GeneratePrivateKey()
 	a := crypto.NewLocal(ak, true)
-	pr, err := a.AddPeer(resp.local.PublicKey(), crypto.PresharedKey{})
+	pr, err := a.AddPeer(resp.local.PublicKey(), psk)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, d, err := a.Initiate(pr, 1, crypto.LaneOffer{Ports: []uint16{1000}}, resp.clock.Now())
-	if err != nil {
-		t.Fatal(err)
+	out := make([][]byte, n)
+	for i := range out {
+		_, out[i], err = a.Initiate(pr, uint32(i), crypto.LaneOffer{Ports: []uint16{1000}}, resp.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
-	return d
+	return out
 }
 
 // peerOf0 is m's only peer; caller holds m.mu.

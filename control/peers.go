@@ -36,13 +36,15 @@ func (c *Core) SetPeers(pcs []config.Peer) error {
 	for _, pc := range pcs {
 		keep[pc.PublicKey] = true
 		p := c.peers[pc.PublicKey]
-		if p == nil || p.cfg.PresharedKey != pc.PresharedKey {
-			cp, err := c.local.AddPeer(pc.PublicKey, pc.PresharedKey)
+		if p == nil || p.cfg.PresharedKey != pc.PresharedKey || p.cfg.LegacyMAC != pc.LegacyMAC {
+			cp, err := c.local.AddPeerLegacy(pc.PublicKey, pc.PresharedKey, pc.LegacyMAC)
 			if err != nil {
 				return fmt.Errorf("peer at line %d: %w", pc.Line, err)
 			}
 			if p != nil {
-				c.dropSession(p)
+				if p.cfg.PresharedKey != pc.PresharedKey {
+					c.dropSession(p)
+				}
 			} else {
 				p = &peer{id: c.nextID}
 				c.nextID++

@@ -1,6 +1,10 @@
 package control
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/yip-router/yip-router/crypto"
+)
 
 // Every lane of a peer, across rekeys, adds to the peer's one length
 // sample, and our handshake messages to the peer draw their lengths from
@@ -57,12 +61,36 @@ func TestHandshakeLengthsFromPeerSample(t *testing.T) {
 	// draw from the built-in distribution, not from the peer's sample
 	// (anyone behind the peer's address could read that off them), and
 	// are no longer than the initiation.
+	// The responder drops a repeated initiation as a replay, so the other
+	// 29 are distinct ones from the initiator's key, drawing their lengths
+	// from the same sample (all 500 bytes).
+	twin := crypto.NewLocal(ini.priv, true)
+	tp, err := twin.AddPeer(resp.local.PublicKey(), crypto.PresharedKey{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp.SetWireLengths(pi.lens)
+	more := []sent{}
+	for i := range 29 {
+		_, d, err := twin.Initiate(tp, uint32(i), crypto.LaneOffer{Ports: []uint16{1000}}, resp.clock.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(d) != len(inits[0].b) {
+			t.Fatalf("twin initiation of %d bytes, want %d", len(d), len(inits[0].b))
+		}
+		more = append(more, sent{b: d, to: resp.addr})
+	}
 	resp.initSlot.Store(resp.clock.Now().Unix())
 	resp.initCount.Store(1 << 30)
 	seen := map[int]bool{}
 	var replies []sent
-	for range 30 {
-		resp.deliver(inits, ini.addr, ConnGroup)
+	for i := range 30 {
+		if i == 0 {
+			resp.deliver(inits, ini.addr, ConnGroup) // replies[0] answers ini's
+		} else {
+			resp.deliver(more[i-1:i], ini.addr, ConnGroup)
+		}
 		for _, d := range resp.take() {
 			if len(d.b) > len(inits[0].b) {
 				t.Fatalf("cookie reply of %d bytes to a %d-byte initiation", len(d.b), len(inits[0].b))

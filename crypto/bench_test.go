@@ -218,3 +218,35 @@ func BenchmarkX25519(b *testing.B) {
 		k.Public()
 	}
 }
+
+// BenchmarkClassifyGarbage is what a stray datagram of handshake length
+// costs the shard that receives it: a keyed BLAKE2s per handshake key (the
+// distinct PSKs of the peers, plus the public-key-only form), up to
+// MaxHandshakeKeys.
+func BenchmarkClassifyGarbage(b *testing.B) {
+	for _, keys := range []int{1, 4, MaxHandshakeKeys} {
+		l := NewLocal(mustKeyB(b), true)
+		for i := range keys {
+			if _, err := l.AddPeer(mustKeyB(b).Public(), PresharedKey{byte(i)}); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, n := range []int{128, 1024} {
+			junk := make([]byte, n)
+			b.Run(fmt.Sprintf("keys=%d/%d", keys, n), func(b *testing.B) {
+				b.ReportAllocs()
+				for range b.N {
+					l.Classify(junk)
+				}
+			})
+		}
+	}
+}
+
+func mustKeyB(b *testing.B) PrivateKey {
+	k, err := GeneratePrivateKey()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return k
+}

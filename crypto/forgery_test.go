@@ -8,10 +8,11 @@ import (
 )
 
 // forgedResponse is a response to index idx that anyone holding the
-// initiator's public key can build: valid mac1, right receiver index, and
-// the given 32-byte ephemeral followed by junk where the AEAD payload goes.
-func forgedResponse(initiator PublicKey, idx uint32, ephemeral []byte) []byte {
-	wk := newWireKeys(initiator)
+// initiator's public key (and the PSK, if there is one) can build: valid
+// mac1, right receiver index, and the given 32-byte ephemeral followed by
+// junk where the AEAD payload goes.
+func forgedResponse(initiator PublicKey, psk PresharedKey, idx uint32, ephemeral []byte) []byte {
+	wk := newWireKeysPSK(initiator, psk)
 	msg := make([]byte, 32+16+4)
 	copy(msg, ephemeral)
 	mustRand(msg[32:])
@@ -40,11 +41,11 @@ func TestForgedResponseKeepsInitiation(t *testing.T) {
 		mustRand(random)
 		var forgeries [][]byte
 		for _, e := range lowOrderPoints {
-			forgeries = append(forgeries, forgedResponse(p.a.PublicKey(), 11, e[:]))
+			forgeries = append(forgeries, forgedResponse(p.a.PublicKey(), psk, 11, e[:]))
 		}
-		forgeries = append(forgeries, forgedResponse(p.a.PublicKey(), 11, random))
+		forgeries = append(forgeries, forgedResponse(p.a.PublicKey(), psk, 11, random))
 		for i, f := range forgeries {
-			if typ, idx := p.a.Classify(f); typ != TypeResponse || idx != 11 {
+			if typ, idx, _ := p.a.Classify(f); typ != TypeResponse || idx != 11 {
 				t.Fatalf("forgery %d: classify %v %d", i, typ, idx)
 			}
 			if _, err := init.ConsumeResponse(f); err == nil {

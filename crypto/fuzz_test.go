@@ -14,14 +14,17 @@ import (
 
 // Fixed keys, so that datagrams in the seed corpus stay valid across runs
 // and the fuzzer can mutate real messages.
-func fuzzParties() parties {
+func fuzzParties() parties { return fuzzPartiesPSK(PresharedKey{}) }
+
+// fuzzPartiesPSK is fuzzParties with a PSK (PSK-keyed handshakes).
+func fuzzPartiesPSK(psk PresharedKey) parties {
 	var ka, kb PrivateKey
 	ka[1], kb[1] = 1, 2
 	ka.clamp()
 	kb.clamp()
 	a, b := NewLocal(ka, true), NewLocal(kb, true)
-	pa, _ := a.AddPeer(b.PublicKey(), PresharedKey{})
-	pb, _ := b.AddPeer(a.PublicKey(), PresharedKey{})
+	pa, _ := a.AddPeer(b.PublicKey(), psk)
+	pb, _ := b.AddPeer(a.PublicKey(), psk)
 	return parties{a, b, pa, pb}
 }
 
@@ -71,34 +74,49 @@ func FuzzDeframe(f *testing.F) {
 	})
 }
 
+// FuzzHandshake feeds a datagram to a responder whose peer has no PSK and
+// to one whose peer has a PSK (PSK-keyed handshakes): wrapped, it is given
+// a valid mac1 and mask for the second, so the fuzzer reaches the inner
+// parse and the Noise layer of both forms (the seeds wrap the first).
 func FuzzHandshake(f *testing.F) {
-	p := fuzzParties()
+	p, q := fuzzParties(), fuzzPartiesPSK(PresharedKey{3, 1, 4})
 	in, _, _ := p.a.Initiate(p.pa, 1, offer(2, 1), t0)
+	inq, _, _ := q.a.Initiate(q.pa, 1, offer(2, 1), t0)
 	f.Add([]byte{}, false)
 	f.Add(make([]byte, hsMinLen), true)
 	f.Fuzz(func(t *testing.T, d []byte, wrap bool) {
+		dq := d
 		if wrap && len(d) >= 32 && len(d) < 600 {
-			// Give the fuzzer a valid mac1 and mask, so it reaches the
-			// inner parse and the Noise layer.
 			typ := byte(msgInit)
 			if len(d)%2 == 1 {
 				typ = msgResponse
 			}
-			d = sealHandshake(&p.b.wk, hsFields{typ: typ, receiver: 1, noise: d}, nil, nil, hsMaxLen)
-		}
-		if len(d) > hsMaxLen {
-			if p.b.IsHandshake(d) {
-				t.Fatal("oversized datagram passed the handshake gate")
+			f := hsFields{typ: typ, receiver: 1, noise: d}
+			d = sealHandshake(&p.b.wk, f, nil, nil, hsMaxLen)
+			dq = sealHandshake(q.pa.wk, f, nil, nil, hsMaxLen) // a's keys for b: PSK-keyed
+			if wk := q.b.match(dq); wk == nil || wk.psk.IsZero() {
+				t.Fatal("PSK-keyed handshake not matched under the PSK's key")
 			}
 		}
-		p.b.Classify(d)
-		if inc, err := p.b.ConsumeInitiation(d); err == nil {
-			if _, _, err := inc.Respond(2, offer(1, 1)); err != nil {
-				t.Fatal(err)
+		for _, c := range []struct {
+			b  *Local
+			in *Initiation
+			d  []byte
+		}{{p.b, in, d}, {q.b, inq, dq}} {
+			if len(c.d) > hsMaxLen {
+				if c.b.IsHandshake(c.d) {
+					t.Fatal("oversized datagram passed the handshake gate")
+				}
 			}
+			c.b.Classify(c.d)
+			if inc, err := c.b.ConsumeInitiation(c.d); err == nil {
+				if _, _, err := inc.Respond(2, offer(1, 1)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			_, _ = c.in.ConsumeResponse(c.d)
+			_, _ = c.b.CookieReply(c.d, NewCookieChecker(), netip.MustParseAddrPort("[2001:db8::1]:1"), t0)
 		}
-		_, _ = in.ConsumeResponse(d)
-		_, _ = p.b.CookieReply(d, NewCookieChecker(), netip.MustParseAddrPort("[2001:db8::1]:1"), t0)
 	})
 }
 
@@ -108,7 +126,7 @@ func FuzzCookieReply(f *testing.F) {
 	reply, _ := p.b.CookieReply(d1, NewCookieChecker(), netip.MustParseAddrPort("192.0.2.1:1"), t0)
 	f.Add(reply)
 	// As long as the initiation: the longest reply it can take.
-	long, _ := p.b.CookieReplyClassified(d1, NewCookieChecker(), netip.MustParseAddrPort("192.0.2.1:1"), t0, sampleLens{len(d1)})
+	long, _ := p.b.CookieReplyClassified(d1, HandshakeKey{&p.b.wk}, NewCookieChecker(), netip.MustParseAddrPort("192.0.2.1:1"), t0, sampleLens{len(d1)})
 	f.Add(long)
 	f.Fuzz(func(t *testing.T, d []byte) {
 		_ = in.ConsumeCookieReply(d, t0)

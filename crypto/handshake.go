@@ -29,7 +29,19 @@ var (
 	// ErrLowOrder means a handshake carried a low-order ephemeral key (a
 	// forgery: its DH would be all zeros).
 	ErrLowOrder = errors.New("crypto: low-order ephemeral key")
+	// ErrWrongKeys means an initiation's mac1 and mask were made with keys
+	// (a PSK, or none) that its authenticated initiator does not use with
+	// us: for instance the public-key-only form, from a peer configured
+	// with a PSK and without LegacyMAC.
+	ErrWrongKeys = errors.New("crypto: initiation keyed for another peer's PSK")
 )
+
+// MaxHandshakeKeys bounds the handshake keys a responder accepts (the
+// distinct PSKs of its peers without LegacyMAC, plus the public-key-only
+// form when a peer has no PSK or has LegacyMAC): every datagram of
+// handshake length that matches no lane has its mac1 checked under each,
+// one keyed BLAKE2s per key. The config check enforces it.
+const MaxHandshakeKeys = 8
 
 // Local is this router's handshake identity: its static key, the keys bound
 // to its public key (to recognise handshakes addressed to it), the ss cache
@@ -37,12 +49,24 @@ var (
 type Local struct {
 	priv  PrivateKey
 	pub   PublicKey
-	wk    wireKeys
+	wk    wireKeys // the public-key-only form (no PSK)
 	dh    *cachedDH
 	suite noise.CipherSuite
 
-	mu    sync.RWMutex // guards peers (config changes only)
+	mu    sync.RWMutex // guards peers and rx (config changes only)
 	peers map[PublicKey]*Peer
+	// rx are our receive keys by PSK (zero: the public-key-only form),
+	// each with the number of peers that may use it.
+	rx map[PresharedKey]*rxKey
+	// keySet is rx's keys as a slice, replaced (never modified) when a key
+	// comes or goes: what a datagram's mac1 is checked against, without a
+	// lock.
+	keySet atomic.Pointer[[]*wireKeys]
+}
+
+type rxKey struct {
+	wk   *wireKeys
+	refs int
 }
 
 // Peer is a configured remote static key with what the handshake keeps per
@@ -50,7 +74,16 @@ type Local struct {
 type Peer struct {
 	pub PublicKey
 	psk PresharedKey
-	wk  wireKeys // keys bound to the peer's public key: we send to it
+	// legacy: the peer has a PSK but handshakes with it, both ways, use
+	// the public-key-only form (as routers that predate PSK-keyed
+	// handshakes do).
+	legacy bool
+	// wk are the keys bound to the peer's public key, which we send to it
+	// with: PSK-keyed when it has a PSK and is not legacy.
+	wk *wireKeys
+	// rx are our keys in the same form: its handshakes to us (responses
+	// and initiations) come under them.
+	rx *wireKeys
 
 	mu       sync.Mutex
 	lastTS   Timestamp
@@ -79,7 +112,7 @@ func (p *Peer) wireLengths() WireLengths {
 // NewLocal prepares the identity for priv. cacheSS selects the ss cache
 // (always on in the router; off only to measure what it saves).
 func NewLocal(priv PrivateKey, cacheSS bool) *Local {
-	l := &Local{priv: priv, pub: priv.Public(), peers: map[PublicKey]*Peer{}}
+	l := &Local{priv: priv, pub: priv.Public(), peers: map[PublicKey]*Peer{}, rx: map[PresharedKey]*rxKey{}}
 	l.wk = newWireKeys(l.pub)
 	l.dh = newCachedDH(priv, cacheSS)
 	l.suite = noise.NewCipherSuite(l.dh, noise.CipherChaChaPoly, noise.HashBLAKE2s)
@@ -90,24 +123,118 @@ func NewLocal(priv PrivateKey, cacheSS bool) *Local {
 func (l *Local) PublicKey() PublicKey { return l.pub }
 
 // AddPeer configures a peer (replacing one with the same key) and computes
-// its ss for the cache now, off the handshake path.
+// its ss for the cache now, off the handshake path. With a PSK, handshakes
+// with it are keyed by the PSK (AddPeerLegacy for a peer that predates
+// that).
 func (l *Local) AddPeer(pub PublicKey, psk PresharedKey) (*Peer, error) {
+	return l.AddPeerLegacy(pub, psk, false)
+}
+
+// AddPeerLegacy is AddPeer with the choice of the legacy form: legacy (with
+// a PSK) keys the handshakes with the peer, both ways, by the public keys
+// only, as routers before PSK-keyed handshakes do; the PSK still goes into
+// Noise. Without a PSK legacy changes nothing.
+func (l *Local) AddPeerLegacy(pub PublicKey, psk PresharedKey, legacy bool) (*Peer, error) {
 	if pub == l.pub {
 		return nil, fmt.Errorf("crypto: peer key %s is our own public key", pub)
 	}
 	if err := l.dh.add(pub); err != nil {
 		return nil, fmt.Errorf("crypto: peer key %s is not usable: %v", pub, err)
 	}
-	p := &Peer{pub: pub, psk: psk, wk: newWireKeys(pub)}
+	legacy = legacy && !psk.IsZero()
+	p := &Peer{pub: pub, psk: psk, legacy: legacy}
+	wk := newWireKeysPSK(pub, p.form())
+	p.wk = &wk
 	l.mu.Lock()
+	p.rx = l.refKeys(p) // before the old peer's unref: a shared key stays
 	if old, ok := l.peers[pub]; ok {
 		old.mu.Lock()
 		p.lastTS = old.lastTS // keep replay protection across reloads
 		old.mu.Unlock()
+		l.unrefKeys(old)
 	}
 	l.peers[pub] = p
 	l.mu.Unlock()
 	return p, nil
+}
+
+// form is the PSK that keys p's handshakes' mask and mac1: its PSK, or
+// zero (the public-key-only form) when it has none or is legacy.
+func (p *Peer) form() PresharedKey {
+	if p.legacy {
+		return PresharedKey{}
+	}
+	return p.psk
+}
+
+// accepts reports whether p may send us handshakes keyed by wk.
+func (p *Peer) accepts(wk *wireKeys) bool { return wk.psk == p.form() }
+
+// refKeys counts p's form in l.rx, adding its key if new, and returns our
+// keys in that form. Caller holds l.mu.
+func (l *Local) refKeys(p *Peer) *wireKeys {
+	f := p.form()
+	r := l.rx[f]
+	if r == nil {
+		wk := l.wk
+		if !f.IsZero() {
+			wk = newWireKeysPSK(l.pub, f)
+		}
+		r = &rxKey{wk: &wk}
+		l.rx[f] = r
+		l.publishKeys()
+	}
+	r.refs++
+	return r.wk
+}
+
+// unrefKeys undoes refKeys for a peer being replaced or removed. Caller
+// holds l.mu.
+func (l *Local) unrefKeys(p *Peer) {
+	f := p.form()
+	if r := l.rx[f]; r != nil {
+		if r.refs--; r.refs <= 0 {
+			delete(l.rx, f)
+			l.publishKeys()
+		}
+	}
+}
+
+// publishKeys replaces keySet with rx's keys. Caller holds l.mu.
+func (l *Local) publishKeys() {
+	set := make([]*wireKeys, 0, len(l.rx))
+	for _, r := range l.rx {
+		set = append(set, r.wk)
+	}
+	l.keySet.Store(&set)
+}
+
+// HandshakeKeys is the number of keys a datagram of handshake length is
+// checked under (one BLAKE2s each) when it matches none.
+func (l *Local) HandshakeKeys() int {
+	if s := l.keySet.Load(); s != nil {
+		return len(*s)
+	}
+	return 0
+}
+
+// match returns the key of ours under which dgram has a valid mac1, or nil:
+// the cheap gate every datagram of handshake length that matches no lane
+// goes through. No allocation.
+func (l *Local) match(dgram []byte) *wireKeys {
+	if len(dgram) < hsMinLen || len(dgram) > hsMaxLen {
+		return nil
+	}
+	s := l.keySet.Load()
+	if s == nil {
+		return nil
+	}
+	for _, wk := range *s {
+		if checkMac1(wk, dgram) {
+			return wk
+		}
+	}
+	return nil
 }
 
 // Prepare computes the static–static DH of many peers at once, on every
@@ -147,7 +274,10 @@ func (l *Local) CheckPeerKey(pub PublicKey) error {
 // RemovePeer forgets a peer and its cached ss.
 func (l *Local) RemovePeer(pub PublicKey) {
 	l.mu.Lock()
-	delete(l.peers, pub)
+	if p, ok := l.peers[pub]; ok {
+		l.unrefKeys(p)
+		delete(l.peers, pub)
+	}
 	l.mu.Unlock()
 	l.dh.remove(pub)
 }
@@ -198,6 +328,9 @@ type Initiation struct {
 	index uint32
 	offer LaneOffer
 	mac1  [hsMacLen]byte
+	// wk are the keys the initiation was sent with (its cookie reply
+	// opens under them), rx ours the response must come under.
+	wk, rx *wireKeys
 
 	// cookieTaken is set by the first cookie reply that opens: later ones
 	// for the same initiation are ignored.
@@ -245,9 +378,10 @@ func (l *Local) Initiate(peer *Peer, index uint32, offer LaneOffer, now time.Tim
 	}
 	lens := peer.lens
 	peer.mu.Unlock()
-	dgram := sealHandshake(&peer.wk, hsFields{typ: msgInit, sender: index,
+	dgram := sealHandshake(peer.wk, hsFields{typ: msgInit, sender: index,
 		receiver: initLongCookies, noise: msg}, ck, lens, hsMaxLen)
 	in := &Initiation{local: l, peer: peer, hs: hs, index: index, offer: offer,
+		wk: peer.wk, rx: peer.rx,
 		cfg: cfg, ePriv: hs.LocalEphemeral().Private, payload: payload}
 	copy(in.mac1[:], mac1Of(dgram))
 	return in, dgram, nil
@@ -283,7 +417,7 @@ func (in *Initiation) ConsumeCookieReply(reply []byte, now time.Time) error {
 	if in.cookieTaken.Load() {
 		return ErrCookieReply
 	}
-	ck, err := openCookieReply(&in.peer.wk.cookie, reply, in.mac1[:])
+	ck, err := openCookieReply(&in.wk.cookie, reply, in.mac1[:])
 	if err != nil {
 		return err
 	}
@@ -298,18 +432,18 @@ func (in *Initiation) ConsumeCookieReply(reply []byte, now time.Time) error {
 
 // ConsumeResponse completes the handshake with the peer's response.
 func (in *Initiation) ConsumeResponse(dgram []byte) (*Session, error) {
-	l := in.local
-	if !checkMac1(&l.wk, dgram) {
+	if !checkMac1(in.rx, dgram) {
 		return nil, ErrMac1
 	}
-	f, err := openHandshake(&l.wk, dgram)
+	f, err := openHandshake(in.rx, dgram)
 	if err != nil {
 		return nil, err
 	}
 	if f.typ != msgResponse || f.receiver != in.index {
 		return nil, ErrNotForThisInitiation
 	}
-	// Anyone holding our public key can send a response with a valid mac1:
+	// Anyone holding our keys for this peer (our public key, and the PSK
+	// when there is one) can send a response with a valid mac1:
 	// nothing unauthenticated may change the pending state. A low-order
 	// ephemeral is refused before the Noise state absorbs it, and any other
 	// failed read is undone by rebuilding the state.
@@ -351,37 +485,45 @@ const (
 	TypeResponse
 )
 
+// HandshakeKey is the key of ours a datagram's mac1 matched (Classify):
+// opaque, for CookieReplyClassified.
+type HandshakeKey struct{ wk *wireKeys }
+
 // Classify tells a router what a datagram that matched no data lane is: an
 // initiation, a response (with the index of the initiation it answers, so
-// the router can find it), or not a handshake for us. It costs a BLAKE2s and,
-// if mac1 matches, an XChaCha20 over the inner part; no DH.
-func (l *Local) Classify(dgram []byte) (HandshakeType, uint32) {
-	if !checkMac1(&l.wk, dgram) {
-		return NotHandshake, 0
+// the router can find it), or not a handshake for us, and the key its mac1
+// matched. It costs a BLAKE2s per handshake key (HandshakeKeys; the first
+// that matches ends the search) and, if mac1 matches, an XChaCha20 over the
+// inner header; no DH, no allocation.
+func (l *Local) Classify(dgram []byte) (HandshakeType, uint32, HandshakeKey) {
+	wk := l.match(dgram)
+	if wk == nil {
+		return NotHandshake, 0, HandshakeKey{}
 	}
 	// Only the inner header is unmasked (type, indices, Noise length),
 	// into a stack buffer: a flood of initiations costs no allocation
 	// here. checkMac1 guaranteed the length.
 	var hdr [hsInnerHdr]byte
 	copy(hdr[:], dgram[hsSeedLen:])
-	xorMask(&l.wk, dgram[:hsSeedLen], hdr[:])
+	xorMask(wk, dgram[:hsSeedLen], hdr[:])
 	n := int(binary.BigEndian.Uint16(hdr[9:11]))
 	if n < 32 || hsSeedLen+hsInnerHdr+n > len(dgram)-hsTrailer {
-		return NotHandshake, 0
+		return NotHandshake, 0, HandshakeKey{}
 	}
 	f := hsFields{typ: hdr[0], receiver: binary.BigEndian.Uint32(hdr[5:9])}
 	switch f.typ {
 	case msgInit:
-		return TypeInitiation, 0
+		return TypeInitiation, 0, HandshakeKey{wk}
 	case msgResponse:
-		return TypeResponse, f.receiver
+		return TypeResponse, f.receiver, HandshakeKey{wk}
 	}
-	return NotHandshake, 0
+	return NotHandshake, 0, HandshakeKey{}
 }
 
 // IsHandshake is the cheap gate a receiver runs on a datagram that matched
-// no data lane: a valid mac1 for our public key. No DH, no unmasking.
-func (l *Local) IsHandshake(dgram []byte) bool { return checkMac1(&l.wk, dgram) }
+// no data lane: a valid mac1 under one of our handshake keys. No DH, no
+// unmasking.
+func (l *Local) IsHandshake(dgram []byte) bool { return l.match(dgram) != nil }
 
 // Incoming is a consumed initiation waiting for our response.
 type Incoming struct {
@@ -405,28 +547,33 @@ func (in *Incoming) Peer() *Peer { return in.peer }
 // returns a datagram longer than the initiation. Its length is drawn from
 // the built-in distribution (CookieReplyClassified takes another).
 func (l *Local) CookieReply(initiation []byte, c *CookieChecker, src netip.AddrPort, now time.Time) ([]byte, error) {
-	if !checkMac1(&l.wk, initiation) {
+	wk := l.match(initiation)
+	if wk == nil {
 		return nil, ErrMac1
 	}
-	return l.CookieReplyClassified(initiation, c, src, now, nil)
+	return l.CookieReplyClassified(initiation, HandshakeKey{wk}, c, src, now, nil)
 }
 
 // CookieReplyClassified is CookieReply for an initiation that Classify has
-// just accepted (its mac1 verified): it does not verify mac1 again, which
-// under a flood of initiations is a third of the work. The reply's length
-// is drawn from lens (nil: the built-in distribution) among the lengths
-// from the shortest reply up to the initiation's length, and up to
-// cookieOldMax unless the initiation says its sender accepts longer
-// (initLongCookies).
-func (l *Local) CookieReplyClassified(initiation []byte, c *CookieChecker, src netip.AddrPort, now time.Time, lens WireLengths) ([]byte, error) {
+// just accepted under key (its mac1 verified): it does not verify mac1
+// again, which under a flood of initiations is a third of the work. The
+// reply is sealed under key's cookie key, which is PSK-keyed when key is:
+// only an initiator holding the PSK opens it. Its length is drawn from lens
+// (nil: the built-in distribution) among the lengths from the shortest
+// reply up to the initiation's length, and up to cookieOldMax unless the
+// initiation says its sender accepts longer (initLongCookies).
+func (l *Local) CookieReplyClassified(initiation []byte, key HandshakeKey, c *CookieChecker, src netip.AddrPort, now time.Time, lens WireLengths) ([]byte, error) {
+	if key.wk == nil {
+		return nil, ErrMac1
+	}
 	if len(initiation) < hsMinLen {
 		return nil, ErrHandshake
 	}
 	maxLen := cookieOldMax
-	if longCookies(&l.wk, initiation) {
+	if longCookies(key.wk, initiation) {
 		maxLen = hsMaxLen
 	}
-	return sealCookieReply(l.wk.cookieAEAD, c.Cookie(src, now), initiation, lens, maxLen)
+	return sealCookieReply(key.wk.cookieAEAD, c.Cookie(src, now), initiation, lens, maxLen)
 }
 
 // ConsumeInitiation authenticates an initiation addressed to us. It refuses
@@ -434,10 +581,11 @@ func (l *Local) CookieReplyClassified(initiation []byte, c *CookieChecker, src n
 // from that peer). The caller decides beforehand whether to demand a cookie
 // (CookieChecker.CheckMac2).
 func (l *Local) ConsumeInitiation(dgram []byte) (*Incoming, error) {
-	if !checkMac1(&l.wk, dgram) {
+	wk := l.match(dgram)
+	if wk == nil {
 		return nil, ErrMac1
 	}
-	f, err := openHandshake(&l.wk, dgram)
+	f, err := openHandshake(wk, dgram)
 	if err != nil {
 		return nil, err
 	}
@@ -458,6 +606,15 @@ func (l *Local) ConsumeInitiation(dgram []byte) (*Incoming, error) {
 	peer := l.Peer(PublicKey(hs.PeerStatic()))
 	if peer == nil {
 		return nil, ErrUnknownPeer
+	}
+	// The key mac1 matched must be the one this peer uses with us: an
+	// initiation keyed by another peer's PSK, or by the public key only
+	// for a peer with a PSK (and no LegacyMAC), or by its PSK for a
+	// LegacyMAC peer, is refused before it can move the peer's timestamp
+	// or draw a response. (Noise would refuse a wrong PSK only at the
+	// initiator, after our response had gone out.)
+	if !peer.accepts(wk) {
+		return nil, ErrWrongKeys
 	}
 	if len(payload) < TAI64NLen {
 		return nil, ErrPayload
@@ -498,7 +655,7 @@ func (in *Incoming) Respond(index uint32, answer LaneOffer) ([]byte, *Session, e
 	if cs1 == nil || cs2 == nil {
 		return nil, nil, ErrHandshake
 	}
-	dgram := sealHandshake(&in.peer.wk, hsFields{typ: msgResponse, sender: index, receiver: in.index, noise: msg},
+	dgram := sealHandshake(in.peer.wk, hsFields{typ: msgResponse, sender: index, receiver: in.index, noise: msg},
 		nil, in.peer.wireLengths(), in.initLen)
 	return dgram, &Session{Peer: in.peer, Keys: sessionFrom(cs1, cs2, false), Initiator: false,
 		LocalIndex: index, RemoteIndex: in.index, Remote: in.offer}, nil

@@ -47,7 +47,7 @@ func handshake(t testing.TB, p parties, now time.Time) (*Session, *Session) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if typ, _ := p.b.Classify(d1); typ != TypeInitiation {
+	if typ, _, _ := p.b.Classify(d1); typ != TypeInitiation {
 		t.Fatalf("classify initiation: %v", typ)
 	}
 	inc, err := p.b.ConsumeInitiation(d1)
@@ -58,7 +58,7 @@ func handshake(t testing.TB, p parties, now time.Time) (*Session, *Session) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if typ, idx := p.a.Classify(d2); typ != TypeResponse || idx != 11 {
+	if typ, idx, _ := p.a.Classify(d2); typ != TypeResponse || idx != 11 {
 		t.Fatalf("classify response: %v %d", typ, idx)
 	}
 	sa, err := init.ConsumeResponse(d2)
@@ -162,7 +162,7 @@ func TestHandshakeRejections(t *testing.T) {
 	if _, err := p.b.ConsumeInitiation(toOther); !errors.Is(err, ErrMac1) {
 		t.Fatalf("initiation for another key: %v", err)
 	}
-	if typ, _ := p.b.Classify(toOther); typ != NotHandshake {
+	if typ, _, _ := p.b.Classify(toOther); typ != NotHandshake {
 		t.Fatal("classified a foreign initiation")
 	}
 	if p.b.scalarMults() != before {
@@ -188,26 +188,26 @@ func TestHandshakeRejections(t *testing.T) {
 		}
 	}
 
-	// PSK mismatch: the responder answers but the initiator cannot finish.
+	// PSK mismatch: the initiation is keyed by the initiator's PSK, which
+	// is none of the responder's keys: refused by mac1, before any DH (it
+	// used to be answered, the initiator failing to finish).
 	q := newParties(t, PresharedKey{1}, true)
 	if _, err := q.b.AddPeer(q.a.PublicKey(), PresharedKey{2}); err != nil {
 		t.Fatal(err)
 	}
-	in, d1, _ := q.a.Initiate(q.pa, 5, offer(1, 1), t0)
-	inc, err := q.b.ConsumeInitiation(d1)
-	if err != nil {
-		t.Fatal(err)
+	_, d1, _ = q.a.Initiate(q.pa, 5, offer(1, 1), t0)
+	if typ, _, _ := q.b.Classify(d1); typ != NotHandshake {
+		t.Fatal("classified an initiation keyed by another PSK")
 	}
-	d2, _, _ := inc.Respond(6, offer(1, 1))
-	if _, err := in.ConsumeResponse(d2); err == nil {
-		t.Fatal("PSK mismatch completed the handshake")
+	if _, err := q.b.ConsumeInitiation(d1); !errors.Is(err, ErrMac1) {
+		t.Fatalf("initiation keyed by another PSK: %v", err)
 	}
 
 	// A response to another initiation index is not ours.
 	in1, d1, _ := p.a.Initiate(p.pa, 100, offer(1, 1), t0.Add(time.Hour))
 	in2, _, _ := p.a.Initiate(p.pa, 200, offer(1, 1), t0.Add(time.Hour))
-	inc, _ = p.b.ConsumeInitiation(d1)
-	d2, _, _ = inc.Respond(7, offer(1, 1))
+	inc, _ := p.b.ConsumeInitiation(d1)
+	d2, _, _ := inc.Respond(7, offer(1, 1))
 	if _, err := in2.ConsumeResponse(d2); !errors.Is(err, ErrNotForThisInitiation) {
 		t.Fatalf("response for index 100 given to 200: %v", err)
 	}
@@ -332,7 +332,7 @@ func TestCookieFlow(t *testing.T) {
 	if len(reply) > len(d1) {
 		t.Fatalf("cookie reply (%d) longer than initiation (%d): amplification", len(reply), len(d1))
 	}
-	if typ, _ := p.a.Classify(reply); typ != NotHandshake {
+	if typ, _, _ := p.a.Classify(reply); typ != NotHandshake {
 		t.Fatal("cookie reply classified as a handshake")
 	}
 	// Only the initiation it answers can take it.

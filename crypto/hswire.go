@@ -26,7 +26,11 @@ import (
 // datagram a length drawn from data-datagram lengths (wirelen.go). mac1 is
 // BLAKE2s-128 keyed by the receiver's public key over everything before it:
 // the receiver checks it before unmasking or doing any DH, so stray
-// datagrams and scans cost one BLAKE2s. mac2 is BLAKE2s-128
+// datagrams and scans cost one BLAKE2s per key it accepts (Local.keySet).
+// When the two routers share a PSK, the mask, mac1 and cookie-reply keys
+// are keyed by the PSK too (pskKey: BLAKE2s keyed with the PSK over label ‖
+// receiver's public key), so the public key alone no longer recognises or
+// forges a handshake. mac2 is BLAKE2s-128
 // keyed by a cookie over everything before it, or random bytes when the
 // sender holds no cookie (WireGuard sends zeros there; zeros would be a fixed
 // pattern).
@@ -58,8 +62,10 @@ var (
 	ErrHandshake = errors.New("crypto: malformed handshake message")
 )
 
-// wireKeys are the public-key-bound keys of one receiver.
+// wireKeys are the handshake obfuscation keys of one receiver: bound to its
+// public key, and to a PSK when psk is not zero.
 type wireKeys struct {
+	psk    PresharedKey // zero: the public-key-only form
 	mac1   [32]byte
 	mask   [32]byte
 	cookie [32]byte // encrypts cookie replies this key's owner sends
@@ -74,12 +80,31 @@ type wireKeys struct {
 	mac1Hashes *sync.Pool
 }
 
+// newWireKeys returns the public-key-only keys of the receiver pub: the
+// form used between routers that share no PSK.
 func newWireKeys(pub PublicKey) wireKeys {
-	wk := wireKeys{
+	return makeWireKeys(wireKeys{
 		mac1:   labelledKey(labelMac1, pub),
 		mask:   labelledKey(labelMask, pub),
 		cookie: labelledKey(labelCookie, pub),
+	})
+}
+
+// newWireKeysPSK returns the keys of the receiver pub for handshakes with a
+// peer that shares psk with it; a zero psk gives the public-key-only form.
+func newWireKeysPSK(pub PublicKey, psk PresharedKey) wireKeys {
+	if psk.IsZero() {
+		return newWireKeys(pub)
 	}
+	return makeWireKeys(wireKeys{
+		psk:    psk,
+		mac1:   pskKey(labelPSKMac1, pub, psk),
+		mask:   pskKey(labelPSKMask, pub, psk),
+		cookie: pskKey(labelPSKCookie, pub, psk),
+	})
+}
+
+func makeWireKeys(wk wireKeys) wireKeys {
 	a, err := chacha20poly1305.NewX(wk.cookie[:])
 	if err != nil {
 		panic("crypto: xchacha20poly1305: " + err.Error()) // the key length is fixed

@@ -11,11 +11,15 @@ import (
 
 // Domain-separation labels. Changing any of them changes the wire format.
 const (
-	labelLane     = "yip-router v1 lane keys"
-	labelMac1     = "yip-router v1 mac1"
-	labelMask     = "yip-router v1 handshake mask"
-	labelCookie   = "yip-router v1 cookie reply"
-	noisePrologue = "yip-router v1"
+	labelLane   = "yip-router v1 lane keys"
+	labelMac1   = "yip-router v1 mac1"
+	labelMask   = "yip-router v1 handshake mask"
+	labelCookie = "yip-router v1 cookie reply"
+	// The same keys for a pair of routers that share a PSK (pskKey).
+	labelPSKMac1   = "yip-router v1 psk mac1"
+	labelPSKMask   = "yip-router v1 psk handshake mask"
+	labelPSKCookie = "yip-router v1 psk cookie reply"
+	noisePrologue  = "yip-router v1"
 )
 
 func newBlake2s() hash.Hash {
@@ -41,6 +45,22 @@ func hkdfExpand(out, secret []byte, info string, lane uint16) {
 // receiver's public key, and to reject non-handshakes before any DH.
 func labelledKey(label string, pub PublicKey) [32]byte {
 	h := newBlake2s()
+	h.Write([]byte(label))
+	h.Write(pub[:])
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}
+
+// pskKey is BLAKE2s-256(key = psk, label ‖ pub): the handshake obfuscation
+// keys of a receiver whose peer shares a PSK with it. Without the PSK they
+// cannot be computed, so holding the receiver's public key (it is in every
+// peer's config) is not enough to recognise, forge or answer a handshake.
+func pskKey(label string, pub PublicKey, psk PresharedKey) [32]byte {
+	h, err := blake2s.New256(psk[:])
+	if err != nil {
+		panic("crypto: blake2s: " + err.Error()) // the key length is fixed
+	}
 	h.Write([]byte(label))
 	h.Write(pub[:])
 	var k [32]byte

@@ -182,7 +182,7 @@ func TestCookieReplyLengths(t *testing.T) {
 	in, d1, _ := p.a.Initiate(p.pa, 1, offer(1, 1), t0)
 	got := map[int]int{}
 	for range 300 {
-		reply, err := p.b.CookieReplyClassified(d1, cc, src, t0, lens)
+		reply, err := p.b.CookieReplyClassified(d1, HandshakeKey{&p.b.wk}, cc, src, t0, lens)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func TestCookieReplyLengths(t *testing.T) {
 		}
 	}
 	for range 100 {
-		reply, _ := p.b.CookieReplyClassified(d1, cc, src, t0, nil)
+		reply, _ := p.b.CookieReplyClassified(d1, HandshakeKey{&p.b.wk}, cc, src, t0, nil)
 		if len(reply) > len(d1) || !inBands(len(reply)) {
 			t.Fatalf("built-in: cookie reply of %d bytes to a %d-byte initiation", len(reply), len(d1))
 		}
@@ -211,7 +211,7 @@ func TestCookieReplyLengths(t *testing.T) {
 	copy(in.mac1[:], mac1Of(old))
 	for range 100 {
 		for _, d := range []WireLengths{lens, nil} {
-			reply, err := p.b.CookieReplyClassified(old, cc, src, t0, d)
+			reply, err := p.b.CookieReplyClassified(old, HandshakeKey{&p.b.wk}, cc, src, t0, d)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -240,7 +240,7 @@ func oldInitiation(t *testing.T, p parties, d []byte) []byte {
 	binary.BigEndian.PutUint32(in[5:9], 0x1234abcd)
 	xorMask(&p.b.wk, d[:hsSeedLen], in)
 	macWith(d[end:end+hsMacLen], p.b.wk.mac1Hashes, d[:end])
-	if typ, _ := p.b.Classify(d); typ != TypeInitiation || longCookies(&p.b.wk, d) {
+	if typ, _, _ := p.b.Classify(d); typ != TypeInitiation || longCookies(&p.b.wk, d) {
 		t.Fatal("re-sealed initiation")
 	}
 	return d

@@ -53,6 +53,9 @@ type Options struct {
 	// traffic with random source ports (iptables MASQUERADE
 	// --random-fully), as carrier-grade and many home NATs do. IPv4 only.
 	NAT bool
+	// PSK, when not zero, is the PresharedKey both sides set for each
+	// other (handshakes are then keyed by it: docs/SECURITY.md).
+	PSK crypto.PresharedKey
 	// Impair puts A and B on one Ethernet segment through a middle
 	// namespace whose bridge (internal/impair, goroutines of this
 	// process) delays, drops, reorders and rate-limits frames; the
@@ -247,6 +250,9 @@ func (l *Lab) WriteConfig(s Side, extra string) error {
 	}
 	if l.opts.Symmetric {
 		b.WriteString("PersistentKeepalive = 1\n")
+	}
+	if !l.opts.PSK.IsZero() {
+		fmt.Fprintf(&b, "PresharedKey = %s\n", l.opts.PSK)
 	}
 	b.WriteString(extra)
 	return os.WriteFile(l.ConfigPath(s), b.Bytes(), 0o600)

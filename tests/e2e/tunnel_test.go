@@ -249,12 +249,16 @@ func TestHostileInput(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, init, err := loc.Initiate(pb, 7, crypto.LaneOffer{Ports: []uint16{c.LocalAddr().(*net.UDPAddr).AddrPort().Port()}}, time.Now())
-	if err != nil {
-		t.Fatal(err)
+	var inits [][]byte
+	for i := range 30 {
+		_, init, err := loc.Initiate(pb, uint32(7+i), crypto.LaneOffer{Ports: []uint16{c.LocalAddr().(*net.UDPAddr).AddrPort().Port()}}, time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		inits = append(inits, init)
 	}
-	for range 30 {
-		_, _ = c.Write(init) // also a replay of itself; over the source's rate limit
+	for _, init := range inits {
+		_, _ = c.Write(init) // over the source's rate limit
 	}
 	time.Sleep(300 * time.Millisecond)
 	st, err := l.Status(lab.B)
@@ -273,6 +277,19 @@ func TestHostileInput(t *testing.T) {
 	if st.Handshakes.CookieDemanded < 20 || st.Handshakes.Refused > 10 {
 		t.Errorf("30 initiations from one source: %d cookie replies, %d refused after DH",
 			st.Handshakes.CookieDemanded, st.Handshakes.Refused)
+	}
+	// Their replays get nothing, not even a cookie reply.
+	for _, init := range inits {
+		_, _ = c.Write(init)
+	}
+	time.Sleep(300 * time.Millisecond)
+	st2, err := l.Status(lab.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st2.Handshakes.CookieDemanded != st.Handshakes.CookieDemanded || st2.Handshakes.Refused < st.Handshakes.Refused+30 {
+		t.Errorf("30 replayed initiations: %d more cookie replies, %d more refused (want 0 and 30)",
+			st2.Handshakes.CookieDemanded-st.Handshakes.CookieDemanded, st2.Handshakes.Refused-st.Handshakes.Refused)
 	}
 	if rtts, err := l.Ping(lab.A, l.Inner4[lab.B], 5, 20*time.Millisecond); err != nil || len(rtts) != 5 {
 		t.Fatalf("tunnel after hostile input: %d/5 replies, %v", len(rtts), err)
