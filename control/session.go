@@ -121,6 +121,11 @@ func (c *Core) initiate(p *peer, now time.Time) {
 		p.fromLane = c.rnd.IntN(len(ports))
 	}
 	fromLane := p.fromLane
+	if p.attempts > 0 && p.lens != nil {
+		// Unanswered: the peer may now run a router that drops long
+		// initiations.
+		p.lens.SetLong(false)
+	}
 	index := c.rnd.Uint32()
 	for c.pending[index] != nil {
 		// Responses find their initiation by this index: another

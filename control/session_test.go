@@ -408,3 +408,32 @@ func TestInitiatorLanesGetHandshakeRTT(t *testing.T) {
 		t.Fatalf("responder's lane RTT %s, want 0 (it measures its own)", got)
 	}
 }
+
+// An initiation to a peer whose lanes said it reads long handshakes may be
+// as long as its data; an unanswered one is retried within the length
+// every router takes, in case the peer now runs one that takes no more.
+func TestRetryDropsLongHandshakes(t *testing.T) {
+	ini, _ := memPair(t, "198.51.100.7:40000")
+	p := ini.peerOf(t)
+	ini.locked(func() {
+		for range 8 {
+			p.lens.Add(1400)
+		}
+		p.lens.SetLong(true)
+	})
+	ini.NoSession(0, p.id)
+	start := ini.clock.Now()
+	var lens []int
+	for now := start; now.Sub(start) < 5*time.Second && len(lens) < 2; now = ini.clock.Advance(TimerPeriod) {
+		ini.Tick(now)
+		for _, d := range ini.take() {
+			lens = append(lens, len(d.b))
+		}
+	}
+	if len(lens) != 2 || lens[0] != 1400 || lens[1] > 1024 {
+		t.Fatalf("initiation lengths %v: want 1400, then a retry of at most 1024 bytes", lens)
+	}
+	if p.lens.LongHandshakes() {
+		t.Fatal("the retry left the peer marked as reading long handshakes")
+	}
+}

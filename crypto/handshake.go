@@ -379,7 +379,7 @@ func (l *Local) Initiate(peer *Peer, index uint32, offer LaneOffer, now time.Tim
 	lens := peer.lens
 	peer.mu.Unlock()
 	dgram := sealHandshake(peer.wk, hsFields{typ: msgInit, sender: index,
-		receiver: initLongCookies, noise: msg}, ck, lens, hsMaxLen)
+		receiver: initLongCookies, noise: msg}, ck, lens, initMaxLen(lens))
 	in := &Initiation{local: l, peer: peer, hs: hs, index: index, offer: offer,
 		wk: peer.wk, rx: peer.rx,
 		cfg: cfg, ePriv: hs.LocalEphemeral().Private, payload: payload}

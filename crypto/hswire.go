@@ -40,11 +40,18 @@ const (
 	hsInnerHdr = 11
 	hsTrailer  = 2 * hsMacLen
 	hsMinLen   = hsSeedLen + hsInnerHdr + 32 + hsTrailer
-	// hsMaxLen is the longest handshake datagram a receiver accepts, and
-	// the cap of the lengths a sender draws. Routers from before the
-	// drawn lengths (they padded by a uniform 0..96 bytes) accept up to
-	// it too, so they take every length a router sends now.
-	hsMaxLen    = 1024
+	// hsLegacyMax is the longest handshake datagram routers before long
+	// handshakes accept (those from before drawn lengths, which padded
+	// by a uniform 0..96 bytes, too): the cap of an initiation's length
+	// unless its receiver is known to take more (LongHandshakes).
+	hsLegacyMax = 1024
+	// hsMaxLen is the longest handshake datagram a receiver accepts: a
+	// full-sized data datagram (MTU up to 1576 + 42 bytes of framing +
+	// 32 of padding) fits, so a handshake can take any length data
+	// takes. A response or cookie reply is never longer than the
+	// initiation it answers, so an initiator that sent no more than
+	// hsLegacyMax is never sent more.
+	hsMaxLen    = 1664
 	msgInit     = 1
 	msgResponse = 2
 	// initLongCookies, in the receiver-index field of an initiation
@@ -237,6 +244,21 @@ func checkMac2(cookie *[16]byte, dgram []byte) bool {
 	var want [hsMacLen]byte
 	mac(want[:], cookie[:], dgram[:end])
 	return subtle.ConstantTimeCompare(want[:], dgram[end:]) == 1
+}
+
+// LongHandshakes is what a WireLengths may also say: that the receiver of
+// the handshakes drawn from it takes datagrams up to hsMaxLen (it said so in
+// an earlier session), so initiations may be as long as data datagrams.
+type LongHandshakes interface {
+	LongHandshakes() bool
+}
+
+// initMaxLen is the cap of an initiation's length drawn from lens.
+func initMaxLen(lens WireLengths) int {
+	if l, ok := lens.(LongHandshakes); ok && l.LongHandshakes() {
+		return hsMaxLen
+	}
+	return hsLegacyMax
 }
 
 // longCookies reports whether the initiation dgram (mac1 checked, so of

@@ -61,9 +61,13 @@ const (
 	FeaturePadding = 1 << 1
 	// FeatureFramePad: padded datagrams (crypto.Header.Pad) are read.
 	FeatureFramePad = 1 << 2
+	// FeatureLongHandshakes: handshake datagrams longer than older
+	// routers take are read (crypto.LongHandshakes), so initiations may
+	// take any length data takes.
+	FeatureLongHandshakes = 1 << 3
 
 	// Features is every feature this version has.
-	Features = FeatureLossRuns | FeaturePadding | FeatureFramePad
+	Features = FeatureLossRuns | FeaturePadding | FeatureFramePad | FeatureLongHandshakes
 )
 
 // control acts on an opened control frame. Opening it already proved the
@@ -308,17 +312,40 @@ func (ln *lane) keepalive(b []byte) []byte {
 // (TCP ACKs and handshakes of the inner flows are 40..120 bytes).
 const padMinDefault, padMaxDefault = 40, 120
 
-// noteSize records the length of an inner packet ln sends, for padLen: a
-// ring of the last len(sizes), written on the data path (no allocation).
+// sizeEvery is how many packets a full sizes ring samples one of.
+const sizeEvery = 8
+
+// noteSize records the length of an inner packet ln sends or receives, for
+// padLen: every packet until the ring is full, then one in sizeEvery at
+// random. On the data path: a few shifts, no allocation.
 func (ln *lane) noteSize(n int) {
+	if ln.sizeN >= uint32(len(ln.sizes)) {
+		x := ln.sizeRand
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		ln.sizeRand = x
+		if x%sizeEvery != 0 {
+			return
+		}
+	}
 	ln.sizes[ln.sizeN%uint32(len(ln.sizes))] = uint16(n)
 	ln.sizeN++
 }
 
 // padLen is the plaintext length a control frame on ln is padded to: the
-// length of one of the lane's recent data packets, picked at random, so
-// control datagrams are as long as data datagrams are.
+// length of one of the peer's recent data packets (over all its lanes,
+// both directions: cfg.Lens), or of the lane's own before its shard has
+// published any, picked at random, so control datagrams are as long as
+// data datagrams are. The peer's, because its lanes often carry different
+// traffic (one a bulk flow, another only pings), and frames drawn from an
+// idle lane's few small packets would stand out among the bulk flow's.
 func (ln *lane) padLen() int {
+	if ln.cfg.Lens != nil {
+		if n, ok := ln.cfg.Lens.Draw(); ok {
+			return n - crypto.DataOverhead
+		}
+	}
 	n := min(int(ln.sizeN), len(ln.sizes))
 	if n == 0 {
 		return padMinDefault + rand.IntN(padMaxDefault-padMinDefault+1)

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/netip"
 	"time"
 
@@ -130,17 +131,23 @@ type lane struct {
 	hellos       int
 	helloAt      time.Time
 
-	// sizes are the inner lengths of the lane's last data packets, sent
-	// and received (a ring; sizeN counts writes): control frames are
-	// padded to one of them (control.go), and publish adds those written
-	// since sizePub to the peer's WireLens (cfg.Lens) for its handshakes.
-	// Both directions, because control frames and handshakes go both
-	// ways at about the same rate while data often flows mostly one way:
-	// drawn from one direction's lengths, the frames of the quiet
-	// direction would be small where most data datagrams are large.
-	sizes   [32]uint16
-	sizeN   uint32
-	sizePub uint32
+	// sizes sample the inner lengths of the lane's data packets, sent and
+	// received (a ring; sizeN counts writes): control frames are padded
+	// to one of them (control.go), and publish adds those written since
+	// sizePub to the peer's WireLens (cfg.Lens) for its handshakes. Both
+	// directions, because control frames and handshakes go both ways at
+	// about the same rate while data often flows mostly one way: drawn
+	// from one direction's lengths, the frames of the quiet direction
+	// would be small where most data datagrams are large. Once the ring
+	// is full only one packet in sizeEvery (at random: sizeRand) is
+	// written, so the ring spans the last few hundred packets: the
+	// handful of small packets that end a transfer (its last ACKs, FIN)
+	// do not set the lengths of everything sent while the lane then
+	// idles.
+	sizes    [32]uint16
+	sizeRand uint32
+	sizeN    uint32
+	sizePub  uint32
 
 	// decDirty: the decoder may have counted something since publish
 	// last folded it. encBusy: the encoder may hold a partial group
@@ -192,6 +199,8 @@ func newLane(cfg LaneConfig) (*lane, error) {
 		rxf:    crypto.NewFramer(&cfg.Recv),
 		dec:    fec.NewDecoder(cfg.Window),
 		slot:   -1,
+		// xorshift32 needs a seed other than zero.
+		sizeRand: rand.Uint32() | 1,
 	}
 	ln.setRTT(cfg.RTT)
 	return ln, nil
@@ -279,7 +288,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		// Same peer process, most likely: what it reads and what the
 		// lane's data looks like carry over until its hello says else.
 		ln.peerFeatures = top.peerFeatures
-		ln.sizes, ln.sizeN, ln.sizePub = top.sizes, top.sizeN, top.sizePub
+		ln.sizes, ln.sizeN, ln.sizePub, ln.sizeRand = top.sizes, top.sizeN, top.sizePub, top.sizeRand
 		if !old.confirmed && old.prev != nil {
 			// The peer never used old's keys (e.g. our response to its
 			// rekey was lost and it retried): the keys it still has are

@@ -140,3 +140,41 @@ func TestPaddingSpreadsLengths(t *testing.T) {
 		}
 	}
 }
+
+// A full sizes ring samples one packet in sizeEvery, so the few small
+// packets that end a bulk transfer leave it mostly bulk-sized, while a
+// lasting change of sizes still takes it over.
+func TestNoteSizeSamplesOnceFull(t *testing.T) {
+	ln := &lane{sizeRand: 12345}
+	for range len(ln.sizes) {
+		ln.noteSize(60)
+	}
+	if ln.sizeN != uint32(len(ln.sizes)) {
+		t.Fatalf("%d writes to fill a ring of %d", ln.sizeN, len(ln.sizes))
+	}
+	before := ln.sizeN
+	for range 8000 {
+		ln.noteSize(1300)
+	}
+	if got := ln.sizeN - before; got < 8000/sizeEvery*8/10 || got > 8000/sizeEvery*12/10 {
+		t.Fatalf("%d of 8000 packets written, want about %d", got, 8000/sizeEvery)
+	}
+	for _, n := range ln.sizes {
+		if n != 1300 {
+			t.Fatalf("after 8000 bulk packets the ring still holds %d", n)
+		}
+	}
+	// The end of a transfer: 12 small packets.
+	for range 12 {
+		ln.noteSize(52)
+	}
+	small := 0
+	for _, n := range ln.sizes {
+		if n == 52 {
+			small++
+		}
+	}
+	if small > 8 {
+		t.Fatalf("12 closing packets took %d of %d slots", small, len(ln.sizes))
+	}
+}

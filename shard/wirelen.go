@@ -23,6 +23,23 @@ type WireLens struct {
 	// pad is the padding of the lanes that publish (mode in the low
 	// byte, MaxWire above), 0 while they send unpadded.
 	pad atomic.Uint32
+	// long: the peer's lanes announce FeatureLongHandshakes.
+	long atomic.Bool
+}
+
+// LongHandshakes reports whether the peer said it reads long handshake
+// datagrams (crypto.LongHandshakes).
+func (w *WireLens) LongHandshakes() bool { return w.long.Load() }
+
+// SetLong records whether the peer reads long handshakes: the lanes' shards
+// set it from the peer's features when they publish, and the control plane
+// clears it before it retries an initiation, in case the peer now runs a
+// router that does not (a long initiation would never be answered) — until
+// the lanes of a new session say so again.
+func (w *WireLens) SetLong(v bool) {
+	if w.long.Load() != v {
+		w.long.Store(v)
+	}
 }
 
 // wireLensN is how many recent lengths a peer's sample keeps: two lanes'
@@ -34,6 +51,25 @@ const wireLensN = 32
 func (w *WireLens) Add(n int) {
 	i := w.next.Add(1) - 1
 	w.slots[i%wireLensN].Store(uint32(n))
+}
+
+// Draw returns one of the sampled lengths as sampled (unpadded), or false
+// if nothing was published yet: what the peer's control frames are padded
+// to, before their own padding.
+func (w *WireLens) Draw() (int, bool) {
+	k := min(int(w.next.Load()), wireLensN)
+	if k == 0 {
+		return 0, false
+	}
+	i := rand.IntN(k)
+	for range k {
+		// 0: a slot claimed but not yet written (a concurrent add).
+		if n := int(w.slots[i].Load()); n != 0 {
+			return n, true
+		}
+		i = (i + 1) % k
+	}
+	return 0, false
 }
 
 // DrawLen returns one of the sampled lengths, padded afresh, that lies in
@@ -62,7 +98,10 @@ func (w *WireLens) DrawLen(lo, hi int) (int, bool) {
 	return ok[rand.IntN(m)], true
 }
 
-var _ crypto.WireLengths = (*WireLens)(nil)
+var (
+	_ crypto.WireLengths    = (*WireLens)(nil)
+	_ crypto.LongHandshakes = (*WireLens)(nil)
+)
 
 // publishSizes adds the wire lengths (unpadded) of the data datagrams ln
 // saw since its last publication (at most its sizes ring) to w, and the
@@ -80,4 +119,5 @@ func (s *Shard) publishSizes(ln *lane, w *WireLens) {
 	if w.pad.Load() != pv {
 		w.pad.Store(pv)
 	}
+	w.SetLong(ln.peerFeatures&FeatureLongHandshakes != 0)
 }

@@ -102,12 +102,18 @@ func TestWireLensPaddedAndReceived(t *testing.T) {
 			t.Fatalf("drew %d above the range's top %d", n, base+10)
 		}
 	}
+	if !w.LongHandshakes() {
+		t.Fatal("the peer announced long handshakes; its sample does not say so")
+	}
 	// The peer stops reading padding (an older router): draws are the
-	// sample again.
+	// sample again, and handshakes stay short.
 	lb.peerFeatures = 0
 	lb.noteSize(500)
 	sb.publish()
 	if n, ok := w.DrawLen(0, 2000); !ok || n != base {
 		t.Fatalf("unpadded: drew %d %v, want %d", n, ok, base)
+	}
+	if w.LongHandshakes() {
+		t.Fatal("an older peer's sample says it takes long handshakes")
 	}
 }

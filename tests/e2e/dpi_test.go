@@ -17,19 +17,31 @@ import (
 	"github.com/yip-router/yip-router/internal/lab"
 )
 
-// TestDPIGate captures the underlay while two routers handshake, ping,
-// move a TCP transfer and sit idle, and has nDPI (ndpiReader, Debian's
-// libndpi-bin, which make test-deps installs) classify the capture: no
-// flow may be recognised as a tunnel, nor classified by port or guessed.
+// TestDPIGate captures the underlay while two routers (Padding = light)
+// handshake, ping, move a TCP transfer and sit idle, rekeying every
+// second, and has nDPI (ndpiReader, Debian's libndpi-bin, which make
+// test-deps installs) classify the capture: no flow may be recognised as a
+// tunnel, nor classified by port or guessed. The same capture, labelled
+// with the routers' key log, must pass the wire statistics
+// (wirestats_test.go): no length of any kind of datagram above a 5%
+// share, and no length-only rule telling control and handshake datagrams
+// from data with a balanced accuracy above 60%. YIP_DPI_PADDING=off (or
+// full) runs it with that Padding instead.
 func TestDPIGate(t *testing.T) {
 	ndpi, err := exec.LookPath("ndpiReader")
 	if err != nil {
 		t.Skip("ndpiReader not found: apt-get install libndpi-bin (make test-deps does as root)")
 	}
+	padding := "light"
+	if v := os.Getenv("YIP_DPI_PADDING"); v != "" {
+		padding = v
+	}
 	// UDP GSO off: a capture on the veth would see GSO runs as one packet
 	// larger than the MTU, which no wire carries.
-	off := "DisableOffload = udp-gso"
-	l := newLab(t, lab.Options{Shards: [2]int{2, 2}, Extra: [2]string{off, off}})
+	extra := "DisableOffload = udp-gso\nPadding = " + padding
+	keyLog := filepath.Join(t.TempDir(), "keys.log")
+	l := newLab(t, lab.Options{Shards: [2]int{2, 2}, Extra: [2]string{extra, extra},
+		Env: []string{"YIP_KEYLOG=" + keyLog, "YIP_TEST_REKEY_AFTER=1s"}})
 	c := startRawCapture(t, l, lab.B)
 	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
 		t.Fatal(err)
@@ -40,7 +52,7 @@ func TestDPIGate(t *testing.T) {
 	if res, err := l.TCPTransfer(lab.A, l.Inner4[lab.B], 8<<20, 2); err != nil || !res.Match {
 		t.Fatalf("transfer: %+v %v", res, err)
 	}
-	time.Sleep(4 * time.Second) // keepalives and loss reports only
+	time.Sleep(12 * time.Second) // keepalives, loss reports and rekeys only
 	pkts := c.stop()
 	if len(pkts) < 1000 {
 		t.Fatalf("captured only %d packets", len(pkts))
@@ -79,6 +91,24 @@ func TestDPIGate(t *testing.T) {
 	if t.Failed() {
 		t.Logf("ndpiReader output:\n%s", out)
 	}
+
+	ds := labelCapture(t, pkts, lab.Port, keyLogFramers(t, keyLog))
+	var count [nClasses]int
+	for _, d := range ds {
+		count[d.class]++
+	}
+	// Everything that is not a lane's is a handshake message: a few per
+	// rekey, never a sizeable part of the capture.
+	if count[classHandshake] == 0 || count[classHandshake] > len(ds)/10 {
+		t.Fatalf("%d of %d datagrams match no lane's keys", count[classHandshake], len(ds))
+	}
+	t.Logf("Padding = %s: wire lengths by kind:\n  %s", padding, strings.Join(lengthShares(t, ds), "\n  "))
+	ba, rule := bestLengthClassifier(ds)
+	t.Logf("best length-only rule for control and handshakes vs data: %s, balanced accuracy %.1f%%", rule, 100*ba)
+	if ba > 0.60 {
+		t.Errorf("a length-only rule (%s) tells control and handshake datagrams from data with balanced accuracy %.1f%% (at most 60%%)", rule, 100*ba)
+	}
+	t.Logf("lane source ports: %s", lanePorts(ds))
 }
 
 // vpnProtocols are nDPI 4.2's tunnel and anonymiser protocols

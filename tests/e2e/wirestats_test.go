@@ -1,0 +1,321 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/yip-router/yip-router/crypto"
+)
+
+// The wire statistics of TestDPIGate's capture: every datagram labelled by
+// the routers' key log (YIP_KEYLOG: the lanes' tag and header-protection
+// keys, which tell a datagram's kind but cannot decrypt it), then what a
+// classifier that sees only lengths can do with them.
+
+// wireClass is what a captured datagram is.
+type wireClass int
+
+const (
+	classData wireClass = iota
+	classParity
+	classControl
+	classHandshake // matches no lane's keys: a handshake message
+	nClasses
+)
+
+func (c wireClass) String() string {
+	return [...]string{"data", "parity", "control", "handshake"}[c]
+}
+
+// wireDgram is one captured underlay datagram.
+type wireDgram struct {
+	n                int // UDP payload length
+	class            wireClass
+	srcPort, dstPort uint16
+	src              [4]byte
+}
+
+// keyLogFramers reads a key log and returns a framer for every lane
+// direction it names.
+func keyLogFramers(t *testing.T, path string) []crypto.Framer {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatalf("key log: %v", err)
+	}
+	defer f.Close()
+	seen := map[string]bool{}
+	var out []crypto.Framer
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fs := strings.Fields(sc.Text())
+		if len(fs) != 8 || fs[0] != "yip-keylog" || fs[1] != "1" {
+			t.Fatalf("key log line %q", sc.Text())
+		}
+		for _, pair := range [][2]string{{fs[4], fs[5]}, {fs[6], fs[7]}} {
+			if seen[pair[0]] {
+				continue
+			}
+			seen[pair[0]] = true
+			var k crypto.LaneKeys
+			tag, err1 := hex.DecodeString(pair[0])
+			hp, err2 := hex.DecodeString(pair[1])
+			if err1 != nil || err2 != nil || len(tag) != len(k.Tag) || len(hp) != len(k.HP) {
+				t.Fatalf("key log line %q: bad keys", sc.Text())
+			}
+			copy(k.Tag[:], tag)
+			copy(k.HP[:], hp)
+			out = append(out, crypto.NewFramer(&k))
+		}
+	}
+	return out
+}
+
+// labelCapture parses the captured IPv4/UDP packets on port and labels
+// each with the framers.
+func labelCapture(t *testing.T, pkts []capturedPkt, port uint16, framers []crypto.Framer) []wireDgram {
+	t.Helper()
+	var out []wireDgram
+	last := 0
+	for _, p := range pkts {
+		b := p.data
+		if len(b) < 28 || b[0]>>4 != 4 || b[9] != 17 {
+			continue
+		}
+		ihl := int(b[0]&0xf) * 4
+		if len(b) < ihl+8 {
+			continue
+		}
+		sp, dp := binary.BigEndian.Uint16(b[ihl:]), binary.BigEndian.Uint16(b[ihl+2:])
+		if sp != port && dp != port {
+			continue // every datagram of ours has a listen port at one end
+		}
+		payload := b[ihl+8:]
+		d := wireDgram{n: len(payload), class: classHandshake, srcPort: sp, dstPort: dp}
+		copy(d.src[:], b[12:16])
+		for i := range framers {
+			j := (last + i) % len(framers)
+			h, _, err := framers[j].Deframe(bytes.Clone(payload))
+			if err == crypto.ErrTag || err == crypto.ErrShort {
+				continue
+			}
+			if err != nil {
+				t.Fatalf("a captured datagram deframes with an error: %v", err)
+			}
+			d.class = [...]wireClass{classData, classParity, classControl}[h.Kind]
+			last = j
+			break
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// binomialTail is P(X ≥ c) for X ~ Binomial(n, p).
+func binomialTail(n, c int, p float64) float64 {
+	if c <= 0 {
+		return 1
+	}
+	lp, lq := math.Log(p), math.Log1p(-p)
+	ln, _ := math.Lgamma(float64(n + 1))
+	sum := 0.0
+	for k := c; k <= n; k++ {
+		lk, _ := math.Lgamma(float64(k + 1))
+		lnk, _ := math.Lgamma(float64(n - k + 1))
+		sum += math.Exp(ln - lk - lnk + float64(k)*lp + float64(n-k)*lq)
+	}
+	return math.Min(sum, 1)
+}
+
+// lengthShares checks, per class, that no single length carries more than
+// 5% of its datagrams: a class fails when its most common length is too
+// frequent for any distribution whose largest share is 5% (one-sided
+// binomial test at 0.001, Bonferroni over the class's lengths), so a fixed
+// length fails on a handful of datagrams and an even spread passes at any
+// count. It returns a line per class for the log.
+func lengthShares(t *testing.T, ds []wireDgram) []string {
+	t.Helper()
+	var lines []string
+	for c := range nClasses {
+		hist := map[int]int{}
+		n := 0
+		for _, d := range ds {
+			if d.class == c {
+				hist[d.n]++
+				n++
+			}
+		}
+		if n == 0 {
+			lines = append(lines, fmt.Sprintf("%-9s      0", c))
+			continue
+		}
+		top, topN := 0, 0
+		for l, k := range hist {
+			if k > topN || k == topN && l < top {
+				top, topN = l, k
+			}
+		}
+		lo, hi := math.MaxInt, 0
+		for l := range hist {
+			lo, hi = min(lo, l), max(hi, l)
+		}
+		pv := binomialTail(n, topN, 0.05)
+		lines = append(lines, fmt.Sprintf("%-9s %6d datagrams, %4d lengths (%d..%d), most common %d bytes: %.1f%% (p=%.2g under a 5%% share)",
+			c, n, len(hist), lo, hi, top, 100*float64(topN)/float64(n), pv))
+		if pv < 0.001/float64(len(hist)) {
+			t.Errorf("%s: %d of %d datagrams are %d bytes long (%.1f%%): more than a 5%% share allows (p=%.2g)",
+				c, topN, n, top, 100*float64(topN)/float64(n), pv)
+		}
+	}
+	return lines
+}
+
+// bestLengthClassifier is the best balanced accuracy (the mean of the two
+// classes' recalls) a rule on the datagram length alone reaches at telling
+// control and handshake datagrams from data and parity. Each rule is fitted
+// on one half of the datagrams (alternate ones) and judged on the other,
+// both ways round, as a classifier trained on traffic would be: with a few
+// dozen control datagrams, a rule fitted and judged on the same ones finds
+// chance patterns. The rules: a length threshold (either way round), and
+// histograms of bin width 1..256 bytes labelled by likelihood ratio.
+func bestLengthClassifier(ds []wireDgram) (float64, string) {
+	var halves [2][]wireDgram
+	for i, d := range ds {
+		halves[i%2] = append(halves[i%2], d)
+	}
+	for _, h := range halves {
+		if p, n := classCounts(h); p == 0 || n == 0 {
+			return 0, "one class is empty"
+		}
+	}
+	best, rule := 0.5, "chance"
+	// Thresholds.
+	var ba float64
+	for f := range 2 {
+		cut, below := fitThreshold(halves[1-f])
+		ba += balancedAccuracy(halves[f], func(n int) bool { return (n <= cut) == below })
+	}
+	if ba /= 2; ba > best {
+		best, rule = ba, "a length threshold"
+	}
+	// Histograms.
+	for w := 1; w <= 256; w *= 2 {
+		var ba float64
+		for f := range 2 {
+			cp, cn := map[int]float64{}, map[int]float64{}
+			trPos, trNeg := classCounts(halves[1-f])
+			for _, d := range halves[1-f] {
+				if isControl(d) {
+					cp[d.n/w]++
+				} else {
+					cn[d.n/w]++
+				}
+			}
+			ba += balancedAccuracy(halves[f], func(n int) bool {
+				b := n / w
+				return (cp[b]+0.5)/float64(trPos+1) > (cn[b]+0.5)/float64(trNeg+1)
+			})
+		}
+		if ba /= 2; ba > best {
+			best, rule = ba, fmt.Sprintf("a histogram of %d-byte bins", w)
+		}
+	}
+	return best, rule
+}
+
+// isControl: the positive class, control frames and handshakes.
+func isControl(d wireDgram) bool { return d.class == classControl || d.class == classHandshake }
+
+func classCounts(ds []wireDgram) (pos, neg int) {
+	for _, d := range ds {
+		if isControl(d) {
+			pos++
+		} else {
+			neg++
+		}
+	}
+	return pos, neg
+}
+
+// balancedAccuracy of say (true: control) on ds.
+func balancedAccuracy(ds []wireDgram, say func(n int) bool) float64 {
+	var tp, fn, tn, fp float64
+	for _, d := range ds {
+		switch s := say(d.n); {
+		case s && isControl(d):
+			tp++
+		case s:
+			fp++
+		case isControl(d):
+			fn++
+		default:
+			tn++
+		}
+	}
+	if tp+fn == 0 || tn+fp == 0 {
+		return 0.5
+	}
+	return (tp/(tp+fn) + tn/(tn+fp)) / 2
+}
+
+// fitThreshold is the cut (and side: below means "length ≤ cut is
+// control") with the best balanced accuracy on ds.
+func fitThreshold(ds []wireDgram) (cut int, below bool) {
+	nPos, nNeg := classCounts(ds)
+	sorted := slices.Clone(ds)
+	slices.SortFunc(sorted, func(a, b wireDgram) int { return a.n - b.n })
+	best := -1.0
+	tp, fp := 0, 0
+	for i, d := range sorted {
+		if isControl(d) {
+			tp++
+		} else {
+			fp++
+		}
+		if i+1 < len(sorted) && sorted[i+1].n == d.n {
+			continue
+		}
+		ba := (float64(tp)/float64(nPos) + float64(nNeg-fp)/float64(nNeg)) / 2
+		if ba > best {
+			best, cut, below = ba, d.n, true
+		}
+		if 1-ba > best {
+			best, cut, below = 1-ba, d.n, false
+		}
+	}
+	return cut, below
+}
+
+// lanePorts is, per sender address, the source ports of its data and
+// control datagrams and each one's residue mod 64.
+func lanePorts(ds []wireDgram) string {
+	ports := map[[4]byte]map[uint16]bool{}
+	for _, d := range ds {
+		if d.class == classHandshake {
+			continue
+		}
+		if ports[d.src] == nil {
+			ports[d.src] = map[uint16]bool{}
+		}
+		ports[d.src][d.srcPort] = true
+	}
+	var parts []string
+	for src, ps := range ports {
+		var s []string
+		for p := range ps {
+			s = append(s, fmt.Sprintf("%d (≡%d)", p, p%64))
+		}
+		slices.Sort(s)
+		parts = append(parts, fmt.Sprintf("%d.%d.%d.%d: %s", src[0], src[1], src[2], src[3], strings.Join(s, ", ")))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "; ")
+}
