@@ -45,6 +45,36 @@ func BenchmarkEgress(b *testing.B) {
 	}
 }
 
+// BenchmarkEgressPadding is BenchmarkEgress by Padding mode, to a peer
+// that reads padding: what drawing the pad and its junk costs per packet.
+func BenchmarkEgressPadding(b *testing.B) {
+	for _, mode := range []PadMode{PadOff, PadLight, PadFull} {
+		for _, n := range []int{64, 1400} {
+			b.Run(fmt.Sprintf("%v/%d", mode, n), func(b *testing.B) {
+				a, bb := newSide(b, 1, routesA), newSide(b, 1, routesB)
+				connect(b, a, bb, fec.EncoderConfig{K: benchFEC, R: 2})
+				s := a.shards[0]
+				s.cfg.Padding = Padding{Mode: mode, MaxWire: 1410 + crypto.DataOverhead + 2}
+				s.lanes[addrB].peerFeatures = Features
+				s.sendHook = func(int, *udp.Batch, int) {}
+				pkt := ipPacket("10.1.0.5", "10.2.0.9", n, 1)
+				b.SetBytes(int64(n))
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					p := s.pool.Get()
+					p.N = copy(p.Buf[headroom:], pkt)
+					s.egress(p)
+					if i++; i%DefaultBatch == 0 {
+						s.flushAll()
+					}
+				}
+				s.flushAll()
+			})
+		}
+	}
+}
+
 func reportGbps(b *testing.B, n int) {
 	if e := b.Elapsed(); e > 0 {
 		b.ReportMetric(float64(b.N)*float64(n)*8/e.Seconds()/1e9, "Gbit/s")
