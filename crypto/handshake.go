@@ -533,14 +533,27 @@ type Incoming struct {
 	index uint32 // the initiator's index
 	offer LaneOffer
 	ts    Timestamp
-	// initLen is the initiation's length: the response is no longer
-	// (unless its unpadded length is, with far more lanes answered than
-	// offered), so a response does not amplify what reached us.
+	// initLen is the initiation's length, which bounds the response's
+	// (respMaxLen).
 	initLen int
 }
 
 // Peer is the authenticated initiator.
 func (in *Incoming) Peer() *Peer { return in.peer }
+
+// respMaxLen caps a response to an initiation of initLen bytes: up to
+// PadHeadroom bytes longer, so that responses to initiations at the bottom
+// of a band of padded lengths do not pile up there (capped strictly at the
+// initiation, they were the one handshake length that stood out), and
+// within hsLegacyMax when the initiation was (it may come from a router
+// that takes no more). No amplification an attacker can use: a response
+// answers only an initiation that authenticated and is no replay.
+func respMaxLen(initLen int) int {
+	if initLen <= hsLegacyMax {
+		return min(initLen+PadHeadroom, hsLegacyMax)
+	}
+	return min(initLen+PadHeadroom, hsMaxLen)
+}
 
 // CookieReply answers an initiation (mac1 valid) from src with a cookie
 // instead of doing any DH: what a responder under load sends. It never
@@ -656,7 +669,7 @@ func (in *Incoming) Respond(index uint32, answer LaneOffer) ([]byte, *Session, e
 		return nil, nil, ErrHandshake
 	}
 	dgram := sealHandshake(in.peer.wk, hsFields{typ: msgResponse, sender: index, receiver: in.index, noise: msg},
-		nil, in.peer.wireLengths(), in.initLen)
+		nil, in.peer.wireLengths(), respMaxLen(in.initLen))
 	return dgram, &Session{Peer: in.peer, Keys: sessionFrom(cs1, cs2, false), Initiator: false,
 		LocalIndex: index, RemoteIndex: in.index, Remote: in.offer}, nil
 }

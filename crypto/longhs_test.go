@@ -48,7 +48,7 @@ func TestLongHandshakes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(d2) > len(d1) || len(d2) <= hsLegacyMax && len(d1) >= 1300 {
+		if len(d2) > len(d1)+PadHeadroom || len(d2) <= hsLegacyMax && len(d1) >= 1300 {
 			t.Fatalf("response of %d bytes to a %d-byte initiation (responder's lengths 1300, 1500)", len(d2), len(d1))
 		}
 		if _, err := in.ConsumeResponse(d2); err != nil {
@@ -65,6 +65,16 @@ func TestLongHandshakes(t *testing.T) {
 		_, d1, err := p.a.Initiate(p.pa, 11, offer(4, 5000), t0.Add(time.Duration(1000+i)))
 		if err != nil || len(d1) > hsLegacyMax {
 			t.Fatalf("%d-byte initiation to a receiver not known to take more than %d: %v", len(d1), hsLegacyMax, err)
+		}
+	}
+}
+
+// A response may be up to PadHeadroom longer than its initiation, never
+// beyond what the initiator's version takes.
+func TestRespMaxLen(t *testing.T) {
+	for init, want := range map[int]int{100: 132, 1000: 1024, 1024: 1024, 1025: 1057, 1500: 1532, 1650: hsMaxLen} {
+		if got := respMaxLen(init); got != want {
+			t.Errorf("respMaxLen(%d) = %d, want %d", init, got, want)
 		}
 	}
 }

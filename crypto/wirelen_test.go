@@ -130,7 +130,7 @@ func TestHandshakeLengthsFollowDistribution(t *testing.T) {
 			t.Fatal(err)
 		}
 		respLens[len(d2)]++
-		if len(d2) > len(d1) || !slices.Contains(lens, len(d2)) {
+		if len(d2) > respMaxLen(len(d1)) || !slices.Contains(lens, len(d2)) {
 			t.Fatalf("response of %d bytes to a %d-byte initiation (lengths %v)", len(d2), len(d1), lens)
 		}
 		if _, err := in.ConsumeResponse(d2); err != nil {
@@ -157,7 +157,7 @@ func TestHandshakeLengthsFollowDistribution(t *testing.T) {
 			t.Fatalf("%d-byte initiation: %v", len(d1), err)
 		}
 		d2, _, _ := inc.Respond(22, offer(2, 6000))
-		if len(d2) > len(d1) || !inBands(len(d2)) {
+		if len(d2) > respMaxLen(len(d1)) || !inBands(len(d2)) {
 			t.Fatalf("response of %d bytes to a %d-byte initiation", len(d2), len(d1))
 		}
 		if _, err := in.ConsumeResponse(d2); err != nil {

@@ -100,15 +100,16 @@ func TestControlFrameLengthsByPeerFeatures(t *testing.T) {
 		connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
 		sa, sb := a.shards[0], b.shards[0]
 		sb.lanes[addrA].peerFeatures = feat
-		// A's data and B's own: the lengths B's control frames take
-		// (those B received count as well as those it sent).
+		// A's datagrams and B's own: the lengths B's control frames
+		// take (those B received count as well as those it sent).
 		for i := range 40 {
-			dataLens[100+10*(i%3)+over] = true
+			// Data, and parity (2 bytes over its group's longest).
+			dataLens[100+10*(i%3)+over], dataLens[100+10*(i%3)+over+2] = true, true
 			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100+10*(i%3), i))
 		}
 		for i := range 8 {
 			n := 60 + 200*(i%4)
-			dataLens[n+over] = true
+			dataLens[n+over], dataLens[n+over+2] = true, true
 			inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", n, i))
 		}
 		// Its size classes' partial groups flush their parity first.

@@ -55,7 +55,7 @@ func BenchmarkEgressPadding(b *testing.B) {
 				connect(b, a, bb, fec.EncoderConfig{K: benchFEC, R: 2})
 				s := a.shards[0]
 				s.cfg.Padding = Padding{Mode: mode, MaxWire: 1410 + crypto.DataOverhead + 2}
-				s.lanes[addrB].peerFeatures = Features
+				s.lanes[addrB].peerFeatures, s.lanes[addrB].heardPeer = Features, true
 				s.sendHook = func(int, *udp.Batch, int) {}
 				pkt := ipPacket("10.1.0.5", "10.2.0.9", n, 1)
 				b.SetBytes(int64(n))

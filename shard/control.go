@@ -83,10 +83,15 @@ func (s *Shard) control(ln *lane, body []byte) {
 	case ctlKeepalive:
 		if len(body) < keepaliveLen {
 			ln.peerFeatures = 0 // an older router (perhaps restarted as one)
+			ln.cfg.Lens.SetLong(false)
 			return
 		}
 		first := !ln.heardPeer
 		ln.peerFeatures, ln.heardPeer = body[1]&^heardYou, true
+		// Only a keepalive of the peer's sets this (not a rekey carrying
+		// features over), so a retry's clearing sticks until the peer
+		// says it again.
+		ln.cfg.Lens.SetLong(ln.peerFeatures&FeatureLongHandshakes != 0)
 		if body[1]&heardYou != 0 {
 			ln.acked = true
 		}
@@ -269,9 +274,24 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 		return false
 	}
 	n := copy(p.Buf[headroom:], body)
+	framePad := s.cfg.Padding.Mode != PadOff && top.heardPeer && top.padded()
 	if body[0] == ctlKeepalive || top.peerFeatures&FeaturePadding != 0 {
 		// Every reader ignores what follows a keepalive's payload.
-		if want := top.padLen(); want > n {
+		want := top.padLen()
+		if m := s.cfg.Padding.maxInner(); m > 0 {
+			// The peer's lengths (those it sent us) may be longer
+			// than our own MTU lets out.
+			want = min(want, m)
+		}
+		if s.cfg.Padding.Mode != PadOff && !framePad {
+			// The peer has not said in this session that it reads
+			// padded datagrams (a hello; lane.padded): the pad goes
+			// into the plaintext instead, so the datagram is as long
+			// as a padded one.
+			want = max(want, n)
+			want += s.cfg.Padding.pad(uint32(s.padRand.Uint64()), want+crypto.DataOverhead)
+		}
+		if want > n {
 			clear(p.Buf[headroom+n : headroom+want])
 			n = want
 		}
@@ -283,8 +303,10 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 		return false
 	}
 	h := crypto.Header{Kind: crypto.KindControl}
-	end := crypto.HeaderLen + len(sym)
-	h.Pad = s.padFor(top, p.Buf, end, end+crypto.TagLen)
+	if framePad {
+		end := crypto.HeaderLen + len(sym)
+		h.Pad = s.padFrame(p.Buf, end, end+crypto.TagLen)
+	}
 	d := ln.txf.Frame(p.Buf, h, len(sym))
 	// Timing lives on the lane, whichever keys sealed: a rekey responder
 	// sending under the previous keys must not look silent to its own

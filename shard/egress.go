@@ -114,6 +114,7 @@ func (s *Shard) drainParity(top, ln *lane) {
 		end := crypto.HeaderLen + len(par)
 		h.Pad = s.padFor(top, q.Buf, end, end+crypto.TagLen)
 		d := ln.txf.Frame(q.Buf, h, len(par))
+		top.noteSize(len(par) - crypto.SymbolOverhead) // as long as a data packet this long
 		s.count(ParityOut)
 		s.queue(ln, q, len(d))
 	}

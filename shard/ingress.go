@@ -92,6 +92,9 @@ func (s *Shard) deframe(ln *lane, data []byte) (*lane, crypto.Header, []byte, er
 func (s *Shard) receive(ln, keys *lane, h crypto.Header, sym []byte) {
 	switch h.Kind {
 	case crypto.KindData, crypto.KindParity:
+		// What the wire carried (data or parity), not what FEC
+		// recovers: the lengths control frames take after (padLen).
+		ln.noteSize(len(sym) - crypto.SymbolOverhead)
 		keys.decDirty = true
 		keys.dec.Push(fec.Meta{Kind: fec.Kind(h.Kind), Group: h.Group, Index: h.Index, K: h.K, R: h.R}, sym, s.now, keys.deliver)
 	case crypto.KindControl:
@@ -163,7 +166,6 @@ func (s *Shard) deliverSymbol(ln *lane, sym []byte) {
 		s.coalesce(pt)
 		acct.rxPackets++
 		acct.rxBytes += uint64(len(pt))
-		acct.noteSize(len(pt))
 		return
 	}
 	if err := s.tunOut(pt); err != nil {
@@ -172,7 +174,6 @@ func (s *Shard) deliverSymbol(ln *lane, sym []byte) {
 	}
 	acct.rxPackets++
 	acct.rxBytes += uint64(len(pt))
-	acct.noteSize(len(pt))
 	s.count(TunOut)
 }
 

@@ -131,9 +131,10 @@ type lane struct {
 	hellos       int
 	helloAt      time.Time
 
-	// sizes sample the inner lengths of the lane's data packets, sent and
-	// received (a ring; sizeN counts writes): control frames are padded
-	// to one of them (control.go), and publish adds those written since
+	// sizes sample the lengths of the lane's data and parity datagrams,
+	// sent and received, as inner lengths (the datagram's length less
+	// crypto.DataOverhead; a ring; sizeN counts writes): control frames
+	// are padded to one of them (control.go), and publish adds those written since
 	// sizePub to the peer's WireLens (cfg.Lens) for its handshakes. Both
 	// directions, because control frames and handshakes go both ways at
 	// about the same rate while data often flows mostly one way: drawn

@@ -12,8 +12,9 @@ import (
 // no longer says what it carries: without it a data datagram is its inner
 // packet + 40 bytes and a parity datagram 2 bytes longer than its group's
 // longest, and one bulk TCP flow puts almost every datagram at one length.
-// Only peers whose keepalives announce FeatureFramePad get padded
-// datagrams (older routers refuse them).
+// Only peers whose keepalives announced FeatureFramePad get padded
+// datagrams (lane.padded): older routers fail a padded datagram's tag
+// (its Pad field is masked), so it is lost to them.
 //
 // Every datagram draws its own pad, so parity is no longer exactly 2 bytes
 // longer than its group's longest datagram, and no length stands out by
@@ -55,13 +56,19 @@ func (m PadMode) String() string {
 	return "off"
 }
 
-// padFor returns the Pad for a datagram of wire length n (unpadded) to
-// top's peer, and writes the junk after the symbol into buf
+// padFor returns the Pad for a data or parity datagram of wire length n
+// (unpadded) to top's peer, and writes the junk after the symbol into buf
 // (buf[end:end+Pad-2]). 0: unpadded.
 func (s *Shard) padFor(top *lane, buf []byte, end, n int) uint16 {
-	if s.cfg.Padding.Mode == PadOff || top.peerFeatures&FeatureFramePad == 0 {
+	if s.cfg.Padding.Mode == PadOff || !top.padded() {
 		return 0
 	}
+	return s.padFrame(buf, end, n)
+}
+
+// padFrame draws the Pad for a datagram of wire length n and writes its
+// junk into buf[end:end+Pad-2]; 0 if buf has no room.
+func (s *Shard) padFrame(buf []byte, end, n int) uint16 {
 	pad := s.cfg.Padding.pad(uint32(s.padRand.Uint64()), n)
 	// The buffer bounds the pad (never reached with the MTU's budget).
 	if room := cap(buf) - end - crypto.TagLen; pad > room {
@@ -84,6 +91,26 @@ func (p Padding) pad(draw uint32, n int) int {
 		return crypto.MinPad + int(draw%uint32(span))
 	}
 	return 0
+}
+
+// padded reports whether ln's data and parity may be padded: the peer
+// announced FeatureFramePad, in this session or (carried over a rekey) the
+// one before. Control frames need it said in this session (heardPeer,
+// sendControl): a peer restarted as an older router fails a padded
+// datagram's tag, and only an unpadded hello lets it confirm the session
+// and say what it reads.
+func (ln *lane) padded() bool {
+	return ln.peerFeatures&FeatureFramePad != 0
+}
+
+// maxInner is the longest inner packet this router's TUN MTU lets in
+// (MaxWire less the padding headroom, the parity prefix and the framing),
+// or 0 when unknown (tests).
+func (p Padding) maxInner() int {
+	if p.MaxWire == 0 {
+		return 0
+	}
+	return p.MaxWire - crypto.PadHeadroom - 2 - crypto.DataOverhead
 }
 
 // newPadRand seeds a shard's junk generator from the system's randomness:

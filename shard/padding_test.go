@@ -16,16 +16,17 @@ type padDgram struct {
 }
 
 // padRun sends rounds batches of bulk (1300-byte) and small (60-byte)
-// packets from a to b under mode, with b announcing features, and returns
-// a's datagrams as b's lane deframes them; every packet must reach b's
-// TUN intact.
-func padRun(t *testing.T, mode PadMode, features uint8, rounds int) []padDgram {
+// packets from a to b under mode, with b announcing features (in this
+// session's hello if heard, else only carried over from an earlier
+// session), and returns a's datagrams as b's lane deframes them; every
+// packet must reach b's TUN intact.
+func padRun(t *testing.T, mode PadMode, features uint8, heard bool, rounds int) []padDgram {
 	t.Helper()
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	connect(t, a, b, fec.EncoderConfig{K: 8, R: 2})
 	sa, sb := a.shards[0], b.shards[0]
 	sa.cfg.Padding = Padding{Mode: mode, MaxWire: padMaxWire}
-	sa.lanes[addrB].peerFeatures = features
+	sa.lanes[addrB].peerFeatures, sa.lanes[addrB].heardPeer = features, heard
 	var out []padDgram
 	var want [][]byte
 	for round := range rounds {
@@ -70,11 +71,12 @@ const padMaxWire = 1400 + crypto.DataOverhead + 2 + crypto.PadHeadroom
 // its inner packet + DataOverhead, every time.
 func TestPaddingOffOrUnannounced(t *testing.T) {
 	for _, c := range []struct {
-		mode PadMode
-		feat uint8
-	}{{PadOff, Features}, {PadLight, Features &^ FeatureFramePad}, {PadFull, 0}} {
+		mode  PadMode
+		feat  uint8
+		heard bool
+	}{{PadOff, Features, true}, {PadLight, Features &^ FeatureFramePad, true}, {PadFull, 0, true}} {
 		hist := map[int]int{}
-		for _, d := range padRun(t, c.mode, c.feat, 300) {
+		for _, d := range padRun(t, c.mode, c.feat, c.heard, 300) {
 			if d.pad != 0 {
 				t.Fatalf("%v, features %#x: a padded datagram %+v", c.mode, c.feat, d)
 			}
@@ -95,7 +97,7 @@ func TestPaddingOffOrUnannounced(t *testing.T) {
 func TestPaddingSpreadsLengths(t *testing.T) {
 	bulk := 1300 + crypto.DataOverhead
 	for _, mode := range []PadMode{PadLight, PadFull} {
-		ds := padRun(t, mode, Features, 1000)
+		ds := padRun(t, mode, Features, true, 1000)
 		hist := map[int]int{}
 		nBulk, parity, sameAsData, small, spread := 0, 0, 0, 0, 0
 		lastDataPad := -1
@@ -176,5 +178,103 @@ func TestNoteSizeSamplesOnceFull(t *testing.T) {
 	}
 	if small > 8 {
 		t.Fatalf("12 closing packets took %d of %d slots", small, len(ln.sizes))
+	}
+}
+
+// A control frame takes the peer's lengths, those it sent us included,
+// but never beyond what our own MTU lets out: with a smaller TUN MTU than
+// the peer's, padded keepalives stay within our MaxWire.
+func TestControlFramesWithinOurMTU(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sa, sb := a.shards[0], b.shards[0]
+	maxWire := 1000 + crypto.DataOverhead + 2 + crypto.PadHeadroom // B's TUN MTU: 1000
+	sb.cfg.Padding = Padding{Mode: PadLight, MaxWire: maxWire}
+	lb := sb.lanes[addrA]
+	lb.cfg.Lens = new(WireLens)
+	sb.control(lb, []byte{ctlKeepalive, Features, 0, 0})
+	for i := range 40 {
+		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1400, i)) // A's MTU is larger
+	}
+	deliverAll(t, a, b, nil)
+	sb.publish()
+	sb.flushAll()
+	b.sent[0] = nil
+	for range 50 {
+		if !sb.sendControl(lb, lb.keepalive(nil)) {
+			t.Fatal("keepalive not sent")
+		}
+	}
+	sb.flushAll()
+	longest := 0
+	for _, d := range b.sent[0] {
+		longest = max(longest, len(d.data))
+	}
+	if longest > maxWire || longest < 1000+crypto.DataOverhead {
+		t.Fatalf("keepalives up to %d bytes: want up to B's %d, and padded to its longest inner packet", longest, maxWire)
+	}
+	if n, ok := lb.cfg.Lens.DrawLen(0, 2000); !ok || n > maxWire {
+		t.Fatalf("handshake length drawn %d (%v), beyond B's %d", n, ok, maxWire)
+	}
+	// Without the peer's sample (the lane's own ring, which holds A's
+	// 1400-byte packets), the same bound.
+	lb.cfg.Lens = nil
+	b.sent[0] = nil
+	for range 50 {
+		sb.sendControl(lb, lb.keepalive(nil))
+	}
+	sb.flushAll()
+	for _, d := range b.sent[0] {
+		if len(d.data) > maxWire {
+			t.Fatalf("a %d-byte keepalive from the lane's own sizes, beyond B's %d", len(d.data), maxWire)
+		}
+	}
+}
+
+// Until the peer's hello in this session says it reads padded datagrams,
+// control frames go unpadded (features carried over a rekey may be a
+// restarted older router's, which would fail a padded hello's tag and
+// never confirm the session), with the pad in their plaintext instead, so
+// their lengths are those of padded ones; after the hello they are padded.
+func TestControlFramesPaddedOnlyAfterHello(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sa, sb := a.shards[0], b.shards[0]
+	sa.cfg.Padding = Padding{Mode: PadLight, MaxWire: padMaxWire}
+	la, lb := sa.lanes[addrB], sb.lanes[addrA]
+	la.peerFeatures = Features // carried over, not heard
+	for i := range 8 {
+		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 500, i))
+	}
+	sa.flushAll()
+	a.sent[0] = nil
+	send := func() map[int]bool {
+		lens := map[int]bool{}
+		for range 300 {
+			sa.sendControl(la, la.keepalive(nil))
+		}
+		sa.flushAll()
+		for _, d := range a.sent[0] {
+			h, _, err := lb.rxf.Deframe(bytes.Clone(d.data))
+			if err != nil || h.Kind != crypto.KindControl {
+				t.Fatalf("b cannot read a control datagram: %v %+v", err, h)
+			}
+			if (h.Pad != 0) != la.heardPeer {
+				t.Fatalf("heard %v: a keepalive with Pad %d", la.heardPeer, h.Pad)
+			}
+			lens[len(d.data)] = true
+			if n := len(d.data) - 500 - crypto.DataOverhead; n < crypto.MinPad || n > crypto.PadHeadroom {
+				t.Fatalf("heard %v: a %d-byte keepalive, want 500+%d and a pad of %d..%d", la.heardPeer, len(d.data), crypto.DataOverhead, crypto.MinPad, crypto.PadHeadroom)
+			}
+		}
+		a.sent[0] = nil
+		return lens
+	}
+	if lens := send(); len(lens) < 25 {
+		t.Fatalf("unheard: keepalives took %d lengths", len(lens))
+	}
+	sa.control(la, []byte{ctlKeepalive, Features, 0, 0}) // b's hello
+	if lens := send(); len(lens) < 25 {
+		t.Fatalf("heard: keepalives took %d lengths", len(lens))
 	}
 }

@@ -47,7 +47,7 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 				LastRx: ln.heard(), LastTx: ln.lastTx, K: k, R: r, Depth: ln.enc.Depth(),
 				Recovered: st.Recovered, Unrecov: st.LostData,
 				Confirmed: ln.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
-				Padded: s.cfg.Padding.Mode != PadOff && ln.peerFeatures&FeatureFramePad != 0,
+				Padded: s.cfg.Padding.Mode != PadOff && ln.padded(),
 			})
 		}
 	}

@@ -31,13 +31,13 @@ type WireLens struct {
 // datagrams (crypto.LongHandshakes).
 func (w *WireLens) LongHandshakes() bool { return w.long.Load() }
 
-// SetLong records whether the peer reads long handshakes: the lanes' shards
-// set it from the peer's features when they publish, and the control plane
+// SetLong records whether the peer reads long handshakes: a lane sets it
+// from each keepalive of the peer's (its features), and the control plane
 // clears it before it retries an initiation, in case the peer now runs a
 // router that does not (a long initiation would never be answered) — until
-// the lanes of a new session say so again.
+// a keepalive says so again. A nil WireLens ignores it.
 func (w *WireLens) SetLong(v bool) {
-	if w.long.Load() != v {
+	if w != nil && w.long.Load() != v {
 		w.long.Store(v)
 	}
 }
@@ -108,16 +108,21 @@ var (
 // padding ln's datagrams get.
 func (s *Shard) publishSizes(ln *lane, w *WireLens) {
 	n := min(ln.sizeN-ln.sizePub, uint32(len(ln.sizes)))
+	m := s.cfg.Padding.maxInner()
 	for i := ln.sizeN - n; i != ln.sizeN; i++ {
-		w.Add(int(ln.sizes[i%uint32(len(ln.sizes))]) + crypto.DataOverhead)
+		inner := int(ln.sizes[i%uint32(len(ln.sizes))])
+		if m > 0 {
+			// A length the peer sent us may exceed our own MTU.
+			inner = min(inner, m)
+		}
+		w.Add(inner + crypto.DataOverhead)
 	}
 	ln.sizePub = ln.sizeN
 	var pv uint32
-	if p := s.cfg.Padding; p.Mode != PadOff && ln.peerFeatures&FeatureFramePad != 0 {
+	if p := s.cfg.Padding; p.Mode != PadOff && ln.padded() {
 		pv = uint32(p.Mode) | uint32(p.MaxWire)<<8
 	}
 	if w.pad.Load() != pv {
 		w.pad.Store(pv)
 	}
-	w.SetLong(ln.peerFeatures&FeatureLongHandshakes != 0)
 }

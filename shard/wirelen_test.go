@@ -75,9 +75,9 @@ func TestWireLensPaddedAndReceived(t *testing.T) {
 	sa, sb := a.shards[0], b.shards[0]
 	sb.cfg.Padding = Padding{Mode: PadLight}
 	lb := sb.lanes[addrA]
-	lb.peerFeatures = Features
 	w := new(WireLens)
 	lb.cfg.Lens = w
+	sb.control(lb, []byte{ctlKeepalive, Features, 0, 0}) // A's hello
 	// A sends B 500-byte packets; B sends nothing.
 	for i := range 8 {
 		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 500, i))
@@ -105,9 +105,9 @@ func TestWireLensPaddedAndReceived(t *testing.T) {
 	if !w.LongHandshakes() {
 		t.Fatal("the peer announced long handshakes; its sample does not say so")
 	}
-	// The peer stops reading padding (an older router): draws are the
-	// sample again, and handshakes stay short.
-	lb.peerFeatures = 0
+	// The peer restarts as an older router (its keepalive is one byte):
+	// draws are the sample again, and handshakes stay short.
+	sb.control(lb, []byte{ctlKeepalive})
 	lb.noteSize(500)
 	sb.publish()
 	if n, ok := w.DrawLen(0, 2000); !ok || n != base {
