@@ -305,7 +305,7 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 	h := crypto.Header{Kind: crypto.KindControl}
 	if framePad {
 		end := crypto.HeaderLen + len(sym)
-		h.Pad = s.padFrame(p.Buf, end, end+crypto.TagLen)
+		h.Pad = s.padFrame(p.Buf, end, end+crypto.TagLen, 0)
 	}
 	d := ln.txf.Frame(p.Buf, h, len(sym))
 	// Timing lives on the lane, whichever keys sealed: a rekey responder

@@ -80,7 +80,7 @@ func (s *Shard) sendData(top *lane, p *ring.Packet) {
 	}
 	h := crypto.Header{Kind: crypto.KindData, Group: m.Group, Index: m.Index, K: m.K, R: m.R}
 	end := crypto.HeaderLen + len(sym)
-	h.Pad = s.padFor(top, p.Buf, end, end+crypto.TagLen)
+	h.Pad = s.padFor(top, ln.cfg.Conn, true, p.Buf, end, end+crypto.TagLen)
 	d := ln.txf.Frame(p.Buf, h, len(sym))
 	if s.fecDue.IsZero() {
 		// The loop only needs to wake for the first deadline; tick
@@ -112,7 +112,7 @@ func (s *Shard) drainParity(top, ln *lane) {
 		copy(q.Buf[crypto.HeaderLen:], par)
 		h := crypto.Header{Kind: crypto.KindParity, Group: m.Group, Index: m.Index, K: m.K, R: m.R}
 		end := crypto.HeaderLen + len(par)
-		h.Pad = s.padFor(top, q.Buf, end, end+crypto.TagLen)
+		h.Pad = s.padFor(top, ln.cfg.Conn, false, q.Buf, end, end+crypto.TagLen)
 		d := ln.txf.Frame(q.Buf, h, len(par))
 		top.noteSize(len(par) - crypto.SymbolOverhead) // as long as a data packet this long
 		s.count(ParityOut)
@@ -165,6 +165,7 @@ func (s *Shard) flushConn(c int) {
 	s.stats.c[UDPOut] += uint64(sent)
 	s.stats.c[DropSend] += uint64(n - sent)
 	s.txN[c] = 0
+	s.padRuns[c] = padRun{} // a run is for one batch (GSO)
 }
 
 func (s *Shard) flushHandoff(to int) {

@@ -16,12 +16,10 @@ import (
 // datagrams (lane.padded): older routers fail a padded datagram's tag
 // (its Pad field is masked), so it is lost to them.
 //
-// Every datagram draws its own pad, so parity is no longer exactly 2 bytes
-// longer than its group's longest datagram, and no length stands out by
-// more than chance. The price: datagrams of one flow no longer share a
-// length, so UDP GSO sends them one by one and the peer's GRO cannot merge
-// them (a pad drawn per batch would keep both, but leaves the lengths of a
-// bulk flow clumped by batch: a length-only classifier sees peaks).
+// Pads are drawn afresh for every run of up to padRunLen data datagrams of
+// one length (padFor), and for every parity and control datagram, so
+// parity is no longer exactly 2 bytes longer than its group's longest
+// datagram, and no length stands out by more than chance.
 type Padding struct {
 	Mode PadMode
 	// MaxWire is the longest datagram PadFull pads to: the MTU's
@@ -56,29 +54,60 @@ func (m PadMode) String() string {
 	return "off"
 }
 
-// padFor returns the Pad for a data or parity datagram of wire length n
-// (unpadded) to top's peer, and writes the junk after the symbol into buf
-// (buf[end:end+Pad-2]). 0: unpadded.
-func (s *Shard) padFor(top *lane, buf []byte, end, n int) uint16 {
+// padRunLen is how many data datagrams of one length to one lane, in a
+// row on one socket batch, share a pad: UDP GSO sends such a run as one
+// superpacket (and the peer's GRO merges it), where a pad per datagram
+// made the kernel handle every datagram alone and halved one TCP flow's
+// goodput; runs of 8 keep most of that, while a bulk flow's lengths still
+// spread evenly (a run is a few datagrams, not a batch of 64).
+const padRunLen = 8
+
+// padRun is a socket's current run of data datagrams sharing a pad.
+type padRun struct {
+	ln   *lane
+	n    int // unpadded wire length
+	pad  uint16
+	left int // datagrams the run may still take
+}
+
+// padFor returns the Pad for a data (parity: !data) datagram of wire
+// length n (unpadded) to top's peer on conn c, and writes the junk after
+// the symbol into buf (buf[end:end+Pad-2]). 0: unpadded. Data datagrams
+// share pads in runs (padRunLen); parity draws its own, so it is not its
+// group's longest datagram + 2.
+func (s *Shard) padFor(top *lane, c int, data bool, buf []byte, end, n int) uint16 {
 	if s.cfg.Padding.Mode == PadOff || !top.padded() {
 		return 0
 	}
-	return s.padFrame(buf, end, n)
+	if !data {
+		return s.padFrame(buf, end, n, 0)
+	}
+	r := &s.padRuns[c]
+	if r.left > 0 && r.ln == top && r.n == n {
+		r.left--
+		return s.padFrame(buf, end, n, r.pad)
+	}
+	pad := s.padFrame(buf, end, n, 0)
+	*r = padRun{ln: top, n: n, pad: pad, left: padRunLen - 1}
+	return pad
 }
 
-// padFrame draws the Pad for a datagram of wire length n and writes its
-// junk into buf[end:end+Pad-2]; 0 if buf has no room.
-func (s *Shard) padFrame(buf []byte, end, n int) uint16 {
-	pad := s.cfg.Padding.pad(uint32(s.padRand.Uint64()), n)
+// padFrame draws the Pad for a datagram of wire length n (or takes pad,
+// if not 0) and writes its junk into buf[end:end+Pad-2]; 0 if buf has no
+// room.
+func (s *Shard) padFrame(buf []byte, end, n int, pad uint16) uint16 {
+	if pad == 0 {
+		pad = uint16(s.cfg.Padding.pad(uint32(s.padRand.Uint64()), n))
+	}
 	// The buffer bounds the pad (never reached with the MTU's budget).
-	if room := cap(buf) - end - crypto.TagLen; pad > room {
+	if room := cap(buf) - end - crypto.TagLen; int(pad) > room {
 		if room < crypto.MinPad {
 			return 0
 		}
-		pad = room
+		pad = uint16(room)
 	}
-	s.padRand.Read(buf[end : end+pad-2])
-	return uint16(pad)
+	s.padRand.Read(buf[end : end+int(pad)-2])
+	return pad
 }
 
 // pad is the pad draw gives a datagram of wire length n (0 with PadOff).

@@ -8,19 +8,19 @@ import (
 	"github.com/yip-router/yip-router/fec"
 )
 
-// padDgram is one datagram a padRun sent, as its receiver deframed it.
+// padDgram is one datagram padTraffic sent, as its receiver deframed it.
 type padDgram struct {
 	n    int // wire length
 	kind crypto.Kind
 	pad  int
 }
 
-// padRun sends rounds batches of bulk (1300-byte) and small (60-byte)
+// padTraffic sends rounds batches of bulk (1300-byte) and small (60-byte)
 // packets from a to b under mode, with b announcing features (in this
 // session's hello if heard, else only carried over from an earlier
 // session), and returns a's datagrams as b's lane deframes them; every
 // packet must reach b's TUN intact.
-func padRun(t *testing.T, mode PadMode, features uint8, heard bool, rounds int) []padDgram {
+func padTraffic(t *testing.T, mode PadMode, features uint8, heard bool, rounds int) []padDgram {
 	t.Helper()
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	connect(t, a, b, fec.EncoderConfig{K: 8, R: 2})
@@ -64,7 +64,7 @@ func padRun(t *testing.T, mode PadMode, features uint8, heard bool, rounds int) 
 	return out
 }
 
-// padMaxWire is the padRun shards' Padding.MaxWire: a 1400-byte TUN MTU.
+// padMaxWire is the padTraffic shards' Padding.MaxWire: a 1400-byte TUN MTU.
 const padMaxWire = 1400 + crypto.DataOverhead + 2 + crypto.PadHeadroom
 
 // Without padding, or to a peer that does not read it, a data datagram is
@@ -76,7 +76,7 @@ func TestPaddingOffOrUnannounced(t *testing.T) {
 		heard bool
 	}{{PadOff, Features, true}, {PadLight, Features &^ FeatureFramePad, true}, {PadFull, 0, true}} {
 		hist := map[int]int{}
-		for _, d := range padRun(t, c.mode, c.feat, c.heard, 300) {
+		for _, d := range padTraffic(t, c.mode, c.feat, c.heard, 300) {
 			if d.pad != 0 {
 				t.Fatalf("%v, features %#x: a padded datagram %+v", c.mode, c.feat, d)
 			}
@@ -97,7 +97,7 @@ func TestPaddingOffOrUnannounced(t *testing.T) {
 func TestPaddingSpreadsLengths(t *testing.T) {
 	bulk := 1300 + crypto.DataOverhead
 	for _, mode := range []PadMode{PadLight, PadFull} {
-		ds := padRun(t, mode, Features, true, 1000)
+		ds := padTraffic(t, mode, Features, true, 1000)
 		hist := map[int]int{}
 		nBulk, parity, sameAsData, small, spread := 0, 0, 0, 0, 0
 		lastDataPad := -1
@@ -276,5 +276,49 @@ func TestControlFramesPaddedOnlyAfterHello(t *testing.T) {
 	sa.control(la, []byte{ctlKeepalive, Features, 0, 0}) // b's hello
 	if lens := send(); len(lens) < 25 {
 		t.Fatalf("heard: keepalives took %d lengths", len(lens))
+	}
+}
+
+// Data datagrams of one length to one lane in one socket batch share a
+// pad in runs of padRunLen, so UDP GSO can still send them as one
+// superpacket; a datagram of another length starts a new run, and so does
+// the next batch.
+func TestPaddingRuns(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 32, R: 0})
+	sa, sb := a.shards[0], b.shards[0]
+	sa.cfg.Padding = Padding{Mode: PadLight, MaxWire: padMaxWire}
+	sa.lanes[addrB].peerFeatures = Features
+	pads := func() []int {
+		sa.flushAll()
+		var out []int
+		for _, d := range a.sent[0] {
+			h, _, err := sb.lanes[addrA].rxf.Deframe(bytes.Clone(d.data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, int(h.Pad))
+		}
+		a.sent[0] = nil
+		return out
+	}
+	distinct := map[int]bool{}
+	for round := range 200 {
+		for i := range 2 * padRunLen {
+			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1300, round*100+i))
+		}
+		p := pads()
+		if len(p) != 2*padRunLen {
+			t.Fatalf("%d datagrams", len(p))
+		}
+		for i := 1; i < padRunLen; i++ {
+			if p[i] != p[0] || p[padRunLen+i] != p[padRunLen] {
+				t.Fatalf("pads within runs of %d differ: %v", padRunLen, p)
+			}
+		}
+		distinct[p[0]], distinct[p[padRunLen]] = true, true
+	}
+	if len(distinct) != crypto.PadHeadroom-crypto.MinPad+1 {
+		t.Fatalf("runs took %d pads", len(distinct))
 	}
 }

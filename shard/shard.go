@@ -120,6 +120,7 @@ type Shard struct {
 	txPkts  [][]*ring.Packet // per conn: buffers to return after sending
 	txN     []int            // per conn: queued datagrams
 	padRand *rand.ChaCha8    // junk for padded datagrams
+	padRuns []padRun         // per conn: data datagrams sharing a pad (padding.go)
 	handoff [][]*ring.Packet // per destination shard
 	popBuf  []*ring.Packet
 	retOut  [][]*ring.Packet // per owner shard: buffers to give back
@@ -176,6 +177,7 @@ func New(cfg Config) (*Shard, error) {
 		s.tx = append(s.tx, udp.NewBatch(cfg.Batch))
 		s.txPkts = append(s.txPkts, make([]*ring.Packet, cfg.Batch))
 		s.txN = append(s.txN, 0)
+		s.padRuns = append(s.padRuns, padRun{})
 	}
 	// Receive buffers are the shard's own, not the pool's: ingress works
 	// on them in place and copies only what it hands to another shard.
