@@ -13,7 +13,10 @@ import (
 // capture of the underlay can be labelled datagram by datagram (kind, FEC
 // fields, padding) by anyone holding the log — tests measure what a
 // length or timing classifier sees that way. The AEAD keys are never
-// written: the log labels a capture but cannot decrypt it.
+// written: the log labels a capture but cannot decrypt it. It is still a
+// weapon: with a lane's tag and header keys anyone can forge datagrams
+// that pass the tag (parity carries no AEAD of its own), disturbing that
+// lane's FEC window until the next rekey. Lab and test machines only.
 //
 //	yip-keylog 1 <peer public key> <lane> <send tag> <send hp> <recv tag> <recv hp>
 //

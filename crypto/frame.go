@@ -15,8 +15,9 @@ import (
 //
 // The second form is a padded datagram (bit 2 of byte 0): Pad bytes of
 // random junk and its own length stretch it, so its length tells less
-// about what it carries. Routers before padding refuse bit 2, so a sender
-// pads only for a peer that announced it reads padding.
+// about what it carries. A router before padding does not unmask the Pad
+// field, so the tag fails there and the datagram is lost: a sender pads
+// only for a peer that announced it reads padding.
 //
 // header (before masking):
 //
@@ -34,8 +35,9 @@ import (
 // AEAD counter at the start of a data symbol, and the length prefixes and
 // counters that RS parity (being linear) carries into parity symbols. A
 // padded datagram's Pad field, the one other structured field, is masked
-// the same way by a third SipHash block of the tag (after the first mask
-// on the way in, before it on the way out, so the two may overlap).
+// the same way by a third SipHash block of the tag. Both masks are XORs
+// that do not depend on the bytes they cover, so they may overlap; only
+// the padded bit must be read after the first mask is removed.
 const (
 	HeaderLen = 8
 	TagLen    = 8
@@ -150,9 +152,11 @@ func (f *Framer) Frame(buf []byte, h Header, symLen int) []byte {
 }
 
 // Deframe verifies the tag of dgram and, only if it matches, unmasks the
-// header in place and returns it with the symbol (aliasing dgram). On any
-// error dgram is left exactly as it was, so the caller may try another key
-// (e.g. the previous session's during a rekey).
+// header in place and returns it with the symbol (aliasing dgram) and the
+// padding stripped. On ErrTag and ErrShort dgram is left exactly as it
+// was, so the caller may try another key (e.g. the previous session's
+// during a rekey); ErrHeader (an authenticated datagram with an invalid
+// kind or Pad: a broken peer) leaves it unmasked.
 func (f *Framer) Deframe(dgram []byte) (Header, []byte, error) {
 	if len(dgram) < FrameOverhead+1 {
 		return Header{}, nil, ErrShort
