@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/yip-router/yip-router/internal/dashboard"
 )
 
@@ -23,7 +21,8 @@ const (
 	alertsPath    = "../deploy/prometheus/alerts.yml"
 )
 
-// exported collects the collector over a Status with every figure present.
+// exported gathers what /metrics serves over a Status with every figure
+// present.
 func exported(t *testing.T) dashboard.Exported {
 	t.Helper()
 	src := &fakeStatus{Status{
@@ -32,9 +31,7 @@ func exported(t *testing.T) dashboard.Exported {
 		Offloads: map[string]string{"tso": "on", "uso": "on", "gro": "on", "udp-gso": "on", "udp-gro": "off: DisableOffload"},
 		Peers:    []PeerStatus{{PublicKey: peerKey, LastHandshake: time.Now()}},
 	}}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(src))
-	mfs, err := reg.Gather()
+	mfs, err := newScrapeGatherer(src, false).Gather()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.uber.org/zap"
 
@@ -42,10 +41,11 @@ type collector struct {
 	shard map[string]shardMetric // by shard counter name ("udp_in")
 	descs []*prometheus.Desc
 
-	info, uptime, shards, handshakes                   *prometheus.Desc
-	peerRxBytes, peerTxBytes, peerRxPkts, peerTxPkts   *prometheus.Desc
-	peerRecovered, peerLost, peerLastHS, peerHS, lanes *prometheus.Desc
-	offload, kernelDrops                               *prometheus.Desc
+	// st is the scrape's Status (scrapeGatherer sets it around Gather).
+	st *Status
+
+	info, uptime, shards, handshakes *prometheus.Desc
+	offload, kernelDrops             *prometheus.Desc
 }
 
 // shardFamily maps a shard counter to a metric family: counters that are
@@ -125,15 +125,6 @@ func newCollector(src statusSource) *collector {
 	c.uptime = d("yip_router_uptime_seconds", "Seconds since the router started.")
 	c.shards = d("yip_router_shards", "Number of data-plane shards.")
 	c.handshakes = d("yip_handshakes_total", "Handshake events: initiated (initiations sent), completed (responses accepted), answered (initiations answered), cookie_demanded (cookie replies sent: under load, or the source prefix is over its limit for initiations without a cookie), refused (initiations rejected: unknown key, bad MAC, replayed timestamp; and responses that do not authenticate), rate_limited (initiations with a valid cookie over the per-source limit, or responses over the per-initiation limit, dropped before any DH). cookie_capped (initiations from no peer's known address left unanswered over the cap of cookie replies per second).", "event")
-	c.peerRxBytes = d("yip_peer_rx_bytes_total", "Underlay bytes received from the peer in its current session (resets with a new session).", "peer")
-	c.peerTxBytes = d("yip_peer_tx_bytes_total", "Underlay bytes sent to the peer in its current session (resets with a new session).", "peer")
-	c.peerRxPkts = d("yip_peer_rx_packets_total", "Datagrams received from the peer in its current session.", "peer")
-	c.peerTxPkts = d("yip_peer_tx_packets_total", "Datagrams sent to the peer in its current session.", "peer")
-	c.peerRecovered = d("yip_peer_fec_recovered_total", "Packets from the peer recovered by FEC in its current session.", "peer")
-	c.peerLost = d("yip_peer_fec_unrecovered_total", "Packets from the peer that FEC could not recover in its current session.", "peer")
-	c.peerLastHS = d("yip_peer_last_handshake_seconds", "Unix time of the peer's latest completed handshake; 0 = never.", "peer")
-	c.peerHS = d("yip_peer_handshakes_total", "Handshakes completed with the peer.", "peer")
-	c.lanes = d("yip_peer_lanes", "Lanes of the peer's current session (0 = no session).", "peer")
 	c.offload = d("yip_offload_enabled", "1 if the offload is on: tso, uso (TUN superpackets read), gro (superpackets written to the TUN), udp-gso, udp-gro (underlay batching).", "offload")
 	c.kernelDrops = d("yip_kernel_drops_total", "Drops the kernel counts outside the shards: tun_tx (the TUN queue overflowed before a shard read it), tun_rx (the TUN device refused a write), socket (a shard socket's receive buffer was full).", "where")
 	return c
@@ -146,9 +137,14 @@ func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-// Collect implements prometheus.Collector: one Status per scrape.
+// Collect implements prometheus.Collector: the scrape's Status (per-peer
+// families are scrapeGatherer's).
 func (c *collector) Collect(ch chan<- prometheus.Metric) {
-	st := c.src.Status()
+	st := c.st
+	if st == nil {
+		s := c.src.Status()
+		st = &s
+	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
@@ -192,34 +188,13 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-	for _, p := range st.Peers {
-		k := p.PublicKey
-		counter(c.peerRxBytes, p.RxBytes, k)
-		counter(c.peerTxBytes, p.TxBytes, k)
-		counter(c.peerRxPkts, p.RxPackets, k)
-		counter(c.peerTxPkts, p.TxPackets, k)
-		counter(c.peerRecovered, p.FECRecovered, k)
-		counter(c.peerLost, p.FECLost, k)
-		counter(c.peerHS, p.Handshakes, k)
-		last := 0.0
-		if !p.LastHandshake.IsZero() {
-			last = float64(p.LastHandshake.UnixNano()) / 1e9
-		}
-		gauge(c.peerLastHS, last, k)
-		gauge(c.lanes, float64(len(p.Lanes)), k)
-	}
 }
 
 // metricsHandler serves src's metrics, plus the Go runtime's and the
 // process's when runtime is set.
 func metricsHandler(src statusSource, runtime bool) http.Handler {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(newCollector(src))
-	if runtime {
-		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
+	mux.Handle("/metrics", promhttp.HandlerFor(newScrapeGatherer(src, runtime), promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("/", func(w http.ResponseWriter, req *http.Request) {
 		if req.URL.Path != "/" {
 			http.NotFound(w, req)
