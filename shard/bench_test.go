@@ -23,23 +23,7 @@ const benchFEC = 16 // K; R = 2 in the benchmarks (12.5%)
 func BenchmarkEgress(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(fmt.Sprintf("%d", n), func(b *testing.B) {
-			a, bb := newSide(b, 1, routesA), newSide(b, 1, routesB)
-			connect(b, a, bb, fec.EncoderConfig{K: benchFEC, R: 2})
-			s := a.shards[0]
-			s.sendHook = func(int, *udp.Batch, int) {}
-			pkt := ipPacket("10.1.0.5", "10.2.0.9", n, 1)
-			b.SetBytes(int64(n))
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				p := s.pool.Get()
-				p.N = copy(p.Buf[headroom:], pkt)
-				s.egress(p)
-				if i++; i%DefaultBatch == 0 {
-					s.flushAll()
-				}
-			}
-			s.flushAll()
+			benchEgress(b, n, PadOff)
 			reportGbps(b, n)
 		})
 	}
@@ -50,29 +34,33 @@ func BenchmarkEgress(b *testing.B) {
 func BenchmarkEgressPadding(b *testing.B) {
 	for _, mode := range []PadMode{PadOff, PadLight, PadFull} {
 		for _, n := range []int{64, 1400} {
-			b.Run(fmt.Sprintf("%v/%d", mode, n), func(b *testing.B) {
-				a, bb := newSide(b, 1, routesA), newSide(b, 1, routesB)
-				connect(b, a, bb, fec.EncoderConfig{K: benchFEC, R: 2})
-				s := a.shards[0]
-				s.cfg.Padding = Padding{Mode: mode, MaxWire: 1410 + crypto.DataOverhead + 2}
-				s.lanes[addrB].peerFeatures, s.lanes[addrB].heardPeer = Features, true
-				s.sendHook = func(int, *udp.Batch, int) {}
-				pkt := ipPacket("10.1.0.5", "10.2.0.9", n, 1)
-				b.SetBytes(int64(n))
-				b.ReportAllocs()
-				i := 0
-				for b.Loop() {
-					p := s.pool.Get()
-					p.N = copy(p.Buf[headroom:], pkt)
-					s.egress(p)
-					if i++; i%DefaultBatch == 0 {
-						s.flushAll()
-					}
-				}
-				s.flushAll()
-			})
+			b.Run(fmt.Sprintf("%v/%d", mode, n), func(b *testing.B) { benchEgress(b, n, mode) })
 		}
 	}
+}
+
+// benchEgress runs n-byte packets through one shard's egress, padded by
+// mode to a peer that reads padding.
+func benchEgress(b *testing.B, n int, mode PadMode) {
+	a, bb := newSide(b, 1, routesA), newSide(b, 1, routesB)
+	connect(b, a, bb, fec.EncoderConfig{K: benchFEC, R: 2})
+	s := a.shards[0]
+	s.cfg.Padding = Padding{Mode: mode, MaxWire: 1410 + crypto.DataOverhead + 2}
+	s.lanes[addrB].peerFeatures, s.lanes[addrB].heardPeer = Features, true
+	s.sendHook = func(int, *udp.Batch, int) {}
+	pkt := ipPacket("10.1.0.5", "10.2.0.9", n, 1)
+	b.SetBytes(int64(n))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		p := s.pool.Get()
+		p.N = copy(p.Buf[headroom:], pkt)
+		s.egress(p)
+		if i++; i%DefaultBatch == 0 {
+			s.flushAll()
+		}
+	}
+	s.flushAll()
 }
 
 func reportGbps(b *testing.B, n int) {
