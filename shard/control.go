@@ -291,7 +291,8 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 			want = max(want, n)
 			want += s.cfg.Padding.pad(uint32(s.padRand.Uint64()), want+crypto.DataOverhead)
 		}
-		if want > n {
+		// Whatever the sample holds, the frame fits the buffer.
+		if want = min(want, MaxInner); want > n {
 			clear(p.Buf[headroom+n : headroom+want])
 			n = want
 		}
@@ -341,6 +342,12 @@ const sizeEvery = 8
 // padLen: every packet until the ring is full, then one in sizeEvery at
 // random. On the data path: a few shifts, no allocation.
 func (ln *lane) noteSize(n int) {
+	// From the network: a peer (or FEC) may send symbols shorter than a
+	// sealed packet; they say nothing about data lengths.
+	n = min(n, MaxInner)
+	if n <= 0 {
+		return
+	}
 	if ln.sizeN >= uint32(len(ln.sizes)) {
 		x := ln.sizeRand
 		x ^= x << 13

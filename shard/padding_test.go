@@ -322,3 +322,19 @@ func TestPaddingRuns(t *testing.T) {
 		t.Fatalf("runs took %d pads", len(distinct))
 	}
 }
+
+// Lengths from the network are bounded before they set a control frame's:
+// a symbol shorter than a sealed packet is not sampled, and none beyond
+// MaxInner.
+func TestNoteSizeBounds(t *testing.T) {
+	ln := &lane{sizeRand: 1}
+	ln.noteSize(-20)
+	ln.noteSize(0)
+	if ln.sizeN != 0 {
+		t.Fatalf("non-positive lengths sampled: %d", ln.sizeN)
+	}
+	ln.noteSize(1 << 20)
+	if ln.sizeN != 1 || ln.sizes[0] != MaxInner || ln.padLen() != MaxInner {
+		t.Fatalf("a huge length sampled as %d (padLen %d)", ln.sizes[0], ln.padLen())
+	}
+}
