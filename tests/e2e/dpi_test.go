@@ -52,7 +52,7 @@ func TestDPIGate(t *testing.T) {
 	if res, err := l.TCPTransfer(lab.A, l.Inner4[lab.B], 8<<20, 2); err != nil || !res.Match {
 		t.Fatalf("transfer: %+v %v", res, err)
 	}
-	time.Sleep(16 * time.Second) // keepalives, loss reports and rekeys only
+	time.Sleep(20 * time.Second) // keepalives, loss reports and rekeys only
 	pkts := c.stop()
 	if len(pkts) < 1000 {
 		t.Fatalf("captured only %d packets", len(pkts))

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"strings"
@@ -190,51 +191,68 @@ func lengthShares(t *testing.T, ds []wireDgram) []string {
 // classes' recalls) that the best rule on the datagram length alone
 // reaches at telling control and handshake datagrams from data and
 // parity, judged as a classifier trained on traffic would be: the
-// datagrams are split in two halves (alternate ones); on one half each
-// rule is fitted and the rule to use is chosen (by a two-fold split of
+// datagrams are split in two halves (at random, each class evenly); on one
+// half each rule is fitted and the rule to use is chosen (by a two-fold split of
 // that half), then refitted on the whole half and judged on the other
 // half; and the same the other way round. Fitted and judged on the same
 // few dozen control datagrams, or picked as the best of many rules by
 // how they did on the judging half, a rule finds chance patterns. The
 // rules: a length threshold (either way round), and histograms of bin
 // width 1..256 bytes labelled by likelihood ratio. It returns the mean
-// over the two halves and the rules chosen.
+// over both halves of splitRounds splits, and how often each rule was
+// chosen.
 func bestLengthClassifier(ds []wireDgram) (float64, string) {
-	halves := split(ds)
-	for _, h := range halves {
-		if p, n := classCounts(h); p == 0 || n == 0 {
-			return 0.5, "one class is empty"
-		}
-	}
+	// Over splitRounds random splits (each class dealt evenly into the
+	// halves), so that one split's luck does not decide.
 	var ba float64
-	var chosen []string
-	for f := range 2 {
-		train, test := halves[1-f], halves[f]
-		inner := split(train)
-		best, bestRule := -1.0, lengthRules[0]
-		for _, r := range lengthRules {
-			if p0, _ := classCounts(inner[0]); p0 == 0 {
-				break
-			}
-			if p1, _ := classCounts(inner[1]); p1 == 0 {
-				break
-			}
-			cv := (balancedAccuracy(inner[1], r.fit(inner[0])) + balancedAccuracy(inner[0], r.fit(inner[1]))) / 2
-			if cv > best {
-				best, bestRule = cv, r
+	chosen := map[string]int{}
+	for round := range splitRounds {
+		rng := rand.New(rand.NewPCG(uint64(round), 1))
+		shuffled := slices.Clone(ds)
+		rng.Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+		halves := split(shuffled)
+		for _, h := range halves {
+			if p, n := classCounts(h); p == 0 || n == 0 {
+				return 0.5, "one class is empty"
 			}
 		}
-		ba += balancedAccuracy(test, bestRule.fit(train))
-		chosen = append(chosen, bestRule.name)
+		for f := range 2 {
+			train, test := halves[1-f], halves[f]
+			inner := split(train)
+			best, bestRule := -1.0, lengthRules[0]
+			for _, r := range lengthRules {
+				cv := (balancedAccuracy(inner[1], r.fit(inner[0])) + balancedAccuracy(inner[0], r.fit(inner[1]))) / 2
+				if cv > best {
+					best, bestRule = cv, r
+				}
+			}
+			ba += balancedAccuracy(test, bestRule.fit(train))
+			chosen[bestRule.name]++
+		}
 	}
-	return ba / 2, strings.Join(chosen, " / ")
+	var names []string
+	for n, k := range chosen {
+		names = append(names, fmt.Sprintf("%s ×%d", n, k))
+	}
+	slices.Sort(names)
+	return ba / (2 * splitRounds), strings.Join(names, ", ")
 }
 
-// split deals ds into two halves, alternately.
+// splitRounds is how many random splits bestLengthClassifier averages.
+const splitRounds = 8
+
+// split deals ds into two halves, each class alternately, so both halves
+// hold as many control datagrams as each other.
 func split(ds []wireDgram) [2][]wireDgram {
 	var h [2][]wireDgram
-	for i, d := range ds {
-		h[i%2] = append(h[i%2], d)
+	var k [2]int
+	for _, d := range ds {
+		c := 0
+		if isControl(d) {
+			c = 1
+		}
+		h[k[c]%2] = append(h[k[c]%2], d)
+		k[c]++
 	}
 	return h
 }
