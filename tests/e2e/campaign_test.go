@@ -218,9 +218,15 @@ func (c *campaign) phase(name string, attack func(stop *atomic.Bool) uint64,
 	t, cfg := c.t, c.cfg
 	pr := phaseResult{name: name, rssBefore: c.rss(), gorBefore: c.goroutines()}
 	// A's counters before B's, and B's after A's at the end: what is in
-	// flight at either edge is counted by A and not by B.
+	// flight at either edge is counted by A and not by B. At the start
+	// nothing may be in flight: the previous phase (or the baseline) may
+	// have just ended a TCP transfer whose last megabytes still sit in
+	// B's socket buffer, so the stream pauses until they drained.
+	c.stream.paused.Store(true)
+	time.Sleep(300 * time.Millisecond)
 	pr.aBefore = c.counters(lab.A)
 	before := c.counters(lab.B)
+	c.stream.paused.Store(false)
 	preStart := time.Now()
 	time.Sleep(cfg.pre)
 	var stop atomic.Bool
