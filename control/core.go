@@ -54,6 +54,10 @@ type Deps struct {
 	FEC fec.Mode
 	// KeyLog, if set, receives every lane's framing keys (keylog.go).
 	KeyLog io.Writer
+	// Steered: the listen group steers by lane remote (udp.Steering),
+	// so a responder's lane i stays on shard i wherever the initiation
+	// arrived; the map sends the lane's datagrams there.
+	Steered bool
 }
 
 // Core is the control plane's state and decisions. Its methods are safe for
@@ -69,6 +73,7 @@ type Core struct {
 	rekeyAfter time.Duration
 	shards     int
 	keyLog     io.Writer // under mu
+	steered    bool
 
 	// known holds every peer's endpoint address (configured or learnt
 	// from a completed handshake), read lock-free by the cookie path;
@@ -172,7 +177,7 @@ func New(d Deps) *Core {
 		byEndpoint: map[netip.AddrPort][]*crypto.Initiation{},
 		knownRefs:  map[netip.Addr]int{},
 		limit:      newLimiter(), proven: newLimiter(),
-		keyLog: d.KeyLog,
+		keyLog: d.KeyLog, steered: d.Steered,
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()

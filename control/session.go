@@ -17,10 +17,12 @@ import (
 // install gives the session's lanes to the shards, and every other shard
 // learns each lane's owner and receive keys. As initiator (arrived < 0)
 // lane i goes to shard i, which owns the lane socket its datagrams come
-// back to. As responder lane i goes where it was before a rekey (p.place),
-// and lane fromLane (the one whose socket sent the initiation; -1: none
-// this session runs) to the shard the initiation arrived on (arrived):
-// its datagrams come from the same socket through the same NAT mapping.
+// back to. As responder lane i goes where it was before a rekey (p.place).
+// Where the group steers by source port, lane fromLane (the one whose
+// socket sent the initiation; -1: none this session runs) goes to the
+// shard the initiation arrived on (arrived): its datagrams come from the
+// same socket through the same NAT mapping. Steered by lane remote, the
+// map sends them to wherever the lane is.
 // Caller holds c.mu.
 func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP netip.Addr, arrived, fromLane int, now time.Time) {
 	lanes := min(c.shards, sess.Remote.Lanes())
@@ -39,7 +41,7 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 			p.place[i] = i
 		}
 	}
-	if !initiator && fromLane >= 0 && arrived != p.place[fromLane] {
+	if !initiator && !c.steered && fromLane >= 0 && arrived != p.place[fromLane] {
 		// The sending lane goes where its datagrams arrive; the lane
 		// there, if any, takes its old shard.
 		for i, o := range p.place {

@@ -2,6 +2,7 @@ package control
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -328,10 +329,18 @@ func TestKeepaliveStartsSessionsTrafficOrNot(t *testing.T) {
 // Lanes: min of both sides' shards; the initiator owns lane i on shard i
 // and confirms the keys at once; the responder holds its first send until
 // the initiator's first datagram, puts the lane whose socket sent the
-// initiation on the shard it arrived on, and every shard learns every
+// initiation on the shard it arrived on (steered by port) or keeps lane i
+// on shard i (steered by lane remote), and every shard learns every
 // lane's owner.
 func TestInstallPlacesLanes(t *testing.T) {
+	for _, steered := range []bool{false, true} {
+		t.Run(fmt.Sprintf("steered=%v", steered), func(t *testing.T) { installPlacesLanes(t, steered) })
+	}
+}
+
+func installPlacesLanes(t *testing.T, steered bool) {
 	ini, resp := memPairShards(t, "198.51.100.7:40000", 4, 3)
+	resp.steered = steered
 	var from int
 	for {
 		ini.kick(t)
@@ -370,8 +379,13 @@ func TestInstallPlacesLanes(t *testing.T) {
 			}
 		}
 	}
-	if o := resp.plane.owner[laneAt{rp, from}]; o != 2 {
+	if o := resp.plane.owner[laneAt{rp, from}]; !steered && o != 2 {
 		t.Fatalf("the sending lane %d is on shard %d, its initiation arrived on 2", from, o)
+	}
+	for i := range 3 {
+		if o := resp.plane.owner[laneAt{rp, i}]; steered && o != i {
+			t.Fatalf("steered by lane remote, lane %d is on shard %d", i, o)
+		}
 	}
 	seen := map[int]bool{}
 	for i := range 3 {

@@ -27,7 +27,7 @@ func newTestRouter(t testing.TB) *Router {
 	if r.group, err = udp.ListenGroup(netip.AddrPortFrom(lo, 0), 1); err != nil {
 		t.Fatal(err)
 	}
-	lc, err := udp.ListenLane(lo, 0, randIntn)
+	lc, err := udp.ListenLane(lo)
 	if err != nil {
 		t.Fatal(err)
 	}

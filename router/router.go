@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	mrand "math/rand/v2"
 	"net/netip"
 	"os"
 	"slices"
@@ -50,10 +49,14 @@ type Router struct {
 	cpus     []int
 	group    []*udp.Conn
 	laneSk   []*udp.Conn
-	mesh     *shard.Mesh
-	shards   []*shard.Shard
-	table    atomic.Pointer[shard.Table]
-	started  atomic.Int64 // Start's time (Unix ns): Status may run before Start
+	// steer is the group's lane map (nil: the kernel refused eBPF and
+	// the group steers by source port); steerMode says which, for show.
+	steer     *udp.Steering
+	steerMode string
+	mesh      *shard.Mesh
+	shards    []*shard.Shard
+	table     atomic.Pointer[shard.Table]
+	started   atomic.Int64 // Start's time (Unix ns): Status may run before Start
 	// offDisabled is the config's DisableOffload at start (a reload
 	// cannot change offloads).
 	offDisabled config.OffloadSet
@@ -131,12 +134,12 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	if !bind.IsValid() {
 		bind = netip.IPv6Unspecified()
 	}
-	r.group, err = udp.ListenGroup(netip.AddrPortFrom(bind, cfg.Interface.ListenPort), nsh)
+	r.group, err = r.listen(netip.AddrPortFrom(bind, cfg.Interface.ListenPort), nsh)
 	if udp.NoIPv6(err) && bind == netip.IPv6Unspecified() {
 		// A kernel without IPv6 (ipv6.disable=1): IPv4 only.
 		r.log.Warn("no IPv6 in this kernel: listening on IPv4 only")
 		bind = netip.IPv4Unspecified()
-		r.group, err = udp.ListenGroup(netip.AddrPortFrom(bind, cfg.Interface.ListenPort), nsh)
+		r.group, err = r.listen(netip.AddrPortFrom(bind, cfg.Interface.ListenPort), nsh)
 	}
 	if err != nil {
 		return nil, err
@@ -160,8 +163,8 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 			"which a peer that has this router as its Endpoint cannot know: set ListenPort if one does",
 			zap.Uint16("port", r.group[0].LocalAddr().Port()))
 	}
-	for i := range nsh {
-		c, err := udp.ListenLane(bind, i, randIntn)
+	for range nsh {
+		c, err := udp.ListenLane(bind)
 		if err != nil {
 			return nil, err
 		}
@@ -174,7 +177,8 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	r.core = control.New(control.Deps{Local: r.local, Plane: plane{r}, Log: r.log,
-		RekeyAfter: opts.RekeyAfter, FEC: cfg.Interface.FEC, KeyLog: keyLogWriter(r.keyLog)})
+		RekeyAfter: opts.RekeyAfter, FEC: cfg.Interface.FEC, KeyLog: keyLogWriter(r.keyLog),
+		Steered: r.steer != nil})
 	c := r.core
 	for i := range nsh {
 		s, err := shard.New(shard.Config{
@@ -196,6 +200,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,
 			CoalesceUDP: r.dev.Offloads.USO && !off.GRO,
 			Padding:     shardPadding(cfg.Interface),
+			Steer:       r.steerer(),
 		})
 		if err != nil {
 			return nil, err
@@ -215,9 +220,6 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	ok = true
 	return r, nil
 }
-
-// randIntn is for the lane ports' choice, which needs spread, not secrecy.
-func randIntn(n int) int { return mrand.IntN(n) }
 
 // Start runs the shards and the timers.
 func (r *Router) Start() {
@@ -295,6 +297,9 @@ func (r *Router) closeResources() {
 	}
 	if r.keyLog != nil {
 		r.keyLog.Close()
+	}
+	if r.steer != nil {
+		r.steer.Close()
 	}
 }
 

@@ -102,7 +102,10 @@ type lane struct {
 	// shard (place.go); silentAt when it was last reported silent
 	// (control.go).
 	misplacedAt, silentAt time.Time
-	movedAt               time.Time // last Config.Moved report (roam.go)
+	// steered: the listen group's map sends this lane's remote to its
+	// socket (steer.go), so datagrams arriving elsewhere need no move.
+	steered bool
+	movedAt time.Time // last Config.Moved report (roam.go)
 	// reported is the remote the router last heard of (install or
 	// Moved); movePending: a move waits for the report rate limit.
 	reported    netip.AddrPort
@@ -267,8 +270,10 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	}
 	s.own(ln, top)
 	if old := top; old != nil {
-		if s.lanes[top.cfg.Remote] == top {
-			delete(s.lanes, top.cfg.Remote)
+		// Same address: the new lane takes the entry below, without a
+		// moment unsteered.
+		if s.lanes[top.cfg.Remote] == top && top.cfg.Remote != cfg.Remote {
+			s.unbindRemote(top.cfg.Remote)
 		}
 		ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = top.txPackets, top.txBytes, top.rxPackets, top.rxBytes
 		ln.moves = top.moves
@@ -319,7 +324,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	// otherwise it is found by trial (roam.go) until a datagram under its
 	// keys proves the address.
 	if cur := s.lanes[cfg.Remote]; cur == nil || cur.cfg.Peer == cfg.Peer {
-		s.lanes[cfg.Remote] = ln
+		s.bindRemote(cfg.Remote, ln)
 		delete(s.foreign, cfg.Remote)
 	}
 	s.releaseWaiting(cfg.Peer)
@@ -345,7 +350,7 @@ func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.
 		pl.local[index] = nil // the lane moved away
 		s.updateMine(pl)
 		if s.lanes[ln.cfg.Remote] == ln {
-			delete(s.lanes, ln.cfg.Remote)
+			s.unbindRemote(ln.cfg.Remote)
 		}
 	}
 	if recv != nil {
@@ -369,7 +374,7 @@ func (s *Shard) RemovePeer(peer PeerID) {
 	}
 	for addr, ln := range s.lanes {
 		if ln.cfg.Peer == peer {
-			delete(s.lanes, addr)
+			s.unbindRemote(addr)
 		}
 	}
 	for addr, f := range s.foreign {
@@ -404,7 +409,7 @@ func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
 				s.foldLane(ln)
 				s.disown(ln)
 				if ln != nil && s.lanes[ln.cfg.Remote] == ln {
-					delete(s.lanes, ln.cfg.Remote)
+					s.unbindRemote(ln.cfg.Remote)
 				}
 			}
 			for addr, f := range s.foreign {

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"fmt"
-	"math/rand/v2"
 	"net/netip"
 	"runtime"
 	"sync"
@@ -37,7 +36,12 @@ func BenchmarkLevel2(b *testing.B) {
 }
 
 func level2(b *testing.B, n, size, count int) {
-	group, err := udp.ListenGroup(netip.MustParseAddrPort("127.0.0.1:0"), n)
+	st, err := udp.NewSteering(n, 64)
+	if err != nil {
+		b.Skipf("steering by lane remote: %v", err)
+	}
+	defer st.Close()
+	group, err := udp.ListenSteered(netip.MustParseAddrPort("127.0.0.1:0"), n, st)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,8 +51,8 @@ func level2(b *testing.B, n, size, count int) {
 		}
 	}()
 	var lanes []*udp.Conn
-	for i := range n {
-		c, err := udp.ListenLane(netip.MustParseAddr("127.0.0.1"), i, rand.IntN)
+	for range n {
+		c, err := udp.ListenLane(netip.MustParseAddr("127.0.0.1"))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -63,7 +67,7 @@ func level2(b *testing.B, n, size, count int) {
 	var shards []*Shard
 	var sets [][][]byte
 	for i := range n {
-		s, err := New(Config{ID: i, CPU: i, Conns: []*udp.Conn{group[i]}, Mesh: m, Table: &table})
+		s, err := New(Config{ID: i, CPU: i, Conns: []*udp.Conn{group[i]}, Mesh: m, Table: &table, Steer: st})
 		if err != nil {
 			b.Fatal(err)
 		}

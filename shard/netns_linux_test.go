@@ -3,7 +3,6 @@ package shard
 import (
 	"crypto/rand"
 	"fmt"
-	"math/big"
 	"net"
 	"net/netip"
 	"os"
@@ -35,16 +34,12 @@ type gw struct {
 	table  atomic.Pointer[Table]
 	shards []*Shard
 	mesh   *Mesh
-}
-
-func randIntn(n int) int {
-	v, _ := rand.Int(rand.Reader, big.NewInt(int64(n)))
-	return int(v.Int64())
+	steer  *udp.Steering // the responder's lane map
 }
 
 // setupGateway creates the TUN device and sockets inside ns. initiator
-// gateways use lane sockets (port low bits = lane); responders a steered
-// SO_REUSEPORT group on port 51820.
+// gateways use lane sockets (ports the kernel picks); responders an
+// SO_REUSEPORT group on port 51820 steered by lane remote.
 func setupGateway(t *testing.T, ns, underlay string, n int, initiator bool, inner4, inner6, route4, route6 string) *gw {
 	t.Helper()
 	g := &gw{ns: ns, errs: make(chan error, n)}
@@ -56,15 +51,18 @@ func setupGateway(t *testing.T, ns, underlay string, n int, initiator bool, inne
 		}
 		ip := netip.MustParseAddr(underlay)
 		if initiator {
-			for i := range n {
-				c, err := udp.ListenLane(ip, i, randIntn)
+			for range n {
+				c, err := udp.ListenLane(ip)
 				if err != nil {
 					return err
 				}
 				g.conns = append(g.conns, []*udp.Conn{c})
 			}
 		} else {
-			cs, err := udp.ListenGroup(netip.AddrPortFrom(ip, 51820), n)
+			if g.steer, err = udp.NewSteering(n, 64); err != nil {
+				return err
+			}
+			cs, err := udp.ListenSteered(netip.AddrPortFrom(ip, 51820), n, g.steer)
 			if err != nil {
 				return err
 			}
@@ -96,6 +94,9 @@ func setupGateway(t *testing.T, ns, underlay string, n int, initiator bool, inne
 	t.Cleanup(func() {
 		m.Close()
 		g.dev.Close()
+		if g.steer != nil {
+			g.steer.Close()
+		}
 		for _, cs := range g.conns {
 			for _, c := range cs {
 				c.Close()
@@ -109,7 +110,11 @@ func (g *gw) start(t *testing.T, routes []Route) {
 	t.Helper()
 	g.table.Store(NewTable(routes))
 	for i := range g.dev.Queues {
-		s, err := New(Config{ID: i, CPU: i % 2, TUN: g.dev.Queues[i], Conns: g.conns[i], Mesh: g.mesh, Table: &g.table})
+		cfg := Config{ID: i, CPU: i % 2, TUN: g.dev.Queues[i], Conns: g.conns[i], Mesh: g.mesh, Table: &g.table}
+		if g.steer != nil {
+			cfg.Steer = g.steer
+		}
+		s, err := New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -92,13 +92,24 @@ func (s *Shard) tryCandidates(data []byte, from netip.AddrPort) bool {
 	return false
 }
 
-// misplaced reports that ln's datagrams arrive on shard via.
+// misplaced reports that ln's datagrams arrive on shard via. Where the
+// listen group steers by lane remote, steering the lane's remote to its
+// socket again is the cure (the entry was refused or lost to a race) and
+// the lane stays; only a lane the map cannot hold is moved.
 func (s *Shard) misplaced(ln *lane, via int) {
-	if s.cfg.Misplaced == nil || (!ln.misplacedAt.IsZero() && s.now.Sub(ln.misplacedAt) < misplacedEvery) {
+	if !ln.misplacedAt.IsZero() && s.now.Sub(ln.misplacedAt) < misplacedEvery {
 		return
 	}
 	ln.misplacedAt = s.now
-	s.cfg.Misplaced(s.id, ln.cfg.Peer, ln.cfg.Index, via)
+	if s.cfg.Steer != nil && s.lanes[ln.cfg.Remote] == ln {
+		s.bindRemote(ln.cfg.Remote, ln)
+		if ln.steered {
+			return
+		}
+	}
+	if s.cfg.Misplaced != nil {
+		s.cfg.Misplaced(s.id, ln.cfg.Peer, ln.cfg.Index, via)
+	}
 }
 
 // MoveLane gives lane index of peer, which this shard owns, to shard to:
@@ -118,7 +129,7 @@ func (s *Shard) MoveLane(peer PeerID, index int, to *Shard) {
 	pl.owners[index] = to.id
 	s.updateMine(pl)
 	if s.lanes[ln.cfg.Remote] == ln {
-		delete(s.lanes, ln.cfg.Remote)
+		s.unbindRemote(ln.cfg.Remote)
 	}
 	s.foreign[ln.cfg.Remote] = foreignLane{owner: to.id, peer: peer}
 	s.setCandidate(pl, peer, index, &ln.cfg.Recv)
@@ -145,7 +156,7 @@ func (s *Shard) adoptLane(ln *lane, from int) {
 	s.own(ln, nil)
 	s.dropCandidate(pl, idx)
 	if cur := s.lanes[ln.cfg.Remote]; cur == nil || cur.cfg.Peer == ln.cfg.Peer {
-		s.lanes[ln.cfg.Remote] = ln
+		s.bindRemote(ln.cfg.Remote, ln)
 	}
 	delete(s.foreign, ln.cfg.Remote)
 	if d, ok := ln.enc.Deadline(); ok && (s.fecDue.IsZero() || d.Before(s.fecDue)) {

@@ -76,9 +76,9 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 // next proves itself.
 func (s *Shard) moveLane(ln *lane, to netip.AddrPort) {
 	if s.lanes[ln.cfg.Remote] == ln {
-		delete(s.lanes, ln.cfg.Remote)
+		s.unbindRemote(ln.cfg.Remote)
 	}
-	s.lanes[to] = ln
+	s.bindRemote(to, ln)
 	delete(s.foreign, to)
 	from := ln.cfg.Remote
 	if from == to {
@@ -165,10 +165,10 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 			continue
 		}
 		if s.lanes[ln.cfg.Remote] == ln {
-			delete(s.lanes, ln.cfg.Remote)
+			s.unbindRemote(ln.cfg.Remote)
 		}
 		if cur := s.lanes[next]; cur == nil || cur.cfg.Peer == peer {
-			s.lanes[next] = ln
+			s.bindRemote(next, ln)
 		}
 		s.setRemote(ln, next, follow)
 		ln.reported = next // the router moved the endpoint itself
@@ -200,10 +200,10 @@ func (s *Shard) followPending(ln *lane) {
 	next := ln.followTo
 	ln.followTo = netip.AddrPort{}
 	if s.lanes[ln.cfg.Remote] == ln {
-		delete(s.lanes, ln.cfg.Remote)
+		s.unbindRemote(ln.cfg.Remote)
 	}
 	if cur := s.lanes[next]; cur == nil || cur.cfg.Peer == ln.cfg.Peer {
-		s.lanes[next] = ln
+		s.bindRemote(next, ln)
 	}
 	s.setRemote(ln, next, true)
 	ln.reported = next // the router moved the endpoint with the first lane

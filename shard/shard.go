@@ -76,6 +76,9 @@ type Config struct {
 	// arrive on shard via (a NAT rewrote its port): the router moves it
 	// there (MoveLane).
 	Misplaced func(shard int, peer PeerID, index, via int)
+	// Steer is the listen group's lane map (steer.go); nil where the
+	// kernel steers by source port.
+	Steer Steerer
 	// Padding is how this shard pads what it sends (padding.go).
 	Padding Padding
 }

@@ -15,7 +15,7 @@ import (
 func gsoPair(t *testing.T, ip string) (snd, rcv *Conn) {
 	t.Helper()
 	var err error
-	if snd, err = ListenLane(netip.MustParseAddr(ip), 0, func(n int) int { return 0 }); err != nil {
+	if snd, err = ListenLane(netip.MustParseAddr(ip)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { snd.Close() })

@@ -1,6 +1,7 @@
 // Package udp is the shards' UDP layer: sockets in an SO_REUSEPORT group
-// steered by a classic BPF program on the source port, per-lane sockets, and
-// batched recvmmsg/sendmmsg on raw non-blocking fds.
+// steered by an eBPF program on the lane remote (or, where the kernel
+// refuses eBPF, a classic BPF program on the source port), per-lane
+// sockets, and batched recvmmsg/sendmmsg on raw non-blocking fds.
 //
 // It calls the syscalls through x/sys/unix directly instead of x/net's
 // ReadBatch/WriteBatch because those park the goroutine in Go's netpoller
@@ -21,9 +22,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// LaneBits is how many low bits of a lane socket's port name its lane: the
-// steering program returns (source port & LaneMask), so a datagram from a
-// peer's lane-i socket reaches the i-th socket of our group.
+// LaneBits bounds a group to 1<<LaneBits sockets. The port steering
+// program (ListenGroup, used where the kernel refuses eBPF) returns
+// (source port & LaneMask): a datagram from a port whose low bits are i
+// reaches socket i, from any other port the kernel's hash picks.
 const (
 	LaneBits = 6
 	LaneMask = 1<<LaneBits - 1
@@ -170,10 +172,21 @@ func steeringProgram(v6, dual bool) ([]unix.SockFilter, error) {
 func NoIPv6(err error) bool { return errors.Is(err, unix.EAFNOSUPPORT) }
 
 // ListenGroup binds n sockets to local in one SO_REUSEPORT group and
-// attaches the steering program, so a datagram whose source port's low
-// LaneBits bits are i < n reaches socket i (the kernel numbers sockets in
-// the order they joined). local's port 0 picks a free port for all.
+// attaches the port steering program, so a datagram whose source port's
+// low LaneBits bits are i < n reaches socket i (the kernel numbers sockets
+// in the order they joined). local's port 0 picks a free port for all.
+// Routers steer by lane remote instead (ListenSteered) and use this when
+// the kernel refuses eBPF.
 func ListenGroup(local netip.AddrPort, n int) ([]*Conn, error) {
+	return listenGroup(local, n, nil)
+}
+
+// ListenSteered binds like ListenGroup but steers by st's lane map.
+func ListenSteered(local netip.AddrPort, n int, st *Steering) ([]*Conn, error) {
+	return listenGroup(local, n, st)
+}
+
+func listenGroup(local netip.AddrPort, n int, st *Steering) ([]*Conn, error) {
 	if n < 1 || n > 1<<LaneBits {
 		return nil, fmt.Errorf("udp: group of %d sockets out of range 1..%d", n, 1<<LaneBits)
 	}
@@ -207,6 +220,14 @@ func ListenGroup(local netip.AddrPort, n int) ([]*Conn, error) {
 		}
 		if i == 0 {
 			local = c.local // port 0: every socket joins the port the first got
+		}
+		if st != nil {
+			if err := st.attach(c, i); err != nil {
+				c.Close()
+				closeAll()
+				return nil, fmt.Errorf("udp %s: %w", local, err)
+			}
+		} else if i == 0 {
 			prog, err := steeringProgram(c.v6, c.dual)
 			if err != nil {
 				c.Close()
@@ -223,26 +244,16 @@ func ListenGroup(local netip.AddrPort, n int) ([]*Conn, error) {
 	return conns, nil
 }
 
-// ListenLane binds a socket on ip to a free port whose low LaneBits bits
-// are lane: the source port a peer's steering program maps to its lane's
-// shard. It tries random ports in the ephemeral range.
-func ListenLane(ip netip.Addr, lane int, random func(n int) int) (*Conn, error) {
-	if lane < 0 || lane > LaneMask {
-		return nil, fmt.Errorf("udp: lane %d out of range", lane)
+// ListenLane binds a socket on ip to a port the kernel picks from its
+// ephemeral range, as it would for any client: a peer steering by lane
+// remote (ListenSteered) learns the port from the lane offer, so the port
+// itself carries nothing.
+func ListenLane(ip netip.Addr) (*Conn, error) {
+	c, err := newSocket(netip.AddrPortFrom(ip, 0), false)
+	if err != nil {
+		return nil, fmt.Errorf("udp: lane socket on %s: %w", ip, err)
 	}
-	var last error
-	for range 64 {
-		port := 32768 + (random(28000)&^LaneMask | lane)
-		c, err := newSocket(netip.AddrPortFrom(ip, uint16(port)), false)
-		if err == nil {
-			return c, nil
-		}
-		last = err
-		if !errors.Is(err, unix.EADDRINUSE) {
-			break
-		}
-	}
-	return nil, fmt.Errorf("udp: no free port for lane %d: %w", lane, last)
+	return c, nil
 }
 
 // Batch is a set of message headers for recvmmsg/sendmmsg, allocated once

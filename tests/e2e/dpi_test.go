@@ -115,7 +115,18 @@ func TestDPIGate(t *testing.T) {
 	if ba > 0.60 {
 		t.Errorf("a length-only rule (%s) tells control and handshake datagrams from data with balanced accuracy %.1f%% (at most 60%%)", rule, 100*ba)
 	}
-	t.Logf("lane source ports: %s", lanePorts(ds))
+	// Lane sockets sit on ports the kernel picks: a port says nothing of
+	// its lane. Two lanes both landing on their index mod 64 by chance
+	// is a 1-in-4096 event.
+	ports := lanePorts(ds, lab.Port)
+	congruent, text := portsMod64(ports)
+	t.Logf("lane source ports: %s", text)
+	if len(ports) == 0 {
+		t.Errorf("no lane datagram came from a lane socket's port")
+	}
+	if congruent {
+		t.Errorf("every lane's source port is congruent to its index mod 64: the port names the lane")
+	}
 }
 
 // vpnProtocols are nDPI 4.2's tunnel and anonymiser protocols

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -42,11 +43,18 @@ type wireDgram struct {
 	class            wireClass
 	srcPort, dstPort uint16
 	src              [4]byte
+	lane             int // the lane index (-1: a handshake message)
+}
+
+// laneFramer is one lane direction's framer and the lane's index.
+type laneFramer struct {
+	crypto.Framer
+	lane int
 }
 
 // keyLogFramers reads a key log and returns a framer for every lane
 // direction it names.
-func keyLogFramers(t *testing.T, path string) []crypto.Framer {
+func keyLogFramers(t *testing.T, path string) []laneFramer {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
@@ -54,12 +62,16 @@ func keyLogFramers(t *testing.T, path string) []crypto.Framer {
 	}
 	defer f.Close()
 	seen := map[string]bool{}
-	var out []crypto.Framer
+	var out []laneFramer
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fs := strings.Fields(sc.Text())
 		if len(fs) != 8 || fs[0] != "yip-keylog" || fs[1] != "1" {
 			t.Fatalf("key log line %q", sc.Text())
+		}
+		lane, err := strconv.Atoi(fs[3])
+		if err != nil {
+			t.Fatalf("key log line %q: lane: %v", sc.Text(), err)
 		}
 		for _, pair := range [][2]string{{fs[4], fs[5]}, {fs[6], fs[7]}} {
 			if seen[pair[0]] {
@@ -74,7 +86,7 @@ func keyLogFramers(t *testing.T, path string) []crypto.Framer {
 			}
 			copy(k.Tag[:], tag)
 			copy(k.HP[:], hp)
-			out = append(out, crypto.NewFramer(&k))
+			out = append(out, laneFramer{crypto.NewFramer(&k), lane})
 		}
 	}
 	return out
@@ -82,7 +94,7 @@ func keyLogFramers(t *testing.T, path string) []crypto.Framer {
 
 // labelCapture parses the captured IPv4/UDP packets on port and labels
 // each with the framers.
-func labelCapture(t *testing.T, pkts []capturedPkt, port uint16, framers []crypto.Framer) []wireDgram {
+func labelCapture(t *testing.T, pkts []capturedPkt, port uint16, framers []laneFramer) []wireDgram {
 	t.Helper()
 	var out []wireDgram
 	last := 0
@@ -100,7 +112,7 @@ func labelCapture(t *testing.T, pkts []capturedPkt, port uint16, framers []crypt
 			continue // every datagram of ours has a listen port at one end
 		}
 		payload := b[ihl+8:]
-		d := wireDgram{n: len(payload), class: classHandshake, srcPort: sp, dstPort: dp}
+		d := wireDgram{n: len(payload), class: classHandshake, srcPort: sp, dstPort: dp, lane: -1}
 		copy(d.src[:], b[12:16])
 		for i := range framers {
 			j := (last + i) % len(framers)
@@ -112,6 +124,7 @@ func labelCapture(t *testing.T, pkts []capturedPkt, port uint16, framers []crypt
 				t.Fatalf("a captured datagram deframes with an error: %v", err)
 			}
 			d.class = [...]wireClass{classData, classParity, classControl}[h.Kind]
+			d.lane = framers[j].lane
 			last = j
 			break
 		}
@@ -372,28 +385,45 @@ func fitThreshold(ds []wireDgram) (cut int, below bool) {
 	return cut, below
 }
 
-// lanePorts is, per sender address, the source ports of its data and
-// control datagrams and each one's residue mod 64.
-func lanePorts(ds []wireDgram) string {
-	ports := map[[4]byte]map[uint16]bool{}
+// lanePorts is, per sender address and lane, the source ports of its
+// data and control datagrams from ports other than the listen port (the
+// initiator's lane sockets), each with its residue mod 64.
+func lanePorts(ds []wireDgram, listen uint16) map[[4]byte]map[int][]uint16 {
+	ports := map[[4]byte]map[int][]uint16{}
 	for _, d := range ds {
-		if d.class == classHandshake {
+		if d.lane < 0 || d.srcPort == listen {
 			continue
 		}
 		if ports[d.src] == nil {
-			ports[d.src] = map[uint16]bool{}
+			ports[d.src] = map[int][]uint16{}
 		}
-		ports[d.src][d.srcPort] = true
+		if !slices.Contains(ports[d.src][d.lane], d.srcPort) {
+			ports[d.src][d.lane] = append(ports[d.src][d.lane], d.srcPort)
+		}
 	}
+	return ports
+}
+
+// portsMod64 says whether every lane's port is congruent to its index mod
+// 64 (the old port steering's rule: a port that names its lane), and
+// renders the ports.
+func portsMod64(ports map[[4]byte]map[int][]uint16) (congruent bool, text string) {
 	var parts []string
-	for src, ps := range ports {
+	lanes, named := 0, 0
+	for src, byLane := range ports {
 		var s []string
-		for p := range ps {
-			s = append(s, fmt.Sprintf("%d (≡%d)", p, p%64))
+		for lane, ps := range byLane {
+			for _, p := range ps {
+				lanes++
+				if int(p%64) == lane {
+					named++
+				}
+				s = append(s, fmt.Sprintf("lane %d: %d (≡%d)", lane, p, p%64))
+			}
 		}
 		slices.Sort(s)
 		parts = append(parts, fmt.Sprintf("%d.%d.%d.%d: %s", src[0], src[1], src[2], src[3], strings.Join(s, ", ")))
 	}
 	slices.Sort(parts)
-	return strings.Join(parts, "; ")
+	return lanes > 0 && named == lanes, strings.Join(parts, "; ")
 }

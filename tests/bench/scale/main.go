@@ -54,7 +54,7 @@ func main() {
 	flag.IntVar(&c.Shards, "shards", 2, "hub shards (yip-router up --shards)")
 	flag.StringVar(&c.HubCPUs, "hub-cpus", "auto", "taskset CPU list for the hub; auto: CPU 0 when -shards 1 on 2+ CPUs, else unpinned; '' unpinned")
 	flag.StringVar(&c.GenCPUs, "gen-cpus", "auto", "CPU list for this generator; auto: CPU 1 when the hub is pinned to 0, else unpinned")
-	flag.BoolVar(&c.Spread, "spread", false, "give peer i a source port with lane bits i mod shards, so the hub's shards share the handshakes (default: lane 0, as real peers)")
+	flag.BoolVar(&c.Spread, "spread", false, "give peer i a source port with low bits i mod shards, so a hub steering by port (its fallback without eBPF) spreads the handshakes over its shards; a hub steering by lane remote spreads them by hash either way")
 	flag.IntVar(&burstS, "burst-timeout", 60, "seconds the burst may take")
 	flag.IntVar(&c.PacedRate, "paced-rate", 400, "initiations per second of the paced run (0: skip it)")
 	flag.IntVar(&pingS, "ping-timeout", 5, "seconds to wait for each echo reply")

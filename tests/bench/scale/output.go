@@ -34,7 +34,7 @@ func markdown(c *config, m *meta, r *Result) string {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# bench-scale %s\n\n", m.Started.Format("2006-01-02 15:04"))
 	fmt.Fprintf(&b, "yip-router %s; %d simulated peers; hub `--shards %d` on CPUs %s, generator on CPUs %s; source ports %s; kernel %s; %d CPUs (%s).\n\n",
-		m.Commit, c.Peers, c.Shards, orNone(c.HubCPUs), orNone(c.GenCPUs), map[bool]string{false: "lane 0 (all on hub shard 0)", true: "spread over the hub's shards"}[c.Spread],
+		m.Commit, c.Peers, c.Shards, orNone(c.HubCPUs), orNone(c.GenCPUs), map[bool]string{false: "one port (low bits 0)", true: "low bits spread over the hub's shards"}[c.Spread],
 		m.Kernel, m.CPUs, m.CPUModel)
 	if r.Error != "" {
 		fmt.Fprintf(&b, "**Run failed:** %s (the figures below are what was measured before).\n\n", r.Error)

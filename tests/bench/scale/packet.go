@@ -28,9 +28,10 @@ var (
 // get one each); the inner /16 holds more.
 const maxPeers = 1 << (32 - 10 - 8)
 
-// genPort is every simulated peer's UDP port: its low 6 bits (the lane
-// bits, shard/udp.LaneBits) are 0, so the hub's steering program puts its
-// datagrams on the hub's shard 0, as a real peer's lane-0 socket would.
+// genPort is every simulated peer's UDP port. A hub steering by lane
+// remote (eBPF) puts a source it has no lane for on a shard by the
+// kernel's hash, whatever the port; under the port-steering fallback the
+// port's low 6 bits (shard/udp.LaneBits), 0 here, pick hub shard 0.
 const genPort = 40000
 
 func addAddr(base netip.Addr, off uint32) netip.Addr {
@@ -47,7 +48,8 @@ func underlayAddr(i int) netip.Addr { return addAddr(underlayBase, uint32(i)*256
 func innerAddr(i int) netip.Addr { return addAddr(innerBase, uint32(i)+1) }
 
 // peerPort is peer i's UDP port: genPort, or with spread the port whose
-// lane bits are i mod shards (so the hub's shards share the handshakes).
+// low bits are i mod shards (so a port-steering hub's shards share the
+// handshakes).
 func peerPort(i, shards int, spread bool) uint16 {
 	if spread && shards > 1 {
 		return genPort + uint16(i%shards)

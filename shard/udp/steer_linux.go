@@ -1,0 +1,244 @@
+package udp
+
+// Steering by lane remote: an eBPF SK_REUSEPORT program on the listen group
+// looks up each datagram's source address and port in a hash map that the
+// shards fill as they install, move and drop lanes, and hands the datagram
+// to the socket of the shard that owns the lane. A peer's lane sockets can
+// then sit on any ephemeral port (the kernel's choice): nothing about a
+// port says which lane it carries. A source the map does not hold (an
+// initiation, a port a NAT rewrote, a stranger) goes where the kernel's
+// hash puts it; the shards' hand-off and lane adoption place those.
+//
+// The program is assembled here instead of compiled from C so the build
+// needs no clang and no generated objects; it is 40 instructions.
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"sync"
+	"sync/atomic"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"golang.org/x/sys/unix"
+)
+
+// steerKey is the map's key: the source address as 16 bytes (IPv4 as
+// ::ffff:a.b.c.d) and the source port in network byte order, then two
+// zero bytes so the program can clear the key with aligned stores.
+type steerKey [20]byte
+
+func keyOf(ap netip.AddrPort) steerKey {
+	var k steerKey
+	a := ap.Addr().Unmap().As16()
+	if ap.Addr().Unmap().Is4() {
+		a = netip.AddrFrom4(ap.Addr().Unmap().As4()).As16() // ::ffff:a.b.c.d
+	}
+	copy(k[:16], a[:])
+	k[16], k[17] = byte(ap.Port()>>8), byte(ap.Port())
+	return k
+}
+
+// Steering is a listen group's lane map and the program that reads it.
+type Steering struct {
+	prog  *ebpf.Program
+	socks *ebpf.Map // REUSEPORT_SOCKARRAY: socket index → socket
+	lanes *ebpf.Map // HASH: steerKey → socket index
+
+	mu      sync.Mutex
+	members map[*Conn]uint32 // the group's sockets and their indexes
+	// Refused counts Steer calls the kernel refused (the map full):
+	// those lanes are found by hash and hand-off instead.
+	Refused atomic.Uint64
+}
+
+// NewSteering loads the program and its maps for a group of n sockets and
+// at most maxLanes steered remotes. It fails on a kernel without eBPF for
+// reuseport groups (before 4.19) or without the privilege to load one
+// (CAP_BPF); the caller then steers by port (ListenGroup).
+func NewSteering(n, maxLanes int) (*Steering, error) {
+	if n < 1 || n > 1<<LaneBits || maxLanes < 1 {
+		return nil, fmt.Errorf("udp: steering for %d sockets and %d lanes out of range", n, maxLanes)
+	}
+	socks, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name: "yip_socks", Type: ebpf.ReusePortSockArray,
+		KeySize: 4, ValueSize: 8, MaxEntries: uint32(n),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("udp: socket map: %w", err)
+	}
+	// Not preallocated: a hub sized for many peers pays kernel memory
+	// only for the lanes it has.
+	lanes, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name: "yip_lanes", Type: ebpf.Hash,
+		KeySize: uint32(len(steerKey{})), ValueSize: 4, MaxEntries: uint32(maxLanes),
+		Flags: unix.BPF_F_NO_PREALLOC,
+	})
+	if err != nil {
+		socks.Close()
+		return nil, fmt.Errorf("udp: lane map: %w", err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "yip_steer", Type: ebpf.SkReuseport, AttachType: ebpf.AttachSkReuseportSelect,
+		Instructions: steerProgram(lanes.FD(), socks.FD()), License: "MIT",
+	})
+	if err != nil {
+		socks.Close()
+		lanes.Close()
+		return nil, fmt.Errorf("udp: loading the steering program: %w", err)
+	}
+	return &Steering{prog: prog, socks: socks, lanes: lanes, members: map[*Conn]uint32{}}, nil
+}
+
+// BPF_HDR_START_NET: skb_load_bytes_relative offsets from the IP header.
+const hdrStartNet = 1
+
+// steerProgram: read the IP version; take the source address (IPv4 into
+// the mapped form) and the UDP source port (after the IPv4 header's own
+// length, or after the fixed IPv6 header); look the pair up; select the
+// socket it names. Every failure returns SK_PASS without a selection,
+// which makes the kernel fall back to its hash: no datagram is dropped
+// here.
+func steerProgram(lanesFD, socksFD int) asm.Instructions {
+	const (
+		key  = -24 // 20-byte steerKey at fp-24 .. fp-5
+		tmp  = -32 // the version byte, then the socket index
+		pass = "pass"
+	)
+	load := func(off asm.Instruction, to int16, n int32) asm.Instructions {
+		return asm.Instructions{
+			asm.Mov.Reg(asm.R1, asm.R6),
+			off, // sets R2
+			asm.Mov.Reg(asm.R3, asm.RFP),
+			asm.Add.Imm(asm.R3, int32(to)),
+			asm.Mov.Imm(asm.R4, n),
+			asm.Mov.Imm(asm.R5, hdrStartNet),
+			asm.FnSkbLoadBytesRelative.Call(),
+			asm.JNE.Imm(asm.R0, 0, pass),
+		}
+	}
+	var p asm.Instructions
+	p = append(p,
+		asm.Mov.Reg(asm.R6, asm.R1), // ctx
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(asm.RFP, key, asm.R1, asm.DWord),
+		asm.StoreMem(asm.RFP, key+8, asm.R1, asm.DWord),
+		asm.StoreMem(asm.RFP, key+16, asm.R1, asm.Word),
+		asm.StoreMem(asm.RFP, tmp, asm.R1, asm.DWord),
+	)
+	p = append(p, load(asm.Mov.Imm(asm.R2, 0), tmp, 1)...)
+	p = append(p,
+		asm.LoadMem(asm.R7, asm.RFP, tmp, asm.Byte),
+		asm.Mov.Reg(asm.R8, asm.R7),
+		asm.RSh.Imm(asm.R8, 4),
+		asm.JEq.Imm(asm.R8, 4, "v4"),
+		asm.JNE.Imm(asm.R8, 6, pass),
+	)
+	p = append(p, load(asm.Mov.Imm(asm.R2, 8), key, 16)...) // IPv6 source
+	p = append(p,
+		asm.Mov.Imm(asm.R9, 40),
+		asm.Ja.Label("port"),
+	)
+	p = append(p, asm.StoreImm(asm.RFP, key+10, 0xffff, asm.Half).WithSymbol("v4")) // ::ffff:
+	p = append(p, load(asm.Mov.Imm(asm.R2, 12), key+12, 4)...)                      // IPv4 source
+	p = append(p,
+		asm.Mov.Reg(asm.R9, asm.R7),
+		asm.And.Imm(asm.R9, 15),
+		asm.LSh.Imm(asm.R9, 2), // IHL × 4
+	)
+	port := load(asm.Mov.Reg(asm.R2, asm.R9), key+16, 2)
+	port[0] = port[0].WithSymbol("port")
+	p = append(p, port...)
+	p = append(p,
+		asm.LoadMapPtr(asm.R1, lanesFD),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, key),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, pass),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+		asm.StoreMem(asm.RFP, tmp, asm.R1, asm.Word),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.LoadMapPtr(asm.R2, socksFD),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, tmp),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnSkSelectReuseport.Call(),
+		asm.Mov.Imm(asm.R0, 1).WithSymbol(pass), // SK_PASS
+		asm.Return(),
+	)
+	return p
+}
+
+// attach makes the program the group's (on its first socket) and enters
+// c as socket i.
+func (s *Steering) attach(c *Conn, i int) error {
+	if i == 0 {
+		if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_EBPF, s.prog.FD()); err != nil {
+			return fmt.Errorf("SO_ATTACH_REUSEPORT_EBPF: %w", err)
+		}
+	}
+	if err := s.socks.Update(uint32(i), uint64(c.fd), ebpf.UpdateAny); err != nil {
+		return fmt.Errorf("socket map: %w", err)
+	}
+	s.mu.Lock()
+	s.members[c] = uint32(i)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *Steering) index(c *Conn) (uint32, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.members[c]
+	return i, ok
+}
+
+// Steer sends remote's datagrams to c, if c is one of the group's sockets
+// (a lane on a lane socket needs no steering), and reports whether it
+// did. A full map is counted in Refused: that lane still works, by
+// hand-off and adoption.
+func (s *Steering) Steer(remote netip.AddrPort, c *Conn) bool {
+	i, ok := s.index(c)
+	if !ok || !remote.IsValid() {
+		return false
+	}
+	if err := s.lanes.Update(keyOf(remote), i, ebpf.UpdateAny); err != nil {
+		s.Refused.Add(1)
+		return false
+	}
+	return true
+}
+
+// Unsteer forgets remote if it still leads to c: another shard may have
+// steered it to its own socket since (the lane moved), and that entry
+// stays.
+func (s *Steering) Unsteer(remote netip.AddrPort, c *Conn) {
+	i, ok := s.index(c)
+	if !ok || !remote.IsValid() {
+		return
+	}
+	k := keyOf(remote)
+	var cur uint32
+	if err := s.lanes.Lookup(k, &cur); err != nil || cur != i {
+		return
+	}
+	if err := s.lanes.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+		s.Refused.Add(1)
+	}
+}
+
+// Lookup says which socket index remote is steered to, if any.
+func (s *Steering) Lookup(remote netip.AddrPort) (int, bool) {
+	var cur uint32
+	if err := s.lanes.Lookup(keyOf(remote), &cur); err != nil {
+		return 0, false
+	}
+	return int(cur), true
+}
+
+// Close releases the program and the maps; the group's sockets keep the
+// program until they close.
+func (s *Steering) Close() error {
+	return errors.Join(s.prog.Close(), s.socks.Close(), s.lanes.Close())
+}

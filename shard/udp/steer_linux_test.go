@@ -1,0 +1,214 @@
+package udp
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+)
+
+func newSteeringOrSkip(t *testing.T, n, maxLanes int) *Steering {
+	t.Helper()
+	st, err := NewSteering(n, maxLanes)
+	if err != nil {
+		if os.Geteuid() != 0 {
+			t.Skipf("loading eBPF needs root (CAP_BPF): %v", err)
+		}
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// drain reads what c holds now.
+func drain(t *testing.T, c *Conn, b *Batch) []netip.AddrPort {
+	t.Helper()
+	var from []netip.AddrPort
+	for {
+		n, err := c.Recv(b, b.Len())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return from
+		}
+		for i := range n {
+			if got := string(b.Bufs[i][:b.Sizes[i]]); got != fmt.Sprint(b.Addrs[i].Port()) {
+				t.Fatalf("payload %q from %v", got, b.Addrs[i])
+			}
+			from = append(from, b.Addrs[i])
+		}
+	}
+}
+
+// send8 sends eight datagrams, each carrying the sender's port, to dst.
+func send8(t *testing.T, s *Conn, dst netip.AddrPort) {
+	t.Helper()
+	b := NewBatch(8)
+	for i := range 8 {
+		b.Bufs[i] = []byte(fmt.Sprint(s.LocalAddr().Port()))
+		b.Sizes[i] = len(b.Bufs[i])
+		b.Addrs[i] = dst
+	}
+	if sent, err := s.Send(b, 8); err != nil || sent != 8 {
+		t.Fatalf("sent %d: %v", sent, err)
+	}
+}
+
+// Lane sockets on ports the kernel picked reach the group socket their
+// remote is steered to, IPv4 and IPv6 and both on a dual-stack group;
+// a remote steered nowhere lands on one socket by hash (not dropped); a
+// remote steered elsewhere and then forgotten falls back to the hash.
+func TestSteeringByRemote(t *testing.T) {
+	for _, tc := range []struct{ bind, senders string }{
+		{"127.0.0.1", "127.0.0.1"}, {"::1", "::1"}, {"::", "127.0.0.1 ::1"},
+	} {
+		t.Run(tc.bind, func(t *testing.T) {
+			const n, perSock = 4, 3
+			st := newSteeringOrSkip(t, n, 64)
+			group, err := ListenSteered(netip.AddrPortFrom(netip.MustParseAddr(tc.bind), 0), n, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				for _, c := range group {
+					c.Close()
+				}
+			}()
+			port := group[0].LocalAddr().Port()
+			senders := strings.Fields(tc.senders)
+			want := map[netip.AddrPort]int{} // sender → socket index
+			var socks []*Conn
+			defer func() {
+				for _, s := range socks {
+					s.Close()
+				}
+			}()
+			congruent := 0
+			for i := range n {
+				for k := range perSock * len(senders) {
+					addr := netip.MustParseAddr(senders[k%len(senders)])
+					s, err := ListenLane(addr)
+					if err != nil {
+						t.Fatal(err)
+					}
+					socks = append(socks, s)
+					if int(s.LocalAddr().Port())&LaneMask == i {
+						congruent++
+					}
+					st.Steer(s.LocalAddr(), group[i])
+					if got, ok := st.Lookup(s.LocalAddr()); !ok || got != i {
+						t.Fatalf("%v steered to %d, %v; want %d", s.LocalAddr(), got, ok, i)
+					}
+					want[s.LocalAddr()] = i
+					send8(t, s, netip.AddrPortFrom(addr, port))
+				}
+			}
+			if congruent == len(socks) {
+				t.Fatalf("every lane socket's port is congruent to its socket mod 64: the kernel did not pick them")
+			}
+			// One sender steered nowhere.
+			stray, err := ListenLane(netip.MustParseAddr(senders[0]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stray.Close()
+			send8(t, stray, netip.AddrPortFrom(stray.LocalAddr().Addr(), port))
+			strays := 0
+			for i, c := range group {
+				b := NewBatch(64)
+				for j := range b.Bufs {
+					b.Bufs[j] = make([]byte, 64)
+				}
+				exp := perSock * len(senders) * 8
+				// Loopback queues a datagram before sendmmsg returns:
+				// what is not there now never comes.
+				from := drain(t, c, b)
+				for _, f := range from {
+					if f == stray.LocalAddr() {
+						strays++
+						continue
+					}
+					if w, ok := want[f]; !ok || w != i {
+						t.Fatalf("socket %d got a datagram from %v (steered to %d, %v)", i, f, w, ok)
+					}
+					exp--
+				}
+				if exp != 0 {
+					t.Fatalf("socket %d missed %d datagrams of its senders", i, exp)
+				}
+			}
+			if strays != 8 {
+				t.Fatalf("the unsteered sender's datagrams arrived %d times, want 8", strays)
+			}
+			// Unsteer from a socket that does not hold the entry keeps
+			// it; from the one that does removes it.
+			s0 := socks[0]
+			st.Unsteer(s0.LocalAddr(), group[1])
+			if _, ok := st.Lookup(s0.LocalAddr()); !ok {
+				t.Fatal("Unsteer by a socket that does not hold the entry removed it")
+			}
+			st.Unsteer(s0.LocalAddr(), group[0])
+			if _, ok := st.Lookup(s0.LocalAddr()); ok {
+				t.Fatal("Unsteer kept the entry")
+			}
+		})
+	}
+}
+
+// A full map refuses the next remote and counts it; the refused remote's
+// datagrams still arrive (by hash), and a lane socket outside the group is
+// never entered.
+func TestSteeringFull(t *testing.T) {
+	st := newSteeringOrSkip(t, 2, 2)
+	group, err := ListenSteered(netip.MustParseAddrPort("127.0.0.1:0"), 2, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer group[0].Close()
+	defer group[1].Close()
+	lo := netip.MustParseAddr("127.0.0.1")
+	var socks []*Conn
+	for range 3 {
+		s, err := ListenLane(lo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		socks = append(socks, s)
+		st.Steer(s.LocalAddr(), group[1])
+	}
+	if got := st.Refused.Load(); got != 1 {
+		t.Fatalf("refused %d, want 1", got)
+	}
+	st.Steer(netip.MustParseAddrPort("127.0.0.1:9"), socks[0]) // not a member
+	if _, ok := st.Lookup(netip.MustParseAddrPort("127.0.0.1:9")); ok {
+		t.Fatal("a non-member socket was steered to")
+	}
+	send8(t, socks[2], group[0].LocalAddr())
+	got := 0
+	for _, c := range group {
+		b := NewBatch(16)
+		for j := range b.Bufs {
+			b.Bufs[j] = make([]byte, 64)
+		}
+		got += len(drain(t, c, b))
+	}
+	if got != 8 {
+		t.Fatalf("the refused remote's datagrams: %d of 8 arrived", got)
+	}
+}
+
+// The same remote as IPv4 and as a v4-mapped IPv6 address is one key:
+// a dual-stack socket reports it unmapped, the kernel sees it mapped.
+func TestSteerKeyMapped(t *testing.T) {
+	a := keyOf(netip.MustParseAddrPort("192.0.2.1:4000"))
+	b := keyOf(netip.MustParseAddrPort("[::ffff:192.0.2.1]:4000"))
+	if a != b {
+		t.Fatalf("%x != %x", a, b)
+	}
+	if a[10] != 0xff || a[11] != 0xff || a[12] != 192 || a[16] != 4000>>8 || a[17] != 4000&0xff || a[18] != 0 {
+		t.Fatalf("key layout %x", a)
+	}
+}
