@@ -3,6 +3,7 @@ module github.com/yip-router/yip-router
 go 1.26.0
 
 require (
+	github.com/cilium/ebpf v0.22.0
 	github.com/dchest/siphash v1.2.3
 	github.com/flynn/noise v1.1.0
 	github.com/klauspost/reedsolomon v1.14.2
@@ -19,7 +20,6 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/klauspost/cpuid/v2 v2.3.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
