@@ -115,10 +115,11 @@ func (c *Core) initiate(p *peer, now time.Time) {
 	}
 	ports := c.dp.LanePorts()
 	c.clearInit(p)
-	// From a random lane's socket: its port steers the initiation to that
-	// lane's shard on the responder, so a hub's handshakes spread over its
-	// shards, and no single port starts every session. Retries keep the
-	// lane: a cookie is bound to the source port it was sent to.
+	// From a random lane's socket: no single port starts every session,
+	// and a responder that steers by port spreads a hub's handshakes over
+	// its shards (steering by lane remote, the kernel's hash spreads a
+	// first initiation; a rekey's goes to the lane's shard). Retries keep
+	// the lane: a cookie is bound to the source port it was sent to.
 	if p.attempts == 0 || p.fromLane >= len(ports) {
 		p.fromLane = c.rnd.IntN(len(ports))
 	}

@@ -40,13 +40,13 @@ func (ts Timestamp) After(o Timestamp) bool {
 
 // LaneOffer is what one side says about its lanes in the handshake: how many
 // it can run and the UDP port each of its lane sockets uses, so that the
-// other side can address lane i at a 4-tuple that the kernel steers to the
-// shard owning lane i. The session runs min(offer, answer) lanes.
+// other side can address lane i at its 4-tuple and steer that to the shard
+// owning lane i. The session runs min(offer, answer) lanes.
 type LaneOffer struct {
 	Ports []uint16 // Ports[i] is this side's UDP port for lane i
 	// From is the lane whose socket sent the initiation (an initiator
-	// sends each from a random lane, so handshakes spread over the
-	// responder's shards): the responder addresses that lane at the
+	// sends each from a random lane, so no one port starts sessions): the
+	// responder addresses that lane at the
 	// initiation's source as seen, whatever a NAT did to its port.
 	From int
 	// version is the encoding read (0: the current one). A responder

@@ -46,7 +46,6 @@ type collector struct {
 
 	info, uptime, shards, handshakes *prometheus.Desc
 	offload, kernelDrops             *prometheus.Desc
-	steerRefused                     *prometheus.Desc
 }
 
 // shardFamily maps a shard counter to a metric family: counters that are
@@ -85,9 +84,11 @@ func shardFamily(name string) (family, label, value, help string) {
 	case "lane_moved":
 		return "yip_shard_lane_moves_total", "", "", "Lanes whose remote address moved on an authenticated, non-replayed datagram from a new address (peer roamed)."
 	case "lane_adopted":
-		return "yip_shard_lane_adoptions_total", "", "", "Lanes moved to this shard because their datagrams arrive here (a NAT rewrote the lane's port), so they stop taking a ring hop."
+		return "yip_shard_lane_adoptions_total", "", "", "Lanes moved to this shard because their datagrams arrive here and the listen group cannot steer them (steering by source port, or the eBPF map full), so they stop taking a ring hop."
 	case "foreign_lane":
-		return "yip_shard_foreign_lane_total", "", "", "Datagrams that arrived on this shard for a lane another shard owns (source port rewritten by a NAT); handed to the owner."
+		return "yip_shard_foreign_lane_total", "", "", "Datagrams that arrived on this shard for a lane another shard owns (a source port a NAT rewrote, before the lane's remote is steered); handed to the owner."
+	case "steer_refused":
+		return "yip_shard_steer_refused_total", "", "", "Lanes the listen group's eBPF steering map had no room for: their datagrams reach a shard by the kernel's hash and the lane is moved there."
 	}
 	switch name {
 	case "pool_high_water":
@@ -128,7 +129,6 @@ func newCollector(src statusSource) *collector {
 	c.handshakes = d("yip_handshakes_total", "Handshake events: initiated (initiations sent), completed (responses accepted), answered (initiations answered), cookie_demanded (cookie replies sent: under load, or the source prefix is over its limit for initiations without a cookie), refused (initiations rejected: unknown key, bad MAC, replayed timestamp; and responses that do not authenticate), rate_limited (initiations with a valid cookie over the per-source limit, or responses over the per-initiation limit, dropped before any DH). cookie_capped (initiations from no peer's known address left unanswered over the cap of cookie replies per second).", "event")
 	c.offload = d("yip_offload_enabled", "1 if the offload is on: tso, uso (TUN superpackets read), gro (superpackets written to the TUN), udp-gso, udp-gro (underlay batching).", "offload")
 	c.kernelDrops = d("yip_kernel_drops_total", "Drops the kernel counts outside the shards: tun_tx (the TUN queue overflowed before a shard read it), tun_rx (the TUN device refused a write), socket (a shard socket's receive buffer was full).", "where")
-	c.steerRefused = d("yip_steer_refused_total", "Lanes the listen group's eBPF steering map had no room for: their datagrams reach a shard by the kernel's hash and the lane moves there.")
 	return c
 }
 
@@ -173,7 +173,6 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.kernelDrops, st.Kernel.TUNTxDropped, "tun_tx")
 	counter(c.kernelDrops, st.Kernel.TUNRxDropped, "tun_rx")
 	counter(c.kernelDrops, st.Kernel.SocketDrops, "socket")
-	counter(c.steerRefused, st.SteerRefused)
 	for _, s := range st.Shards {
 		id, cpu := strconv.Itoa(s.ID), strconv.Itoa(s.CPU)
 		// Every known counter, zeros included (Status leaves zeros out):

@@ -38,6 +38,13 @@ func (d plane) SendHandshake(sh, conn int, b []byte, to netip.AddrPort) error {
 
 func (d plane) InstallLane(owner int, lc shard.LaneConfig, confirm bool) {
 	log := d.r.log
+	// Steer the lane's remote now, before the core sends the response:
+	// the shard installs the lane when it next polls its commands, and
+	// the initiator's first datagram may come sooner and would land by
+	// hash on another shard. Unproven: it never takes another's entry.
+	if d.r.steer != nil && lc.Conn == control.ConnGroup {
+		d.r.steer.Steer(lc.Remote, d.r.group[owner], false)
+	}
 	d.r.shards[owner].Do(func(s *shard.Shard) {
 		if err := s.InstallLane(lc); err != nil {
 			log.Error("install lane", zap.Int("lane", lc.Index), zap.Error(err))

@@ -31,6 +31,9 @@ type Options struct {
 	Log        *zap.Logger
 	// RekeyAfter overrides DefaultRekeyAfter (tests: env YIP_TEST_REKEY_AFTER).
 	RekeyAfter time.Duration
+	// SteerByPort skips the eBPF steering as if the kernel refused it
+	// (tests of the fallback: env YIP_TEST_STEER_BY_PORT=1).
+	SteerByPort bool
 	// Sys is the sysfs root for CPU topology ("/sys").
 	Sys string
 }
@@ -92,6 +95,9 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 			}
 			opts.RekeyAfter = d
 		}
+	}
+	if os.Getenv("YIP_TEST_STEER_BY_PORT") == "1" {
+		opts.SteerByPort = true
 	}
 	r := &Router{cfg: cfg, opts: opts, log: opts.Log, stop: make(chan struct{}), iface: cfg.Interface}
 	ok := false

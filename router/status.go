@@ -28,9 +28,7 @@ type Status struct {
 	TunMTU  int    `json:"tun_mtu"`
 	// Steering says how the listen group picks a shard for a datagram:
 	// "by lane remote (eBPF)" or "by source port: why not eBPF".
-	// SteerRefused counts lanes the eBPF map had no room for.
-	Steering     string `json:"steering"`
-	SteerRefused uint64 `json:"steer_refused"`
+	Steering string `json:"steering"`
 }
 
 // ShardStatus is one shard's CPU and counters.
@@ -95,7 +93,7 @@ func (r *Router) Status() Status {
 		Handshakes: r.core.Counts(),
 		Offloads:   r.offloadState(), Kernel: r.kernelDrops(),
 		Padding: r.iface.Padding.String(), TunMTU: r.iface.TunMTU(),
-		Steering: r.steerMode, SteerRefused: r.steerRefused(),
+		Steering: r.steerMode,
 	}
 	if t := r.started.Load(); t != 0 {
 		st.Uptime = time.Since(time.Unix(0, t))

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"errors"
 	"net/netip"
 
 	"go.uber.org/zap"
@@ -17,27 +18,35 @@ import (
 const steerLanes = 1 << 16
 
 // listen opens the listen group on local, steered by lane remote. Where
-// the kernel refuses the eBPF program (no CAP_BPF, a kernel before 4.19)
-// it steers by source port: peers' lanes then land by the kernel's hash
-// and are moved to the shard their datagrams reach.
+// the kernel refuses the eBPF program or the group (no CAP_BPF, a kernel
+// before 4.19, RLIMIT_MEMLOCK before 5.11, a seccomp or LSM policy) it
+// steers by source port: peers' lanes then land by the kernel's hash and
+// are moved to the shard their datagrams reach.
 func (r *Router) listen(local netip.AddrPort, n int) ([]*udp.Conn, error) {
-	st, err := udp.NewSteering(n, steerLanes)
-	if err != nil {
-		r.steerMode = "by source port: " + err.Error()
-		r.log.Warn("steering by lane remote is unavailable: lanes are placed by the kernel's hash and moved to the shard their datagrams reach",
-			zap.Error(err))
+	if r.steer != nil {
+		r.steer.Close() // a first try's, before the IPv4-only retry
+		r.steer = nil
+	}
+	if r.opts.SteerByPort {
+		r.steerMode = "by source port: YIP_TEST_STEER_BY_PORT"
 		return udp.ListenGroup(local, n)
 	}
-	g, err := udp.ListenSteered(local, n, st)
-	if err != nil {
+	st, err := udp.NewSteering(n, steerLanes)
+	if err == nil {
+		var g []*udp.Conn
+		if g, err = udp.ListenSteered(local, n, st); err == nil {
+			r.steer, r.steerMode = st, "by lane remote (eBPF)"
+			return g, nil
+		}
 		st.Close()
-		return nil, err
+		if !errors.Is(err, udp.ErrSteering) {
+			return nil, err // the port, not the program
+		}
 	}
-	if r.steer != nil {
-		r.steer.Close() // the first try's, before the IPv4 fallback
-	}
-	r.steer, r.steerMode = st, "by lane remote (eBPF)"
-	return g, nil
+	r.steerMode = "by source port: " + err.Error()
+	r.log.Warn("steering by lane remote is unavailable: lanes are placed by the kernel's hash and moved to the shard their datagrams reach",
+		zap.Error(err))
+	return udp.ListenGroup(local, n)
 }
 
 // steerer is what the shards update: nil (not a nil *udp.Steering in an
@@ -47,12 +56,4 @@ func (r *Router) steerer() shard.Steerer {
 		return nil
 	}
 	return r.steer
-}
-
-// steerRefused counts lanes the map had no room for.
-func (r *Router) steerRefused() uint64 {
-	if r.steer == nil {
-		return 0
-	}
-	return r.steer.Refused.Load()
 }

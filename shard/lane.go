@@ -103,9 +103,12 @@ type lane struct {
 	// (control.go).
 	misplacedAt, silentAt time.Time
 	// steered: the listen group's map sends this lane's remote to its
-	// socket (steer.go), so datagrams arriving elsewhere need no move.
-	steered bool
-	movedAt time.Time // last Config.Moved report (roam.go)
+	// socket (steer.go), so datagrams arriving elsewhere need no move;
+	// steeredAt: since when; steerFull: the map refused it for room
+	// (counted once).
+	steered, steerFull bool
+	steeredAt          time.Time
+	movedAt            time.Time // last Config.Moved report (roam.go)
 	// reported is the remote the router last heard of (install or
 	// Moved); movePending: a move waits for the report rate limit.
 	reported    netip.AddrPort
@@ -270,9 +273,9 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	}
 	s.own(ln, top)
 	if old := top; old != nil {
-		// Same address: the new lane takes the entry below, without a
-		// moment unsteered.
-		if s.lanes[top.cfg.Remote] == top && top.cfg.Remote != cfg.Remote {
+		// Same address and socket: the new lane takes the entry below,
+		// without a moment unsteered.
+		if s.lanes[top.cfg.Remote] == top && (top.cfg.Remote != cfg.Remote || top.cfg.Conn != cfg.Conn) {
 			s.unbindRemote(top.cfg.Remote)
 		}
 		ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = top.txPackets, top.txBytes, top.rxPackets, top.rxBytes
@@ -324,7 +327,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	// otherwise it is found by trial (roam.go) until a datagram under its
 	// keys proves the address.
 	if cur := s.lanes[cfg.Remote]; cur == nil || cur.cfg.Peer == cfg.Peer {
-		s.bindRemote(cfg.Remote, ln)
+		s.bindRemote(cfg.Remote, ln, false)
 		delete(s.foreign, cfg.Remote)
 	}
 	s.releaseWaiting(cfg.Peer)

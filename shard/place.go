@@ -8,19 +8,21 @@ import (
 )
 
 // Where a lane lives. Lane i of a session starts on the shard the router
-// picks (shard i, as the lane ports steer), and a datagram reaches a shard
-// by the kernel's steering on its source port (package udp): the port a
-// peer offers for lane i has i in its low bits. A NAT that rewrites ports
-// breaks that, and lane i's datagrams arrive on whichever shard the new
-// port steers to. So every shard keeps, for each lane another shard owns,
+// picks (shard i), and a datagram reaches a shard by the listen group's
+// steering (package udp): the eBPF map of lane remotes the shards fill
+// (steer.go), or, where the kernel refuses eBPF, the low bits of its
+// source port. A datagram from a port nobody steered — a NAT rewrote it,
+// the entry is not there yet — arrives on whichever shard the kernel's
+// hash (or the new port) picks. So every shard keeps, for each lane another shard owns,
 // the lane's receive tag keys (a candidate): a datagram that matches no
 // lane of its own is tried against them (roam.go's trial budget) and
 // handed, still framed, to the owner. When a datagram that came that way
-// proves itself on the owner (it opens and is no replay), the owner
-// reports the lane misplaced (Config.Misplaced, at most once a second per
-// lane) and the router moves the lane, keys, counters, FEC and replay
-// state, to the shard its datagrams arrive on (MoveLane): at steady state
-// nothing takes a ring hop.
+// proves itself on the owner (it opens and is no replay), the owner steers
+// its address to itself (misplaced), or, where it cannot, reports the lane
+// misplaced (Config.Misplaced, at most once a second per lane) and the
+// router moves the lane, keys, counters, FEC and replay state, to the
+// shard its datagrams arrive on (MoveLane): at steady state nothing takes
+// a ring hop.
 
 // candidate is a lane another shard owns, as far as finding its datagrams
 // goes.
@@ -92,19 +94,28 @@ func (s *Shard) tryCandidates(data []byte, from netip.AddrPort) bool {
 	return false
 }
 
-// misplaced reports that ln's datagrams arrive on shard via. Where the
-// listen group steers by lane remote, steering the lane's remote to its
-// socket again is the cure (the entry was refused or lost to a race) and
-// the lane stays; only a lane the map cannot hold is moved.
+// misplaced reports that ln's datagrams arrive on shard via (a datagram
+// under its keys was handed over from there). Where the listen group
+// steers by lane remote, the cure is to steer the lane's remote to its
+// socket, now with proof: the entry was missing, lost to a race or held
+// by an unproven claim. If the lane was steered a while ago (not by the
+// datagram that brought us here) and still arrives elsewhere, the program cannot read its datagrams' address (an IPv6
+// extension header it does not skip, say), and the lane is moved as
+// without steering (Config.Misplaced: the router moves it there).
 func (s *Shard) misplaced(ln *lane, via int) {
 	if !ln.misplacedAt.IsZero() && s.now.Sub(ln.misplacedAt) < misplacedEvery {
 		return
 	}
 	ln.misplacedAt = s.now
 	if s.cfg.Steer != nil && s.lanes[ln.cfg.Remote] == ln {
-		s.bindRemote(ln.cfg.Remote, ln)
-		if ln.steered {
-			return
+		if ln.steered && s.now.Sub(ln.steeredAt) < misplacedEvery {
+			return // just steered: datagrams already on their way elsewhere
+		}
+		if !ln.steered {
+			s.steer(ln.cfg.Remote, ln, true)
+			if ln.steered {
+				return
+			}
 		}
 	}
 	if s.cfg.Misplaced != nil {
@@ -156,7 +167,7 @@ func (s *Shard) adoptLane(ln *lane, from int) {
 	s.own(ln, nil)
 	s.dropCandidate(pl, idx)
 	if cur := s.lanes[ln.cfg.Remote]; cur == nil || cur.cfg.Peer == ln.cfg.Peer {
-		s.bindRemote(ln.cfg.Remote, ln)
+		s.bindRemote(ln.cfg.Remote, ln, true) // it proved itself arriving here
 	}
 	delete(s.foreign, ln.cfg.Remote)
 	if d, ok := ln.enc.Deadline(); ok && (s.fecDue.IsZero() || d.Before(s.fecDue)) {

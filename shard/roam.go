@@ -78,7 +78,7 @@ func (s *Shard) moveLane(ln *lane, to netip.AddrPort) {
 	if s.lanes[ln.cfg.Remote] == ln {
 		s.unbindRemote(ln.cfg.Remote)
 	}
-	s.bindRemote(to, ln)
+	s.bindRemote(to, ln, true)
 	delete(s.foreign, to)
 	from := ln.cfg.Remote
 	if from == to {
@@ -168,7 +168,7 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 			s.unbindRemote(ln.cfg.Remote)
 		}
 		if cur := s.lanes[next]; cur == nil || cur.cfg.Peer == peer {
-			s.bindRemote(next, ln)
+			s.bindRemote(next, ln, false)
 		}
 		s.setRemote(ln, next, follow)
 		ln.reported = next // the router moved the endpoint itself
@@ -203,7 +203,7 @@ func (s *Shard) followPending(ln *lane) {
 		s.unbindRemote(ln.cfg.Remote)
 	}
 	if cur := s.lanes[next]; cur == nil || cur.cfg.Peer == ln.cfg.Peer {
-		s.bindRemote(next, ln)
+		s.bindRemote(next, ln, false)
 	}
 	s.setRemote(ln, next, true)
 	ln.reported = next // the router moved the endpoint with the first lane

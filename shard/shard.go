@@ -73,8 +73,9 @@ type Config struct {
 	Silent func(shard int, peer PeerID)
 	// Misplaced is told (on the shard's goroutine, at most once a second
 	// per lane) that lane index of peer, which this shard owns, proved to
-	// arrive on shard via (a NAT rewrote its port): the router moves it
-	// there (MoveLane).
+	// arrive on shard via (a NAT rewrote its port) and the steering map
+	// cannot send it here (place.go): the router moves it there
+	// (MoveLane).
 	Misplaced func(shard int, peer PeerID, index, via int)
 	// Steer is the listen group's lane map (steer.go); nil where the
 	// kernel steers by source port.

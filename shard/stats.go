@@ -46,6 +46,7 @@ const (
 	RoamTrials                     // tag trials of datagrams that matched no lane at their address
 	LaneMoved                      // lanes moved to a new remote by an authenticated datagram
 	LaneAdopted                    // lanes moved here from another shard (their datagrams arrive here)
+	SteerRefused                   // lanes the listen group's steering map had no room for
 	numCounters
 )
 
@@ -58,7 +59,7 @@ var counterNames = [numCounters]string{
 	"drop_oversize", "drop_seal", "drop_duplicate", "drop_fec_window",
 	"control_in", "control_out", "pool_high_water", "ring_high_water",
 	"tun_super_in", "tun_super_out", "drop_tun_bad", "udp_super_in",
-	"roam_trials", "lane_moved", "lane_adopted",
+	"roam_trials", "lane_moved", "lane_adopted", "steer_refused",
 }
 
 // IsGauge reports whether c is a level (a high-water mark) rather than a

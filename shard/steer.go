@@ -13,20 +13,41 @@ import (
 // port. Both calls are syscalls, made when a lane is installed, moves or
 // goes, never per packet.
 type Steerer interface {
-	// Steer sends remote's datagrams to c, if c is a group member, and
-	// reports whether the map holds the entry (false: full, or c is not a
-	// group socket).
-	Steer(remote netip.AddrPort, c *udp.Conn) bool
+	// Steer sends remote's datagrams to c if c is a group member; an
+	// unproven claim (proven false) does not take an entry another
+	// socket holds.
+	Steer(remote netip.AddrPort, c *udp.Conn, proven bool) udp.SteerResult
 	// Unsteer forgets remote if it still leads to c.
 	Unsteer(remote netip.AddrPort, c *udp.Conn)
 }
 
 // bindRemote makes ln the lane ingress finds at addr and steers addr to
-// ln's socket.
-func (s *Shard) bindRemote(addr netip.AddrPort, ln *lane) {
+// ln's socket. proven: a datagram under ln's keys came from addr (a
+// handshake's source address, or a follow of another lane's move, is
+// not proof).
+func (s *Shard) bindRemote(addr netip.AddrPort, ln *lane, proven bool) {
 	s.lanes[addr] = ln
-	if s.cfg.Steer != nil {
-		ln.steered = s.cfg.Steer.Steer(addr, s.cfg.Conns[ln.cfg.Conn])
+	s.steer(addr, ln, proven)
+}
+
+// steer points addr at ln's socket in the group's map.
+func (s *Shard) steer(addr netip.AddrPort, ln *lane, proven bool) {
+	if s.cfg.Steer == nil {
+		return
+	}
+	switch s.cfg.Steer.Steer(addr, s.cfg.Conns[ln.cfg.Conn], proven) {
+	case udp.Steered:
+		if !ln.steered {
+			ln.steered, ln.steeredAt = true, s.now
+		}
+	case udp.Full:
+		ln.steered = false
+		if !ln.steerFull {
+			ln.steerFull = true // once per lane, not per retry
+			s.count(SteerRefused)
+		}
+	default:
+		ln.steered = false
 	}
 }
 

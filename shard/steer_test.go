@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/yip-router/yip-router/fec"
 	"github.com/yip-router/yip-router/shard/udp"
@@ -12,16 +13,21 @@ import (
 
 // fakeSteer is a lane map in memory: what udp.Steering would hold.
 type fakeSteer struct {
-	at     map[netip.AddrPort]*udp.Conn
-	refuse bool // the map is full
+	at   map[netip.AddrPort]*udp.Conn
+	full bool // the map has no room
 }
 
-func (f *fakeSteer) Steer(r netip.AddrPort, c *udp.Conn) bool {
-	if f.refuse {
-		return false
+func (f *fakeSteer) Steer(r netip.AddrPort, c *udp.Conn, proven bool) udp.SteerResult {
+	if cur, ok := f.at[r]; ok && cur != c && !proven {
+		return udp.Taken
+	} else if ok && cur == c {
+		return udp.Steered
+	}
+	if f.full {
+		return udp.Full
 	}
 	f.at[r] = c
-	return true
+	return udp.Steered
 }
 
 func (f *fakeSteer) Unsteer(r netip.AddrPort, c *udp.Conn) {
@@ -58,29 +64,65 @@ func TestSteerFollowsLane(t *testing.T) {
 	}
 }
 
-// Datagrams of a steered lane that arrive through another shard re-steer
-// the lane's remote and leave the lane where it is; only a lane the map
-// refused is reported misplaced (and moved by the router).
+// Datagrams of a lane that arrive through another shard steer the lane's
+// remote to its socket, with proof, and leave the lane where it is; a lane
+// the map refused, or one that keeps arriving elsewhere although steered
+// for a while (the program cannot read its datagrams' address), is
+// reported misplaced (and moved by the router). A full map is counted once
+// per lane.
 func TestSteeredLaneNotMisplaced(t *testing.T) {
-	for _, refuse := range []bool{false, true} {
+	for _, full := range []bool{false, true} {
 		a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 		sb := b.shards[0]
-		fs := &fakeSteer{at: map[netip.AddrPort]*udp.Conn{}, refuse: refuse}
+		fs := &fakeSteer{at: map[netip.AddrPort]*udp.Conn{}, full: full}
 		sb.cfg.Steer = fs
 		reports := 0
 		sb.cfg.Misplaced = func(int, PeerID, int, int) { reports++ }
+		sb.now = time.Now()
 		connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 		ln := sb.ownedLane(1, 0)
-		if ln == nil || ln.steered == refuse {
-			t.Fatalf("refuse=%v: lane %v steered=%v", refuse, ln != nil, ln != nil && ln.steered)
+		if ln == nil || ln.steered == full {
+			t.Fatalf("full=%v: lane %v steered=%v", full, ln != nil, ln != nil && ln.steered)
 		}
-		delete(fs.at, addrA) // the entry was lost (a race with another shard)
+		// The entry is lost (a race with another shard) or was never
+		// made: a datagram proves the lane through shard 1.
+		delete(fs.at, addrA)
+		ln.steered = false
 		sb.misplaced(ln, 1)
-		if want := map[bool]int{false: 0, true: 1}[refuse]; reports != want {
-			t.Fatalf("refuse=%v: %d misplaced reports, want %d", refuse, reports, want)
+		if want := map[bool]int{false: 0, true: 1}[full]; reports != want {
+			t.Fatalf("full=%v: %d misplaced reports, want %d", full, reports, want)
 		}
-		if _, ok := fs.at[addrA]; ok == refuse {
-			t.Fatalf("refuse=%v: after the hand-off the map holds the lane: %v", refuse, ok)
+		if _, ok := fs.at[addrA]; ok == full {
+			t.Fatalf("full=%v: after the hand-off the map holds the lane: %v", full, ok)
 		}
+		sb.misplaced(ln, 1) // within a second: nothing new
+		sb.now = sb.now.Add(2 * misplacedEvery)
+		sb.misplaced(ln, 1) // steered long ago and still handed over
+		if want := map[bool]int{false: 1, true: 2}[full]; reports != want {
+			t.Fatalf("full=%v: %d misplaced reports after the program missed, want %d", full, reports, want)
+		}
+		sb.publish()
+		if sn := sb.Snapshot(); sn.Get(SteerRefused) != map[bool]uint64{false: 0, true: 1}[full] {
+			t.Fatalf("full=%v: steer_refused %d", full, sn.Get(SteerRefused))
+		}
+	}
+}
+
+// A handshake's source address does not take another shard's entry: a
+// second peer's lane installed at the address the first peer's lane holds
+// (on another shard, which this one cannot see) stays unsteered.
+func TestSteerUnprovenInstallKeepsOthersEntry(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 2, routesB)
+	fs := &fakeSteer{at: map[netip.AddrPort]*udp.Conn{}}
+	other := new(udp.Conn) // shard 1's group socket, holding addrA
+	fs.at[addrA] = other
+	sb := b.shards[0]
+	sb.cfg.Steer = fs
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	if fs.at[addrA] != other {
+		t.Fatal("an unproven install took another socket's entry")
+	}
+	if ln := sb.ownedLane(1, 0); ln == nil || ln.steered {
+		t.Fatalf("lane steered=%v, want not steered", ln != nil && ln.steered)
 	}
 }

@@ -138,11 +138,7 @@ func printStatus(w io.Writer, st *router.Status) {
 	}
 	fmt.Fprintf(w, "  padding: %s (tun mtu %d)\n", st.Padding, st.TunMTU)
 	if st.Steering != "" {
-		fmt.Fprintf(w, "  steering: %s", st.Steering)
-		if st.SteerRefused > 0 {
-			fmt.Fprintf(w, ", %d lanes over the map's size (placed by hash)", st.SteerRefused)
-		}
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  steering: %s\n", st.Steering)
 	}
 	k := st.Kernel
 	fmt.Fprintf(w, "  kernel drops: tun tx %d, tun rx %d, socket %d\n", k.TUNTxDropped, k.TUNRxDropped, k.SocketDrops)

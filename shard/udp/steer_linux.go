@@ -10,17 +10,17 @@ package udp
 // hash puts it; the shards' hand-off and lane adoption place those.
 //
 // The program is assembled here instead of compiled from C so the build
-// needs no clang and no generated objects; it is 40 instructions.
+// needs no clang and no generated objects; it is about 50 instructions.
 
 import (
 	"errors"
 	"fmt"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -40,18 +40,31 @@ func keyOf(ap netip.AddrPort) steerKey {
 	return k
 }
 
+// ErrSteering marks a failure to put the eBPF program or a socket into
+// the group (ListenSteered): the caller can fall back to ListenGroup.
+var ErrSteering = errors.New("eBPF steering refused")
+
 // Steering is a listen group's lane map and the program that reads it.
 type Steering struct {
 	prog  *ebpf.Program
 	socks *ebpf.Map // REUSEPORT_SOCKARRAY: socket index → socket
 	lanes *ebpf.Map // HASH: steerKey → socket index
 
+	// mu makes each read-modify-write of the lane map (Steer, Unsteer)
+	// one step: shards call them from their own goroutines.
 	mu      sync.Mutex
 	members map[*Conn]uint32 // the group's sockets and their indexes
-	// Refused counts Steer calls the kernel refused (the map full):
-	// those lanes are found by hash and hand-off instead.
-	Refused atomic.Uint64
 }
+
+// SteerResult is what Steer did.
+type SteerResult int
+
+const (
+	Steered   SteerResult = iota // the map sends the remote to the socket
+	NotMember                    // the socket is not in the group: nothing to steer
+	Taken                        // another socket holds the remote and the claim was unproven
+	Full                         // the map has no room
+)
 
 // NewSteering loads the program and its maps for a group of n sockets and
 // at most maxLanes steered remotes. It fails on a kernel without eBPF for
@@ -61,11 +74,19 @@ func NewSteering(n, maxLanes int) (*Steering, error) {
 	if n < 1 || n > 1<<LaneBits || maxLanes < 1 {
 		return nil, fmt.Errorf("udp: steering for %d sockets and %d lanes out of range", n, maxLanes)
 	}
+	// Before 5.11 the kernel charges maps to RLIMIT_MEMLOCK (often 64
+	// KiB); later kernels charge the cgroup and this does nothing.
+	// Raising the limit needs CAP_SYS_RESOURCE (or LimitMEMLOCK= in the
+	// systemd unit): if it fails, the map creation below says so.
+	memlock := rlimit.RemoveMemlock()
 	socks, err := ebpf.NewMap(&ebpf.MapSpec{
 		Name: "yip_socks", Type: ebpf.ReusePortSockArray,
 		KeySize: 4, ValueSize: 8, MaxEntries: uint32(n),
 	})
 	if err != nil {
+		if memlock != nil {
+			err = errors.Join(err, memlock)
+		}
 		return nil, fmt.Errorf("udp: socket map: %w", err)
 	}
 	// Not preallocated: a hub sized for many peers pays kernel memory
@@ -95,21 +116,23 @@ func NewSteering(n, maxLanes int) (*Steering, error) {
 const hdrStartNet = 1
 
 // steerProgram: read the IP version; take the source address (IPv4 into
-// the mapped form) and the UDP source port (after the IPv4 header's own
-// length, or after the fixed IPv6 header); look the pair up; select the
-// socket it names. Every failure returns SK_PASS without a selection,
-// which makes the kernel fall back to its hash: no datagram is dropped
-// here.
+// the mapped form) from the IP header and the UDP source port from the
+// start of the datagram (in an SK_REUSEPORT program the skb's data begins
+// at the UDP header, past IPv4 options and IPv6 extension headers); look
+// the pair up; select the socket it names. Every failure returns SK_PASS
+// without a selection, which makes the kernel fall back to its hash: no
+// datagram is dropped here.
 func steerProgram(lanesFD, socksFD int) asm.Instructions {
 	const (
 		key  = -24 // 20-byte steerKey at fp-24 .. fp-5
 		tmp  = -32 // the version byte, then the socket index
 		pass = "pass"
 	)
-	load := func(off asm.Instruction, to int16, n int32) asm.Instructions {
+	// loadNet copies n bytes at off from the IP header to the stack at to.
+	loadNet := func(off, to int16, n int32) asm.Instructions {
 		return asm.Instructions{
 			asm.Mov.Reg(asm.R1, asm.R6),
-			off, // sets R2
+			asm.Mov.Imm(asm.R2, int32(off)),
 			asm.Mov.Reg(asm.R3, asm.RFP),
 			asm.Add.Imm(asm.R3, int32(to)),
 			asm.Mov.Imm(asm.R4, n),
@@ -127,30 +150,25 @@ func steerProgram(lanesFD, socksFD int) asm.Instructions {
 		asm.StoreMem(asm.RFP, key+16, asm.R1, asm.Word),
 		asm.StoreMem(asm.RFP, tmp, asm.R1, asm.DWord),
 	)
-	p = append(p, load(asm.Mov.Imm(asm.R2, 0), tmp, 1)...)
+	p = append(p, loadNet(0, tmp, 1)...)
 	p = append(p,
 		asm.LoadMem(asm.R7, asm.RFP, tmp, asm.Byte),
-		asm.Mov.Reg(asm.R8, asm.R7),
-		asm.RSh.Imm(asm.R8, 4),
-		asm.JEq.Imm(asm.R8, 4, "v4"),
-		asm.JNE.Imm(asm.R8, 6, pass),
+		asm.RSh.Imm(asm.R7, 4),
+		asm.JEq.Imm(asm.R7, 4, "v4"),
+		asm.JNE.Imm(asm.R7, 6, pass),
 	)
-	p = append(p, load(asm.Mov.Imm(asm.R2, 8), key, 16)...) // IPv6 source
-	p = append(p,
-		asm.Mov.Imm(asm.R9, 40),
-		asm.Ja.Label("port"),
-	)
+	p = append(p, loadNet(8, key, 16)...) // IPv6 source
+	p = append(p, asm.Ja.Label("port"))
 	p = append(p, asm.StoreImm(asm.RFP, key+10, 0xffff, asm.Half).WithSymbol("v4")) // ::ffff:
-	p = append(p, load(asm.Mov.Imm(asm.R2, 12), key+12, 4)...)                      // IPv4 source
+	p = append(p, loadNet(12, key+12, 4)...)                                        // IPv4 source
 	p = append(p,
-		asm.Mov.Reg(asm.R9, asm.R7),
-		asm.And.Imm(asm.R9, 15),
-		asm.LSh.Imm(asm.R9, 2), // IHL × 4
-	)
-	port := load(asm.Mov.Reg(asm.R2, asm.R9), key+16, 2)
-	port[0] = port[0].WithSymbol("port")
-	p = append(p, port...)
-	p = append(p,
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("port"),
+		asm.Mov.Imm(asm.R2, 0), // the UDP header's first field
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, key+16),
+		asm.Mov.Imm(asm.R4, 2),
+		asm.FnSkbLoadBytes.Call(),
+		asm.JNE.Imm(asm.R0, 0, pass),
 		asm.LoadMapPtr(asm.R1, lanesFD),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, key),
@@ -175,11 +193,11 @@ func steerProgram(lanesFD, socksFD int) asm.Instructions {
 func (s *Steering) attach(c *Conn, i int) error {
 	if i == 0 {
 		if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_EBPF, s.prog.FD()); err != nil {
-			return fmt.Errorf("SO_ATTACH_REUSEPORT_EBPF: %w", err)
+			return fmt.Errorf("%w: SO_ATTACH_REUSEPORT_EBPF: %w", ErrSteering, err)
 		}
 	}
 	if err := s.socks.Update(uint32(i), uint64(c.fd), ebpf.UpdateAny); err != nil {
-		return fmt.Errorf("socket map: %w", err)
+		return fmt.Errorf("%w: socket map: %w", ErrSteering, err)
 	}
 	s.mu.Lock()
 	s.members[c] = uint32(i)
@@ -187,34 +205,47 @@ func (s *Steering) attach(c *Conn, i int) error {
 	return nil
 }
 
-func (s *Steering) index(c *Conn) (uint32, bool) {
+// Steer sends remote's datagrams to c, if c is one of the group's sockets
+// (a lane on a lane socket needs no steering). An unproven claim (a
+// handshake's source address, which anyone can send from) never takes an
+// entry another socket holds: one shard cannot see another's lanes, and a
+// handshake from a peer's address must not divert that peer's datagrams.
+// A proven one (a datagram that opened under the lane's keys) does.
+func (s *Steering) Steer(remote netip.AddrPort, c *Conn, proven bool) SteerResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	i, ok := s.members[c]
-	return i, ok
-}
-
-// Steer sends remote's datagrams to c, if c is one of the group's sockets
-// (a lane on a lane socket needs no steering), and reports whether it
-// did. A full map is counted in Refused: that lane still works, by
-// hand-off and adoption.
-func (s *Steering) Steer(remote netip.AddrPort, c *Conn) bool {
-	i, ok := s.index(c)
 	if !ok || !remote.IsValid() {
-		return false
+		return NotMember
 	}
-	if err := s.lanes.Update(keyOf(remote), i, ebpf.UpdateAny); err != nil {
-		s.Refused.Add(1)
-		return false
+	k := keyOf(remote)
+	flag := ebpf.UpdateAny
+	if !proven {
+		var cur uint32
+		if err := s.lanes.Lookup(k, &cur); err == nil {
+			if cur == i {
+				return Steered
+			}
+			return Taken
+		}
+		flag = ebpf.UpdateNoExist
 	}
-	return true
+	if err := s.lanes.Update(k, i, flag); err != nil {
+		if errors.Is(err, ebpf.ErrKeyExist) {
+			return Taken
+		}
+		return Full // E2BIG: the map is full (or the kernel refused: same cure)
+	}
+	return Steered
 }
 
 // Unsteer forgets remote if it still leads to c: another shard may have
 // steered it to its own socket since (the lane moved), and that entry
 // stays.
 func (s *Steering) Unsteer(remote netip.AddrPort, c *Conn) {
-	i, ok := s.index(c)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	i, ok := s.members[c]
 	if !ok || !remote.IsValid() {
 		return
 	}
@@ -223,9 +254,7 @@ func (s *Steering) Unsteer(remote netip.AddrPort, c *Conn) {
 	if err := s.lanes.Lookup(k, &cur); err != nil || cur != i {
 		return
 	}
-	if err := s.lanes.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
-		s.Refused.Add(1)
-	}
+	_ = s.lanes.Delete(k) // only a missing key can fail here, and it is gone
 }
 
 // Lookup says which socket index remote is steered to, if any.

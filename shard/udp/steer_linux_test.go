@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func newSteeringOrSkip(t *testing.T, n, maxLanes int) *Steering {
@@ -97,7 +100,9 @@ func TestSteeringByRemote(t *testing.T) {
 					if int(s.LocalAddr().Port())&LaneMask == i {
 						congruent++
 					}
-					st.Steer(s.LocalAddr(), group[i])
+					if r := st.Steer(s.LocalAddr(), group[i], false); r != Steered {
+						t.Fatalf("steering %v: %v", s.LocalAddr(), r)
+					}
 					if got, ok := st.Lookup(s.LocalAddr()); !ok || got != i {
 						t.Fatalf("%v steered to %d, %v; want %d", s.LocalAddr(), got, ok, i)
 					}
@@ -157,7 +162,7 @@ func TestSteeringByRemote(t *testing.T) {
 	}
 }
 
-// A full map refuses the next remote and counts it; the refused remote's
+// A full map refuses the next remote and says so; the refused remote's
 // datagrams still arrive (by hash), and a lane socket outside the group is
 // never entered.
 func TestSteeringFull(t *testing.T) {
@@ -170,6 +175,7 @@ func TestSteeringFull(t *testing.T) {
 	defer group[1].Close()
 	lo := netip.MustParseAddr("127.0.0.1")
 	var socks []*Conn
+	var res []SteerResult
 	for range 3 {
 		s, err := ListenLane(lo)
 		if err != nil {
@@ -177,12 +183,14 @@ func TestSteeringFull(t *testing.T) {
 		}
 		defer s.Close()
 		socks = append(socks, s)
-		st.Steer(s.LocalAddr(), group[1])
+		res = append(res, st.Steer(s.LocalAddr(), group[1], true))
 	}
-	if got := st.Refused.Load(); got != 1 {
-		t.Fatalf("refused %d, want 1", got)
+	if !slices.Equal(res, []SteerResult{Steered, Steered, Full}) {
+		t.Fatalf("steering three remotes into a map of two: %v", res)
 	}
-	st.Steer(netip.MustParseAddrPort("127.0.0.1:9"), socks[0]) // not a member
+	if r := st.Steer(netip.MustParseAddrPort("127.0.0.1:9"), socks[0], true); r != NotMember {
+		t.Fatalf("a non-member socket: %v", r)
+	}
 	if _, ok := st.Lookup(netip.MustParseAddrPort("127.0.0.1:9")); ok {
 		t.Fatal("a non-member socket was steered to")
 	}
@@ -197,6 +205,98 @@ func TestSteeringFull(t *testing.T) {
 	}
 	if got != 8 {
 		t.Fatalf("the refused remote's datagrams: %d of 8 arrived", got)
+	}
+}
+
+// An unproven claim (a handshake's source address) never takes a remote
+// another socket holds; a proven one does; a claim on an entry the socket
+// already holds is a success either way.
+func TestSteeringUnprovenClaims(t *testing.T) {
+	st := newSteeringOrSkip(t, 2, 8)
+	group, err := ListenSteered(netip.MustParseAddrPort("127.0.0.1:0"), 2, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer group[0].Close()
+	defer group[1].Close()
+	v := netip.MustParseAddrPort("127.0.0.1:40000")
+	steps := []struct {
+		sock   int
+		proven bool
+		want   SteerResult
+		owner  int
+	}{
+		{0, false, Steered, 0}, // a handshake installs the victim's lane
+		{1, false, Taken, 0},   // another peer handshakes from the same address
+		{0, false, Steered, 0}, // a rekey of the first
+		{1, true, Steered, 1},  // a datagram proved the second there
+		{0, false, Taken, 1},
+	}
+	for i, s := range steps {
+		if r := st.Steer(v, group[s.sock], s.proven); r != s.want {
+			t.Fatalf("step %d: %v, want %v", i, r, s.want)
+		}
+		if o, ok := st.Lookup(v); !ok || o != s.owner {
+			t.Fatalf("step %d: steered to %d (%v), want %d", i, o, ok, s.owner)
+		}
+	}
+}
+
+// Source ports are read where the UDP header is, not at a fixed offset:
+// IPv4 options and an IPv6 destination-options header do not break the
+// lookup.
+func TestSteeringPastOptions(t *testing.T) {
+	for _, tc := range []struct {
+		ip    string
+		level int
+		opt   int
+		val   []byte
+	}{
+		{"127.0.0.1", unix.IPPROTO_IP, unix.IP_OPTIONS, []byte{1, 1, 1, 1, 1, 1, 1, 0}}, // 8 bytes: NOPs, end
+		{"::1", unix.IPPROTO_IPV6, unix.IPV6_DSTOPTS, []byte{0, 0, 1, 4, 0, 0, 0, 0}},   // PadN
+	} {
+		t.Run(tc.ip, func(t *testing.T) {
+			const n = 4
+			st := newSteeringOrSkip(t, n, 64)
+			group, err := ListenSteered(netip.AddrPortFrom(netip.MustParseAddr(tc.ip), 0), n, st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() {
+				for _, c := range group {
+					c.Close()
+				}
+			}()
+			want := map[netip.AddrPort]int{}
+			for i := range 3 * n {
+				s, err := ListenLane(netip.MustParseAddr(tc.ip))
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				if err := unix.SetsockoptString(s.Fd(), tc.level, tc.opt, string(tc.val)); err != nil {
+					t.Fatalf("setting the option: %v", err)
+				}
+				st.Steer(s.LocalAddr(), group[i%n], true)
+				want[s.LocalAddr()] = i % n
+				send8(t, s, group[0].LocalAddr())
+			}
+			for i, c := range group {
+				b := NewBatch(64)
+				for j := range b.Bufs {
+					b.Bufs[j] = make([]byte, 64)
+				}
+				from := drain(t, c, b)
+				if len(from) != 3*8 {
+					t.Fatalf("socket %d got %d datagrams, want 24", i, len(from))
+				}
+				for _, f := range from {
+					if want[f] != i {
+						t.Fatalf("socket %d got a datagram from %v, steered to %d", i, f, want[f])
+					}
+				}
+			}
+		})
 	}
 }
 

@@ -8,12 +8,25 @@ import (
 )
 
 // TestNATPortRewrite puts A behind a NAT that gives every flow a random
-// source port, so the lane ports A offered never arrive as offered and
-// B's port steering lands lanes on arbitrary shards. Every lane must carry
-// traffic both ways, and at steady state no datagram may take a ring hop
-// on B (B moves each lane to the shard its datagrams arrive on).
+// source port, so the lane ports A offered never arrive as offered: B's
+// steering map does not know them and the first datagrams land on
+// arbitrary shards. Every lane must carry traffic both ways, and at steady
+// state no datagram may take a ring hop on B (the owner steers the lane's
+// new port to itself; steering by port, B moves the lane instead).
+//
+// Both with the eBPF steering and with its fallback (steering by source
+// port, as where the kernel refuses eBPF, or an older responder).
 func TestNATPortRewrite(t *testing.T) {
-	l := newLab(t, lab.Options{Shards: [2]int{2, 2}, NAT: true})
+	for _, tc := range []struct {
+		name string
+		env  []string
+	}{{"ebpf", nil}, {"port", []string{"YIP_TEST_STEER_BY_PORT=1"}}} {
+		t.Run(tc.name, func(t *testing.T) { natPortRewrite(t, tc.env) })
+	}
+}
+
+func natPortRewrite(t *testing.T, env []string) {
+	l := newLab(t, lab.Options{Shards: [2]int{2, 2}, NAT: true, Env: env})
 	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
 		t.Fatal(err)
 	}
@@ -36,6 +49,9 @@ func TestNATPortRewrite(t *testing.T) {
 	st, err := l.Status(lab.B)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if want := map[bool]string{true: "by lane remote (eBPF)", false: "by source port: YIP_TEST_STEER_BY_PORT"}[env == nil]; st.Steering != want {
+		t.Errorf("B steers %q, want %q", st.Steering, want)
 	}
 	var adopted uint64
 	for _, sh := range st.Shards {
