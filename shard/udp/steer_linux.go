@@ -10,7 +10,7 @@ package udp
 // hash puts it; the shards' hand-off and lane adoption place those.
 //
 // The program is assembled here instead of compiled from C so the build
-// needs no clang and no generated objects; it is about 50 instructions.
+// needs no clang and no generated objects, for a few dozen instructions.
 
 import (
 	"errors"
@@ -115,60 +115,57 @@ func NewSteering(n, maxLanes int) (*Steering, error) {
 // BPF_HDR_START_NET: skb_load_bytes_relative offsets from the IP header.
 const hdrStartNet = 1
 
-// steerProgram: read the IP version; take the source address (IPv4 into
-// the mapped form) from the IP header and the UDP source port from the
-// start of the datagram (in an SK_REUSEPORT program the skb's data begins
-// at the UDP header, past IPv4 options and IPv6 extension headers); look
-// the pair up; select the socket it names. Every failure returns SK_PASS
-// without a selection, which makes the kernel fall back to its hash: no
-// datagram is dropped here.
+// steerProgram: copy the IP header's first 24 bytes (version, and the
+// source address of IPv4 at 12 or of IPv6 at 8) in one helper call; build
+// the key (IPv4 in the mapped form); read the UDP source port directly from
+// the packet (in an SK_REUSEPORT program the data begins at the UDP header,
+// past IPv4 options and IPv6 extension headers); look the pair up; select
+// the socket it names. Every failure returns SK_PASS without a selection,
+// which makes the kernel fall back to its hash: no datagram is dropped
+// here. One helper call for the header, not one per field: each costs, on
+// every datagram the group receives (docs/BENCHMARKS.md).
 func steerProgram(lanesFD, socksFD int) asm.Instructions {
 	const (
+		buf  = -56 // the IP header's first 24 bytes, fp-56 .. fp-33
+		tmp  = -32 // the socket index
 		key  = -24 // 20-byte steerKey at fp-24 .. fp-5
-		tmp  = -32 // the version byte, then the socket index
 		pass = "pass"
 	)
-	// loadNet copies n bytes at off from the IP header to the stack at to.
-	loadNet := func(off, to int16, n int32) asm.Instructions {
-		return asm.Instructions{
-			asm.Mov.Reg(asm.R1, asm.R6),
-			asm.Mov.Imm(asm.R2, int32(off)),
-			asm.Mov.Reg(asm.R3, asm.RFP),
-			asm.Add.Imm(asm.R3, int32(to)),
-			asm.Mov.Imm(asm.R4, n),
-			asm.Mov.Imm(asm.R5, hdrStartNet),
-			asm.FnSkbLoadBytesRelative.Call(),
-			asm.JNE.Imm(asm.R0, 0, pass),
-		}
-	}
-	var p asm.Instructions
-	p = append(p,
+	return asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1), // ctx
-		asm.Mov.Imm(asm.R1, 0),
-		asm.StoreMem(asm.RFP, key, asm.R1, asm.DWord),
-		asm.StoreMem(asm.RFP, key+8, asm.R1, asm.DWord),
-		asm.StoreMem(asm.RFP, key+16, asm.R1, asm.Word),
-		asm.StoreMem(asm.RFP, tmp, asm.R1, asm.DWord),
-	)
-	p = append(p, loadNet(0, tmp, 1)...)
-	p = append(p,
-		asm.LoadMem(asm.R7, asm.RFP, tmp, asm.Byte),
+		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, buf),
+		asm.Mov.Imm(asm.R4, 24),
+		asm.Mov.Imm(asm.R5, hdrStartNet),
+		asm.FnSkbLoadBytesRelative.Call(),
+		asm.JNE.Imm(asm.R0, 0, pass),
+		asm.LoadMem(asm.R7, asm.RFP, buf, asm.Byte),
 		asm.RSh.Imm(asm.R7, 4),
 		asm.JEq.Imm(asm.R7, 4, "v4"),
 		asm.JNE.Imm(asm.R7, 6, pass),
-	)
-	p = append(p, loadNet(8, key, 16)...) // IPv6 source
-	p = append(p, asm.Ja.Label("port"))
-	p = append(p, asm.StoreImm(asm.RFP, key+10, 0xffff, asm.Half).WithSymbol("v4")) // ::ffff:
-	p = append(p, loadNet(12, key+12, 4)...)                                        // IPv4 source
-	p = append(p,
-		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol("port"),
-		asm.Mov.Imm(asm.R2, 0), // the UDP header's first field
-		asm.Mov.Reg(asm.R3, asm.RFP),
-		asm.Add.Imm(asm.R3, key+16),
-		asm.Mov.Imm(asm.R4, 2),
-		asm.FnSkbLoadBytes.Call(),
-		asm.JNE.Imm(asm.R0, 0, pass),
+		// IPv6: the source address is bytes 8..24.
+		asm.LoadMem(asm.R1, asm.RFP, buf+8, asm.DWord),
+		asm.StoreMem(asm.RFP, key, asm.R1, asm.DWord),
+		asm.LoadMem(asm.R1, asm.RFP, buf+16, asm.DWord),
+		asm.StoreMem(asm.RFP, key+8, asm.R1, asm.DWord),
+		asm.Ja.Label("port"),
+		// IPv4: ::ffff:a.b.c.d, the address at bytes 12..16.
+		asm.Mov.Imm(asm.R1, 0).WithSymbol("v4"),
+		asm.StoreMem(asm.RFP, key, asm.R1, asm.DWord),
+		asm.StoreImm(asm.RFP, key+8, -0x10000, asm.Word), // bytes 00 00 ff ff
+		asm.LoadMem(asm.R1, asm.RFP, buf+12, asm.Word),
+		asm.StoreMem(asm.RFP, key+12, asm.R1, asm.Word),
+		// The port, as the packet has it (network order), then two zeros.
+		asm.LoadMem(asm.R2, asm.R6, 0, asm.DWord).WithSymbol("port"), // data
+		asm.LoadMem(asm.R3, asm.R6, 8, asm.DWord),                    // data_end
+		asm.Mov.Reg(asm.R4, asm.R2),
+		asm.Add.Imm(asm.R4, 2),
+		asm.JGT.Reg(asm.R4, asm.R3, pass),
+		asm.LoadMem(asm.R1, asm.R2, 0, asm.Half),
+		asm.StoreMem(asm.RFP, key+16, asm.R1, asm.Half),
+		asm.StoreImm(asm.RFP, key+18, 0, asm.Half),
 		asm.LoadMapPtr(asm.R1, lanesFD),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, key),
@@ -184,8 +181,7 @@ func steerProgram(lanesFD, socksFD int) asm.Instructions {
 		asm.FnSkSelectReuseport.Call(),
 		asm.Mov.Imm(asm.R0, 1).WithSymbol(pass), // SK_PASS
 		asm.Return(),
-	)
-	return p
+	}
 }
 
 // attach makes the program the group's (on its first socket) and enters
