@@ -79,8 +79,9 @@ func (c *Core) PeerSilent(sh int, peer shard.PeerID) {
 
 // LaneMisplaced: lane index of peer, owned by shard from, proved to
 // receive its datagrams on shard via (a NAT rewrote the lane's port and
-// the listen group cannot steer it: shard/place.go). The lane moves there, so its datagrams stop taking a ring hop, and the other
-// shards learn its new owner. Only a responder's lanes move: an
+// the listen group cannot steer it: shard/place.go). The lane moves
+// there, so its datagrams stop taking a ring hop, and the other shards
+// learn its new owner. Only a responder's lanes move: an
 // initiator's come back to the lane sockets it owns.
 func (c *Core) LaneMisplaced(from int, peer shard.PeerID, index, via int) {
 	c.mu.Lock()

@@ -13,10 +13,10 @@ import (
 // (steer.go), or, where the kernel refuses eBPF, the low bits of its
 // source port. A datagram from a port nobody steered — a NAT rewrote it,
 // the entry is not there yet — arrives on whichever shard the kernel's
-// hash (or the new port) picks. So every shard keeps, for each lane another shard owns,
-// the lane's receive tag keys (a candidate): a datagram that matches no
-// lane of its own is tried against them (roam.go's trial budget) and
-// handed, still framed, to the owner. When a datagram that came that way
+// hash (or the new port) picks. So every shard keeps, for each lane
+// another shard owns, the lane's receive tag keys (a candidate): a
+// datagram that matches no lane of its own is tried against them
+// (roam.go's trial budget) and handed, still framed, to the owner. When a datagram that came that way
 // proves itself on the owner (it opens and is no replay), the owner steers
 // its address to itself (misplaced), or, where it cannot, reports the lane
 // misplaced (Config.Misplaced, at most once a second per lane) and the
@@ -99,8 +99,9 @@ func (s *Shard) tryCandidates(data []byte, from netip.AddrPort) bool {
 // steers by lane remote, the cure is to steer the lane's remote to its
 // socket, now with proof: the entry was missing, lost to a race or held
 // by an unproven claim. If the lane was steered a while ago (not by the
-// datagram that brought us here) and still arrives elsewhere, the program cannot read its datagrams' address (an IPv6
-// extension header it does not skip, say), and the lane is moved as
+// datagram that brought us here) and still arrives elsewhere, the map does
+// not decide where its datagrams go (the entry was lost, or the kernel
+// delivered them without running the program), and the lane is moved as
 // without steering (Config.Misplaced: the router moves it there).
 func (s *Shard) misplaced(ln *lane, via int) {
 	if !ln.misplacedAt.IsZero() && s.now.Sub(ln.misplacedAt) < misplacedEvery {
