@@ -24,6 +24,23 @@ func newSteeringOrSkip(t *testing.T, n, maxLanes int) *Steering {
 	return st
 }
 
+// steeredGroup is a group of n sockets on bind steered by a map of
+// maxLanes, closed with the test.
+func steeredGroup(t *testing.T, bind string, n, maxLanes int) ([]*Conn, *Steering) {
+	t.Helper()
+	st := newSteeringOrSkip(t, n, maxLanes)
+	group, err := ListenSteered(netip.AddrPortFrom(netip.MustParseAddr(bind), 0), n, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, c := range group {
+			c.Close()
+		}
+	})
+	return group, st
+}
+
 // drain reads what c holds now.
 func drain(t *testing.T, c *Conn, b *Batch) []netip.AddrPort {
 	t.Helper()
@@ -69,16 +86,7 @@ func TestSteeringByRemote(t *testing.T) {
 	} {
 		t.Run(tc.bind, func(t *testing.T) {
 			const n, perSock = 4, 3
-			st := newSteeringOrSkip(t, n, 64)
-			group, err := ListenSteered(netip.AddrPortFrom(netip.MustParseAddr(tc.bind), 0), n, st)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				for _, c := range group {
-					c.Close()
-				}
-			}()
+			group, st := steeredGroup(t, tc.bind, n, 64)
 			port := group[0].LocalAddr().Port()
 			senders := strings.Fields(tc.senders)
 			want := map[netip.AddrPort]int{} // sender → socket index
@@ -166,13 +174,7 @@ func TestSteeringByRemote(t *testing.T) {
 // datagrams still arrive (by hash), and a lane socket outside the group is
 // never entered.
 func TestSteeringFull(t *testing.T) {
-	st := newSteeringOrSkip(t, 2, 2)
-	group, err := ListenSteered(netip.MustParseAddrPort("127.0.0.1:0"), 2, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer group[0].Close()
-	defer group[1].Close()
+	group, st := steeredGroup(t, "127.0.0.1", 2, 2)
 	lo := netip.MustParseAddr("127.0.0.1")
 	var socks []*Conn
 	var res []SteerResult
@@ -212,13 +214,7 @@ func TestSteeringFull(t *testing.T) {
 // another socket holds; a proven one does; a claim on an entry the socket
 // already holds is a success either way.
 func TestSteeringUnprovenClaims(t *testing.T) {
-	st := newSteeringOrSkip(t, 2, 8)
-	group, err := ListenSteered(netip.MustParseAddrPort("127.0.0.1:0"), 2, st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer group[0].Close()
-	defer group[1].Close()
+	group, st := steeredGroup(t, "127.0.0.1", 2, 8)
 	v := netip.MustParseAddrPort("127.0.0.1:40000")
 	steps := []struct {
 		sock   int
@@ -257,16 +253,7 @@ func TestSteeringPastOptions(t *testing.T) {
 	} {
 		t.Run(tc.ip, func(t *testing.T) {
 			const n = 4
-			st := newSteeringOrSkip(t, n, 64)
-			group, err := ListenSteered(netip.AddrPortFrom(netip.MustParseAddr(tc.ip), 0), n, st)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer func() {
-				for _, c := range group {
-					c.Close()
-				}
-			}()
+			group, st := steeredGroup(t, tc.ip, n, 64)
 			want := map[netip.AddrPort]int{}
 			for i := range 3 * n {
 				s, err := ListenLane(netip.MustParseAddr(tc.ip))
