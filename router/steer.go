@@ -2,9 +2,11 @@ package router
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/yip-router/yip-router/shard"
 	"github.com/yip-router/yip-router/shard/udp"
@@ -20,8 +22,10 @@ const steerLanes = 1 << 16
 // listen opens the listen group on local, steered by lane remote. Where
 // the kernel refuses the eBPF program or the group (no CAP_BPF, a kernel
 // before 4.19, RLIMIT_MEMLOCK before 5.11, a seccomp or LSM policy) it
-// steers by source port: peers' lanes then land by the kernel's hash and
-// are moved to the shard their datagrams reach.
+// steers by source port: peers' lanes (on ports the kernel picked, not
+// ports that name their lane) then land by the kernel's hash and are moved
+// to the shard their datagrams reach, so two lanes of one peer can share a
+// shard.
 func (r *Router) listen(local netip.AddrPort, n int) ([]*udp.Conn, error) {
 	if r.steer != nil {
 		r.steer.Close() // a first try's, before the IPv4-only retry
@@ -42,6 +46,9 @@ func (r *Router) listen(local netip.AddrPort, n int) ([]*udp.Conn, error) {
 		if !errors.Is(err, udp.ErrSteering) {
 			return nil, err // the port, not the program
 		}
+	}
+	if errors.Is(err, unix.EPERM) {
+		err = fmt.Errorf("%w (loading eBPF needs CAP_BPF)", err)
 	}
 	r.steerMode = "by source port: " + err.Error()
 	r.log.Warn("steering by lane remote is unavailable: lanes are placed by the kernel's hash and moved to the shard their datagrams reach",

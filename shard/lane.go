@@ -270,6 +270,11 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		// send to a port the NAT does not map.
 		cfg.Remote = top.cfg.Remote
 		ln.cfg.Remote = cfg.Remote
+		// The router steered the offered address before the response
+		// (router/plane.go); the lane stays at the proven one.
+		if s.cfg.Steer != nil && s.lanes[ln.offered] == nil {
+			s.cfg.Steer.Unsteer(ln.offered, s.cfg.Conns[cfg.Conn])
+		}
 	}
 	s.own(ln, top)
 	if old := top; old != nil {
@@ -280,6 +285,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		}
 		ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = top.txPackets, top.txBytes, top.rxPackets, top.rxBytes
 		ln.moves = top.moves
+		ln.steerFull = top.steerFull     // counted once per lane, not per rekey
 		ln.reportsSent = top.reportsSent // a rekey is not a fresh start
 		if top.adapt != nil && ln.adapt != nil && top.cfg.Mode == cfg.Mode {
 			// Same path, same loss: a rekey keeps what the loss reports

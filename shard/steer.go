@@ -26,6 +26,9 @@ type Steerer interface {
 // handshake's source address, or a follow of another lane's move, is
 // not proof).
 func (s *Shard) bindRemote(addr netip.AddrPort, ln *lane, proven bool) {
+	if old := s.lanes[addr]; old != nil && old != ln {
+		old.steered = false // the entry is ln's now
+	}
 	s.lanes[addr] = ln
 	s.steer(addr, ln, proven)
 }
@@ -37,9 +40,12 @@ func (s *Shard) steer(addr netip.AddrPort, ln *lane, proven bool) {
 	}
 	switch s.cfg.Steer.Steer(addr, s.cfg.Conns[ln.cfg.Conn], proven) {
 	case udp.Steered:
-		if !ln.steered {
-			ln.steered, ln.steeredAt = true, s.now
+		// A proven claim may have just taken the entry back from another
+		// socket: the datagrams in flight still go there for a moment.
+		if !ln.steered || proven {
+			ln.steeredAt = s.now
 		}
+		ln.steered = true
 	case udp.Full:
 		ln.steered = false
 		if !ln.steerFull {

@@ -18,12 +18,13 @@ type fakeSteer struct {
 }
 
 func (f *fakeSteer) Steer(r netip.AddrPort, c *udp.Conn, proven bool) udp.SteerResult {
-	if cur, ok := f.at[r]; ok && cur != c && !proven {
-		return udp.Taken
-	} else if ok && cur == c {
+	cur, ok := f.at[r]
+	switch {
+	case ok && cur == c:
 		return udp.Steered
-	}
-	if f.full {
+	case ok && !proven:
+		return udp.Taken
+	case !ok && f.full: // a full hash map still replaces an existing key
 		return udp.Full
 	}
 	f.at[r] = c
@@ -124,5 +125,34 @@ func TestSteerUnprovenInstallKeepsOthersEntry(t *testing.T) {
 	}
 	if ln := sb.ownedLane(1, 0); ln == nil || ln.steered {
 		t.Fatalf("lane steered=%v, want not steered", ln != nil && ln.steered)
+	}
+}
+
+// Behind a NAT the lane keeps the port its datagrams proved across a
+// rekey; the offered address the router steered before the response
+// (router/plane.go) is taken out again, so nothing is left in the map once
+// the peer goes.
+func TestSteerRekeyBehindNATLeavesNoEntry(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sb := b.shards[0]
+	fs := &fakeSteer{at: map[netip.AddrPort]*udp.Conn{}}
+	sb.cfg.Steer = fs
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	// The NAT's port: the lane moves there.
+	feed(sb, addrNew, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
+	if _, ok := fs.at[addrNew]; !ok || len(fs.at) != 1 {
+		t.Fatalf("after the proof the map holds %v", slices.Collect(maps.Keys(fs.at)))
+	}
+	fs.at[addrA] = nil // the router's early steer of the offered address
+	connectHold(t, a, b, fec.EncoderConfig{K: 4, R: 0}, true)
+	if ln := sb.ownedLane(1, 0); ln == nil || ln.cfg.Remote != addrNew {
+		t.Fatalf("after the rekey the lane is at %v, want the NAT's %v", ln.cfg.Remote, addrNew)
+	}
+	if _, ok := fs.at[addrA]; ok {
+		t.Fatal("the offered address stayed in the map")
+	}
+	sb.RemovePeer(1)
+	if len(fs.at) != 0 {
+		t.Fatalf("after the peer went the map holds %v", slices.Collect(maps.Keys(fs.at)))
 	}
 }

@@ -13,6 +13,7 @@ package udp
 // needs no clang and no generated objects, for a few dozen instructions.
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -154,7 +155,7 @@ func steerProgram(lanesFD, socksFD int) asm.Instructions {
 		// IPv4: ::ffff:a.b.c.d, the address at bytes 12..16.
 		asm.Mov.Imm(asm.R1, 0).WithSymbol("v4"),
 		asm.StoreMem(asm.RFP, key, asm.R1, asm.DWord),
-		asm.StoreImm(asm.RFP, key+8, -0x10000, asm.Word), // bytes 00 00 ff ff
+		asm.StoreImm(asm.RFP, key+8, int64(int32(binary.NativeEndian.Uint32([]byte{0, 0, 0xff, 0xff}))), asm.Word),
 		asm.LoadMem(asm.R1, asm.RFP, buf+12, asm.Word),
 		asm.StoreMem(asm.RFP, key+12, asm.R1, asm.Word),
 		// The port, as the packet has it (network order), then two zeros.
