@@ -87,6 +87,10 @@ func shardFamily(name string) (family, label, value, help string) {
 		return "yip_shard_lane_adoptions_total", "", "", "Lanes moved to this shard because their datagrams arrive here and the listen group cannot steer them (steering by source port, or the eBPF map full), so they stop taking a ring hop."
 	case "foreign_lane":
 		return "yip_shard_foreign_lane_total", "", "", "Datagrams that arrived on this shard for a lane another shard owns (a source port a NAT rewrote, before the lane's remote is steered); handed to the owner."
+	case "fec_evicted":
+		return "yip_shard_fec_evicted_groups_total", "", "", "FEC groups given up before they closed to keep a lane's decoder under its byte cap (their missing data is not recovered)."
+	case "fec_not_stored":
+		return "yip_shard_fec_not_stored_total", "", "", "Symbols delivered but not kept for recovery because the lane's decoder was at its byte cap."
 	case "steer_refused":
 		return "yip_shard_steer_refused_total", "", "", "Lanes the listen group's eBPF steering map had no room for: their datagrams reach a shard by the kernel's hash and the lane is moved there."
 	}

@@ -47,6 +47,8 @@ const (
 	LaneMoved                      // lanes moved to a new remote by an authenticated datagram
 	LaneAdopted                    // lanes moved here from another shard (their datagrams arrive here)
 	SteerRefused                   // lanes the listen group's steering map had no room for
+	FECEvicted                     // FEC: open groups evicted to keep a lane's decoder under its byte cap
+	FECNotStored                   // FEC: symbols not kept for recovery because of the byte cap
 	numCounters
 )
 
@@ -60,6 +62,7 @@ var counterNames = [numCounters]string{
 	"control_in", "control_out", "pool_high_water", "ring_high_water",
 	"tun_super_in", "tun_super_out", "drop_tun_bad", "udp_super_in",
 	"roam_trials", "lane_moved", "lane_adopted", "steer_refused",
+	"fec_evicted", "fec_not_stored",
 }
 
 // IsGauge reports whether c is a level (a high-water mark) rather than a

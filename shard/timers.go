@@ -116,6 +116,8 @@ func (s *Shard) foldDecoder(l *lane) {
 	s.stats.c[FECRecovered] += st.Recovered - l.folded.Recovered
 	s.stats.c[DropDuplicate] += st.Duplicates - l.folded.Duplicates
 	s.stats.c[DropFECWindow] += windowDrops(st) - windowDrops(l.folded)
+	s.stats.c[FECEvicted] += st.Evicted - l.folded.Evicted
+	s.stats.c[FECNotStored] += st.NotStored - l.folded.NotStored
 	l.folded = st
 }
 
