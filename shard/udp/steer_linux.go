@@ -32,10 +32,7 @@ type steerKey [20]byte
 
 func keyOf(ap netip.AddrPort) steerKey {
 	var k steerKey
-	a := ap.Addr().Unmap().As16()
-	if ap.Addr().Unmap().Is4() {
-		a = netip.AddrFrom4(ap.Addr().Unmap().As4()).As16() // ::ffff:a.b.c.d
-	}
+	a := ap.Addr().Unmap().As16() // IPv4 as ::ffff:a.b.c.d
 	copy(k[:16], a[:])
 	k[16], k[17] = byte(ap.Port()>>8), byte(ap.Port())
 	return k
