@@ -16,13 +16,13 @@ import (
 // hash (or the new port) picks. So every shard keeps, for each lane
 // another shard owns, the lane's receive tag keys (a candidate): a
 // datagram that matches no lane of its own is tried against them
-// (roam.go's trial budget) and handed, still framed, to the owner. When a datagram that came that way
-// proves itself on the owner (it opens and is no replay), the owner steers
-// its address to itself (misplaced), or, where it cannot, reports the lane
-// misplaced (Config.Misplaced, at most once a second per lane) and the
-// router moves the lane, keys, counters, FEC and replay state, to the
-// shard its datagrams arrive on (MoveLane): at steady state nothing takes
-// a ring hop.
+// (roam.go's trial budget) and handed, still framed, to the owner. When a
+// datagram that came that way proves itself on the owner (it opens and is
+// no replay), the owner steers its address to itself (misplaced), or,
+// where it cannot, reports the lane misplaced (Config.Misplaced, at most
+// once a second per lane) and the router moves the lane, keys, counters,
+// FEC and replay state, to the shard its datagrams arrive on (MoveLane):
+// at steady state nothing takes a ring hop.
 
 // candidate is a lane another shard owns, as far as finding its datagrams
 // goes.

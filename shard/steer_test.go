@@ -37,15 +37,27 @@ func (f *fakeSteer) Unsteer(r netip.AddrPort, c *udp.Conn) {
 	}
 }
 
+// steeredSides is a one-shard side a and a side b of bShards whose shard 0
+// keeps its lanes' steering in fs; connectNow connects them (a test that
+// must seed fs or the clock first connects itself).
+func steeredSides(t *testing.T, bShards int, fs *fakeSteer, connectNow bool) (a, b *side, sb *Shard) {
+	t.Helper()
+	a, b = newSide(t, 1, routesA), newSide(t, bShards, routesB)
+	sb = b.shards[0]
+	fs.at = map[netip.AddrPort]*udp.Conn{}
+	sb.cfg.Steer = fs
+	if connectNow {
+		connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	}
+	return a, b, sb
+}
+
 // The map follows the lane: installed at its remote, moved when an
 // authenticated datagram moves the lane, kept (not flickered) across a
 // rekey at the same address, and gone with the peer.
 func TestSteerFollowsLane(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-	sb := b.shards[0]
-	fs := &fakeSteer{at: map[netip.AddrPort]*udp.Conn{}}
-	sb.cfg.Steer = fs
-	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	fs := &fakeSteer{}
+	a, _, sb := steeredSides(t, 1, fs, true)
 	if _, ok := fs.at[addrA]; !ok || len(fs.at) != 1 {
 		t.Fatalf("after install the map holds %v, want %v", slices.Collect(maps.Keys(fs.at)), addrA)
 	}
@@ -73,10 +85,8 @@ func TestSteerFollowsLane(t *testing.T) {
 // per lane.
 func TestSteeredLaneNotMisplaced(t *testing.T) {
 	for _, full := range []bool{false, true} {
-		a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-		sb := b.shards[0]
-		fs := &fakeSteer{at: map[netip.AddrPort]*udp.Conn{}, full: full}
-		sb.cfg.Steer = fs
+		fs := &fakeSteer{full: full}
+		a, b, sb := steeredSides(t, 1, fs, false)
 		reports := 0
 		sb.cfg.Misplaced = func(int, PeerID, int, int) { reports++ }
 		sb.now = time.Now()
@@ -113,12 +123,10 @@ func TestSteeredLaneNotMisplaced(t *testing.T) {
 // second peer's lane installed at the address the first peer's lane holds
 // (on another shard, which this one cannot see) stays unsteered.
 func TestSteerUnprovenInstallKeepsOthersEntry(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 2, routesB)
-	fs := &fakeSteer{at: map[netip.AddrPort]*udp.Conn{}}
+	fs := &fakeSteer{}
+	a, b, sb := steeredSides(t, 2, fs, false)
 	other := new(udp.Conn) // shard 1's group socket, holding addrA
 	fs.at[addrA] = other
-	sb := b.shards[0]
-	sb.cfg.Steer = fs
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	if fs.at[addrA] != other {
 		t.Fatal("an unproven install took another socket's entry")
@@ -133,11 +141,8 @@ func TestSteerUnprovenInstallKeepsOthersEntry(t *testing.T) {
 // (router/plane.go) is taken out again, so nothing is left in the map once
 // the peer goes.
 func TestSteerRekeyBehindNATLeavesNoEntry(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-	sb := b.shards[0]
-	fs := &fakeSteer{at: map[netip.AddrPort]*udp.Conn{}}
-	sb.cfg.Steer = fs
-	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	fs := &fakeSteer{}
+	a, b, sb := steeredSides(t, 1, fs, true)
 	// The NAT's port: the lane moves there.
 	feed(sb, addrNew, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
 	if _, ok := fs.at[addrNew]; !ok || len(fs.at) != 1 {

@@ -50,7 +50,8 @@ func natPortRewrite(t *testing.T, env []string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := map[bool]string{true: "by lane remote (eBPF)", false: "by source port: YIP_TEST_STEER_BY_PORT"}[env == nil]; st.Steering != want {
+	ebpf := env == nil
+	if want := map[bool]string{true: "by lane remote (eBPF)", false: "by source port: YIP_TEST_STEER_BY_PORT"}[ebpf]; st.Steering != want {
 		t.Errorf("B steers %q, want %q", st.Steering, want)
 	}
 	var adopted uint64
@@ -58,7 +59,6 @@ func natPortRewrite(t *testing.T, env []string) {
 		adopted += sh.Counters["lane_adopted"]
 	}
 	t.Logf("B moved lanes between shards %d times", adopted)
-	ebpf := env == nil
 	if ebpf && adopted != 0 {
 		// The owner steers the NAT's port to itself: nothing moves.
 		t.Errorf("steering by lane remote, B moved lanes %d times", adopted)
