@@ -126,8 +126,11 @@ bench-e2e: build test-deps
 # offered rate (default 1G, 100M with IMPAIR). IMPAIR puts both
 # implementations through the WAN impairment bridge (internal/impair),
 # e.g. IMPAIR="-delay 25ms -loss 0.01" (flags -delay -jitter -loss -ge-bad
-# -ge-burst -ge-rate -seed, each direction). Results go to
-# docs/bench/compare-* (compare-*-wan.* with IMPAIR).
+# -ge-burst -ge-rate -seed, each direction; the endpoints' TCP buffers
+# are then raised to 32 MiB, -tcp-buf in IMPAIR overrides). TESTS keeps
+# only the tests whose names start with its comma-separated prefixes
+# (e.g. TESTS=tcp1,udp-100M). Results go to docs/bench/compare-*
+# (compare-*-wan.* with IMPAIR).
 bench-compare: build test-deps $(WG_GO)
 	@if [ "$$(id -u)" -ne 0 ]; then echo "make bench-compare creates network namespaces and TUN devices: run it as root"; exit 1; fi
 	@missing=""; \
@@ -138,7 +141,7 @@ bench-compare: build test-deps $(WG_GO)
 	$(GO) build -o $(BIN)/bench-compare ./tests/bench/compare
 	$(BIN)/bench-compare -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) \
 	  -rounds $(ROUNDS) -duration $(DURATION) $(if $(UDP_RATE),-rate $(UDP_RATE)) -cc '$(TCP_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick) \
-	  $(if $(YIP_EXTRA),-yip-extra '$(YIP_EXTRA)') $(IMPAIR)
+	  $(if $(YIP_EXTRA),-yip-extra '$(YIP_EXTRA)') $(if $(TESTS),-tests '$(TESTS)') $(IMPAIR)
 
 # bench-scale: one yip-router hub against PEERS simulated peers (each its
 # own key, /24 and socket) in a second namespace: start time and memory per

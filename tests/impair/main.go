@@ -3,10 +3,13 @@
 //	impair run -ns NS -a IF -b IF [impairment flags]
 //		bridges links IF and IF of namespace NS until SIGINT/SIGTERM,
 //		then prints the counters as JSON.
-//	impair bench [impairment flags] [-t 10s] [-udp 600M]
+//	impair bench [impairment flags] [-t 10s] [-udp 600M] [-tcp-buf 33554432]
 //		builds the lab's two namespaces joined through the bridge (no
 //		routers) and measures it with iperf3 between the plain
 //		namespaces: TCP, or UDP at the given rate with 1400-byte packets.
+//		-tcp-buf raises both namespaces' TCP buffer ceiling, without
+//		which the stock 4 MiB send buffer, not the bridge, limits one
+//		TCP flow over a long delay.
 //
 // The impairment flags apply to both directions (each with its own seed).
 package main
@@ -24,6 +27,7 @@ import (
 
 	"github.com/yip-router/yip-router/internal/impair"
 	"github.com/yip-router/yip-router/internal/lab"
+	"github.com/yip-router/yip-router/internal/netns"
 )
 
 func main() {
@@ -50,6 +54,7 @@ func main() {
 	ifB := fs.String("b", "", "run: second link")
 	dur := fs.Duration("t", 10*time.Second, "bench: iperf3 duration")
 	udp := fs.String("udp", "", "bench: UDP at this iperf3 rate (e.g. 600M) instead of TCP")
+	tcpBuf := fs.Int("tcp-buf", 0, "bench: ceiling of both ends' TCP buffers, bytes (tcp_rmem/tcp_wmem max; 0: the host's)")
 	_ = fs.Parse(os.Args[2:])
 	if *geBurst > 0 {
 		g := impair.BurstLoss(*geBad, *geBurst, *geRate)
@@ -60,7 +65,7 @@ func main() {
 	if mode == "run" {
 		err = run(*ns, *ifA, *ifB, cfg)
 	} else {
-		err = bench(cfg, *dur, *udp)
+		err = bench(cfg, *dur, *udp, *tcpBuf)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "impair:", err)
@@ -81,12 +86,19 @@ func run(ns, a, b string, cfg *impair.Config) error {
 	return json.NewEncoder(os.Stdout).Encode(st)
 }
 
-func bench(cfg *impair.Config, dur time.Duration, udp string) error {
+func bench(cfg *impair.Config, dur time.Duration, udp string, tcpBuf int) error {
 	l, err := lab.New(lab.Options{Impair: cfg})
 	if err != nil {
 		return err
 	}
 	defer l.Close()
+	if tcpBuf > 0 {
+		for _, s := range []lab.Side{lab.A, lab.B} {
+			if err := netns.TCPBuffers(l.NS[s], tcpBuf); err != nil {
+				return err
+			}
+		}
+	}
 	srv := exec.Command("ip", "netns", "exec", l.NS[lab.B], "iperf3", "-s", "-1")
 	if err := srv.Start(); err != nil {
 		return err

@@ -38,6 +38,11 @@ type config struct {
 	YipFEC   string        `json:"yip_fec"`
 	YipExtra string        `json:"yip_extra,omitempty"` // lines added to [Interface]
 	Quick    bool          `json:"quick"`
+	// TCPBuf is the ceiling of TCP buffer autotuning set in both
+	// gateway namespaces (bytes; 0: the host's settings).
+	TCPBuf int `json:"tcp_buf,omitempty"`
+	// Tests are the name prefixes of the tests run (empty: all).
+	Tests []string `json:"tests,omitempty"`
 	// WAN is the impairment both implementations run through; nil: a
 	// direct veth link.
 	WAN    *wan `json:"wan,omitempty"`
@@ -50,7 +55,7 @@ type config struct {
 func main() {
 	c := &config{MTU: yipconfig.DefaultMTU}
 	var secs, omit int
-	var ccs string
+	var ccs, tcpBufFlag, tests string
 	flag.StringVar(&c.yipBin, "yip", "bin/yip-router", "yip-router binary")
 	flag.StringVar(&c.wgBin, "wg", "bin/wireguard-go", "wireguard-go binary")
 	flag.IntVar(&c.Rounds, "rounds", 3, "interleaved rounds (medians over them)")
@@ -62,6 +67,8 @@ func main() {
 	flag.IntVar(&c.Pings, "pings", 200, "pings at 10 ms intervals")
 	flag.StringVar(&c.YipFEC, "fec", "auto", "yip-router FEC mode")
 	flag.StringVar(&c.YipExtra, "yip-extra", "", "lines added to both yip-router configs' [Interface] (e.g. 'DisableOffload = all'; \\n separates lines)")
+	flag.StringVar(&tcpBufFlag, "tcp-buf", "", "ceiling of the endpoints' TCP buffers (tcp_rmem/tcp_wmem max, e.g. 32M; 0: the host's; default 32M with a WAN flag, else 0)")
+	flag.StringVar(&tests, "tests", "", "run only the tests whose names start with these, comma-separated (e.g. tcp1,udp-100M)")
 	flag.BoolVar(&c.Quick, "quick", false, "smoke test: 1 round, 3 s runs, 50 pings")
 	flag.StringVar(&c.out, "out", "docs/bench", "directory for the results")
 	flag.StringVar(&c.commit, "commit", "", "yip-router version to record (default: git describe)")
@@ -70,6 +77,12 @@ func main() {
 	c.WAN = w.recorded()
 	c.Rate = udpRate(c.Rate, c.WAN)
 	c.CCs = strings.FieldsFunc(ccs, func(r rune) bool { return r == ',' || r == ' ' })
+	c.Tests = strings.FieldsFunc(tests, func(r rune) bool { return r == ',' || r == ' ' })
+	var err error
+	if c.TCPBuf, err = tcpBuf(tcpBufFlag, c.WAN); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-compare: -tcp-buf", err)
+		os.Exit(2)
+	}
 	if c.Quick {
 		c.Rounds, secs, c.Pings = 1, 3, 50
 	}
@@ -114,6 +127,11 @@ func check(c *config, secs int) error {
 		return fmt.Errorf("udp-len %d: %d bytes with headers exceed the inner MTU %d", c.UDPLen, c.UDPLen+28, c.MTU)
 	case len(c.CCs) == 0:
 		return fmt.Errorf("no congestion control given")
+	}
+	if _, err := selectTests(testSpecs(c), c.Tests); err != nil {
+		return err
+	}
+	switch {
 	case c.WAN != nil:
 		return c.WAN.check()
 	}
@@ -136,7 +154,7 @@ func udpRate(flagged string, w *wan) string {
 // implementations back to back, the order alternating between rounds.
 func run(ctx context.Context, c *config) []Record {
 	var recs []Record
-	specs := testSpecs(c)
+	specs, _ := selectTests(testSpecs(c), c.Tests) // check has refused a selection of none
 	impls := []string{implWG, implYip}
 	for round := 1; round <= c.Rounds; round++ {
 		for _, p := range placements(runtime.NumCPU()) {
@@ -163,6 +181,11 @@ func runImpl(ctx context.Context, c *config, round int, impl string, p placement
 		t, err = newWG(c.wgBin, c.MTU, p.daemons, imp)
 	} else {
 		t, err = newYip(c.yipBin, c.YipFEC, strings.ReplaceAll(c.YipExtra, `\n`, "\n"), p.daemons, imp)
+	}
+	if err == nil {
+		if err = tuneTCP(t, c.TCPBuf); err != nil {
+			t.Close()
+		}
 	}
 	var recs []Record
 	if err != nil {

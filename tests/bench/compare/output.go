@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/yip-router/yip-router/internal/benchenv"
@@ -101,6 +102,12 @@ func header(c *config, m *meta) string {
 	if c.WAN != nil {
 		fmt.Fprintf(&md, "WAN: %s; both implementations' gateways on one segment through internal/impair's bridge in a middle namespace (offloads off on the bridged links; round n seeded %d+n−1).\n",
 			c.WAN, c.WAN.Seed)
+	}
+	if c.TCPBuf > 0 {
+		fmt.Fprintf(&md, "TCP buffers: autotuning up to %s in both gateway namespaces (net.ipv4.tcp_rmem and tcp_wmem max).\n", sizeString(c.TCPBuf))
+	}
+	if len(c.Tests) > 0 {
+		fmt.Fprintf(&md, "Tests: only %s.\n", strings.Join(c.Tests, ", "))
 	}
 	md.WriteString("\n")
 	return md.String()
