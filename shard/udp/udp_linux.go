@@ -73,9 +73,24 @@ func sockaddr(ap netip.AddrPort) (unix.Sockaddr, bool) {
 	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}, true
 }
 
-// bufferSize is what each socket asks for (SO_RCVBUF/SO_SNDBUF); the kernel
-// caps it at net.core.rmem_max/wmem_max, which tuning/ raises.
+// bufferSize is what each socket asks for (SO_RCVBUF/SO_SNDBUF); the
+// kernel doubles it for its bookkeeping.
 const bufferSize = 4 << 20
+
+// setBuffers gives fd size bytes of buffer in each direction. SO_RCVBUFFORCE and
+// SO_SNDBUFFORCE pass net.core.rmem_max/wmem_max (stock: 212992, a few
+// milliseconds of a busy lane) and need CAP_NET_ADMIN, which a router that
+// opens its TUN device has; without it the plain options give what the
+// host's maximum allows (tuning/ raises it). The sizes are best effort: a
+// smaller buffer drops bursts (counted as kernel socket drops), it does
+// not stop the router.
+func setBuffers(fd, size int) {
+	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[0], size) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[1], size)
+		}
+	}
+}
 
 func newSocket(local netip.AddrPort, reuse bool) (*Conn, error) {
 	sa, v6 := sockaddr(local)
@@ -109,8 +124,7 @@ func newSocket(local netip.AddrPort, reuse bool) (*Conn, error) {
 			return fail("SO_REUSEPORT", err)
 		}
 	}
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, bufferSize)
-	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_SNDBUF, bufferSize)
+	setBuffers(fd, bufferSize)
 	if err := unix.Bind(fd, sa); err != nil {
 		return fail("bind", err)
 	}
