@@ -105,6 +105,8 @@ func header(c *config, m *meta) string {
 	}
 	if c.TCPBuf > 0 {
 		fmt.Fprintf(&md, "TCP buffers: autotuning up to %s in both gateway namespaces (net.ipv4.tcp_rmem and tcp_wmem max).\n", sizeString(c.TCPBuf))
+	} else if c.WAN != nil {
+		md.WriteString("TCP buffers: the host's ceilings (-tcp-buf 0), which may limit one flow over the bridge's delay.\n")
 	}
 	if len(c.Tests) > 0 {
 		fmt.Fprintf(&md, "Tests: only %s.\n", strings.Join(c.Tests, ", "))

@@ -71,4 +71,8 @@ func TestHeaderTCPBufAndTests(t *testing.T) {
 			t.Errorf("header lacks %q:\n%s", want, h)
 		}
 	}
+	c.TCPBuf, c.WAN = 0, parseWAN(t, "-delay", "25ms")
+	if h := header(c, testMeta(c)); !strings.Contains(h, "TCP buffers: the host's ceilings (-tcp-buf 0)") {
+		t.Errorf("a WAN run with the host's buffers does not say so:\n%s", h)
+	}
 }

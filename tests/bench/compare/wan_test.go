@@ -127,7 +127,7 @@ func TestHeader(t *testing.T) {
 		"# bench-compare 2026-12-01 10:30\n",
 		"yip-router abc123 (FEC auto) vs wireguard-go v0.0.20250522;",
 		"200 pings at 10 ms. QUICK (smoke test: not a measurement).\n",
-		"\nWAN: 25ms one-way delay, 1% random loss in each direction; both implementations' gateways on one segment through internal/impair's bridge in a middle namespace (offloads off on the bridged links; round n seeded 5+n−1).\n\n",
+		"\nWAN: 25ms one-way delay, 1% random loss in each direction; both implementations' gateways on one segment through internal/impair's bridge in a middle namespace (offloads off on the bridged links; round n seeded 5+n−1).\n",
 	} {
 		if !strings.Contains(h, want) {
 			t.Errorf("header lacks %q:\n%s", want, h)
