@@ -517,3 +517,26 @@ func TestAdaptiveLoopBursts(t *testing.T) {
 			100*deep.residual(), 100*deep.symOverhead(), 100*flat.residual(), 100*flat.symOverhead())
 	}
 }
+
+// TestSlowBurstTable prints what the closed loop of TestAdaptiveLoopBursts
+// settles on as the lane's rate falls (5% loss in bursts of 4, RTT 50 ms,
+// two seeds): a slower lane fills fewer symbols per flush timeout, so its
+// blocks are shorter and a burst of consecutive frames takes more of a
+// group.
+//
+//	go test -count=1 -run TestSlowBurstTable -v ./fec/ -args -fec.sim
+func TestSlowBurstTable(t *testing.T) {
+	if !*simTable {
+		t.Skip("run with -fec.sim to print the table")
+	}
+	var sb strings.Builder
+	sb.WriteString("| packets/s | seed | settles on | parity | post-FEC loss |\n|---|---|---|---|---|\n")
+	for _, step := range []time.Duration{112 * time.Microsecond, 300 * time.Microsecond, 625 * time.Microsecond, 2 * time.Millisecond} {
+		for _, seed := range []uint64{8, 9} {
+			res := simAdaptive(t, 0.05, 4, step, 60000, 10000, MaxDepth, seed)
+			fmt.Fprintf(&sb, "| %.0f | %d | %d:%d ×%d | %.1f%% | %.3f%% |\n", float64(time.Second)/float64(step), seed,
+				res.k, res.r, res.d, 100*res.symOverhead(), 100*res.residual())
+		}
+	}
+	t.Log("\n" + sb.String())
+}
