@@ -104,14 +104,14 @@ func Do(name string, f func() error) error {
 // ceiling holds one flow near 0.5 Gbit/s over a 50 ms round trip, since
 // a sender keeps every unacknowledged byte, so benchmarks over emulated
 // long paths raise it as a host tuned for such a path would.
-func TCPBuffers(name string, max int) error {
+func TCPBuffers(name string, ceiling int) error {
 	for _, key := range []string{"net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"} {
 		out, err := exec.Command("ip", "netns", "exec", name, "sysctl", "-n", key).CombinedOutput()
 		f := strings.Fields(string(out))
 		if err != nil || len(f) != 3 {
 			return fmt.Errorf("%s in %s: %q, %v", key, name, strings.TrimSpace(string(out)), err)
 		}
-		args := []string{"netns", "exec", name, "sysctl", "-q", "-w", fmt.Sprintf("%s=%s %s %d", key, f[0], f[1], max)}
+		args := []string{"netns", "exec", name, "sysctl", "-q", "-w", fmt.Sprintf("%s=%s %s %d", key, f[0], f[1], ceiling)}
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			return fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, strings.TrimSpace(string(out)))
 		}

@@ -131,8 +131,7 @@ func check(c *config, secs int) error {
 	if _, err := selectTests(testSpecs(c), c.Tests); err != nil {
 		return err
 	}
-	switch {
-	case c.WAN != nil:
+	if c.WAN != nil {
 		return c.WAN.check()
 	}
 	return nil
