@@ -104,3 +104,18 @@ func (r *Router) watchOffloads() {
 		}
 	}
 }
+
+// warnShortBuffers says once if a socket got less buffer than it asked
+// for: the router could not force it past the host's maximum (it runs
+// without CAP_NET_ADMIN in the host's user namespace, as in an
+// unprivileged container), so bursts a shard cannot drain at once are
+// dropped, counted as kernel socket drops.
+func (r *Router) warnShortBuffers() {
+	for _, c := range r.conns() {
+		if rcv, snd, short := c.Buffers(); short {
+			r.log.Warn("socket buffers smaller than the 4 MiB asked for: without CAP_NET_ADMIN in the host's user namespace the host's net.core.rmem_max/wmem_max cap them, and bursts beyond them are dropped",
+				zap.Int("rcvbuf", rcv), zap.Int("sndbuf", snd), zap.String("fix", "tuning/yip-tune apply"))
+			return
+		}
+	}
+}

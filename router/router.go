@@ -179,6 +179,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	for _, c := range r.conns() {
 		c.EnableOffloads(!off.UDPGSO, !off.UDPGRO)
 	}
+	r.warnShortBuffers()
 	if r.mesh, err = shard.NewMesh(nsh); err != nil {
 		return nil, err
 	}

@@ -41,6 +41,9 @@ func TestBuffersPassHostMaximum(t *testing.T) {
 		if got, err := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, o.opt); err != nil || got < 2*bufferSize {
 			t.Errorf("%s: socket has %d, %v; want at least 2×%d", o.sysctl, got, err, bufferSize)
 		}
+		if rcv, snd, short := c.Buffers(); short || rcv < 2*bufferSize || snd < 2*bufferSize {
+			t.Errorf("Buffers() = %d, %d, short %v", rcv, snd, short)
+		}
 		// Capped where doubling it would pass what the kernel stores.
 		want := min(2*hostMax, 1<<28)
 		setBuffers(c.fd, want)
@@ -48,5 +51,23 @@ func TestBuffersPassHostMaximum(t *testing.T) {
 		if got, err := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, o.opt); err != nil || got != 2*want {
 			t.Errorf("%s %d: asked for %d, socket has %d, %v; want %d", o.sysctl, hostMax, want, got, err, 2*want)
 		}
+	}
+}
+
+// A socket left with the host's small maximum says so.
+func TestBuffersShort(t *testing.T) {
+	c, err := newSocket(netip.MustParseAddrPort("127.0.0.1:0"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	// What an unprivileged router gets on a stock host.
+	for _, o := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
+		if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, o, 212992); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if rcv, snd, short := c.Buffers(); !short || rcv != 2*212992 || snd != 2*212992 {
+		t.Errorf("Buffers() = %d, %d, short %v; want 425984, 425984, true", rcv, snd, short)
 	}
 }

@@ -77,19 +77,30 @@ func sockaddr(ap netip.AddrPort) (unix.Sockaddr, bool) {
 // kernel doubles it for its bookkeeping.
 const bufferSize = 4 << 20
 
-// setBuffers gives fd size bytes of buffer in each direction. SO_RCVBUFFORCE and
-// SO_SNDBUFFORCE pass net.core.rmem_max/wmem_max (stock: 212992, a few
-// milliseconds of a busy lane) and need CAP_NET_ADMIN, which a router that
-// opens its TUN device has; without it the plain options give what the
-// host's maximum allows (tuning/ raises it). The sizes are best effort: a
-// smaller buffer drops bursts (counted as kernel socket drops), it does
-// not stop the router.
+// setBuffers gives fd size bytes of buffer in each direction.
+// SO_RCVBUFFORCE and SO_SNDBUFFORCE pass net.core.rmem_max/wmem_max
+// (stock: 212992, a few milliseconds of a busy lane) and need CAP_NET_ADMIN
+// in the host's user namespace, which a router creating its TUN device has
+// unless it runs in an unprivileged container (a user namespace of its
+// own); there the plain options give what the host's maximum allows
+// (tuning/ raises it). The sizes are best effort: a smaller buffer drops
+// bursts (counted as kernel socket drops), it does not stop the router.
 func setBuffers(fd, size int) {
 	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
 		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[0], size) != nil {
 			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[1], size)
 		}
 	}
+}
+
+// Buffers reports the socket's receive and send buffers as the kernel
+// counts them (twice what was asked for), and whether either is smaller
+// than what it asked for: setBuffers could not force it (no CAP_NET_ADMIN
+// in the host's user namespace) and the host's maximum is lower.
+func (c *Conn) Buffers() (rcv, snd int, short bool) {
+	rcv, _ = unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
+	snd, _ = unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
+	return rcv, snd, rcv < 2*bufferSize || snd < 2*bufferSize
 }
 
 func newSocket(local netip.AddrPort, reuse bool) (*Conn, error) {
