@@ -88,6 +88,10 @@ type Env struct {
 	// asked for and reports what the kernel granted (tried only when
 	// Root).
 	ProbeOffloads func() (config.OffloadSet, error)
+	// SocketBuffers opens a UDP socket as yip-router up does and reports
+	// whether its buffers came out smaller than it asked for (it could
+	// not force them past the host's maxima).
+	SocketBuffers func() (short bool, err error)
 	// ListenUDP and ListenTCP try to bind an address and release it.
 	ListenUDP func(netip.AddrPort) error
 	ListenTCP func(netip.AddrPort) error
@@ -203,6 +207,13 @@ func (e Env) privileges() []Finding {
 
 func (e Env) socketBuffers() []Finding {
 	var out []Finding
+	// Whether this process's sockets can pass the maxima (CAP_NET_ADMIN
+	// in the host's user namespace), as the router's do.
+	forced := false
+	if e.SocketBuffers != nil {
+		short, err := e.SocketBuffers()
+		forced = err == nil && !short
+	}
 	for _, k := range []string{"rmem_max", "wmem_max"} {
 		p := filepath.Join(e.Proc, "sys/net/core", k)
 		v, err := e.readInt(p)
@@ -211,10 +222,14 @@ func (e Env) socketBuffers() []Finding {
 			out = append(out, Finding{Level: Info, Topic: "socket buffers", Msg: fmt.Sprintf("cannot read %s: %v", p, err)})
 		case v >= SocketBuffer:
 			out = append(out, Finding{Level: OK, Topic: "socket buffers", Msg: fmt.Sprintf("%s %d >= %d", k, v, SocketBuffer)})
-		default:
+		case forced:
 			out = append(out, Finding{Level: Info, Topic: "socket buffers",
 				Msg: fmt.Sprintf("%s %d < %d: yip-router forces its 4 MiB per socket past it (CAP_NET_ADMIN); other UDP services are capped at it", k, v, SocketBuffer),
 				Fix: fmt.Sprintf("run: tuning/yip-tune apply (or: sysctl -w net.core.%s=%d)", k, SocketBuffer)})
+		default:
+			out = append(out, Finding{Level: Warn, Topic: "socket buffers",
+				Msg: fmt.Sprintf("%s %d < %d: this process cannot force a socket's 4 MiB past it (no CAP_NET_ADMIN in the host's user namespace, e.g. an unprivileged container), so neither can yip-router run like it: the kernel gives each socket %d and bursts will be dropped", k, v, SocketBuffer, v),
+				Fix: fmt.Sprintf("on the host, run: tuning/yip-tune apply (or: sysctl -w net.core.%s=%d)", k, SocketBuffer)})
 		}
 	}
 	return out

@@ -25,6 +25,8 @@ type fakeHost struct {
 	offErr error
 	udpErr error
 	tunnel config.OffloadSet // what the offload probe grants
+	// bufShort: the buffer probe's socket got less than it asked for.
+	bufShort bool
 }
 
 func newFake(t *testing.T) *fakeHost {
@@ -81,6 +83,7 @@ func (f *fakeHost) env(t *testing.T) Env {
 		},
 		Offloads:      func(string) (bool, bool, error) { return f.gro, f.lro, f.offErr },
 		ProbeOffloads: func() (config.OffloadSet, error) { return f.tunnel, nil },
+		SocketBuffers: func() (bool, error) { return f.bufShort, nil },
 		ListenUDP:     func(netip.AddrPort) error { return f.udpErr },
 		ListenTCP:     func(netip.AddrPort) error { return nil },
 	}
@@ -199,6 +202,17 @@ func TestMistunedHost(t *testing.T) {
 	if e, w := Counts(fs); e != 0 || w != 4+1 { // 4 topics, offloads twice
 		t.Errorf("Counts = %d errors, %d warnings", e, w)
 	}
+	// Where this process cannot force its buffers (an unprivileged
+	// container), neither can the router: the low maximum is a warning.
+	f.bufShort = true
+	fs = Check(writeConf(t, "Shards = 3"), f.env(t), Options{})
+	expect(t, fs,
+		"WARN  socket buffers: rmem_max 212992 < 4194304: this process cannot force a socket's 4 MiB past it (no CAP_NET_ADMIN in the host's user namespace, e.g. an unprivileged container), so neither can yip-router run like it: the kernel gives each socket 212992 and bursts will be dropped",
+		"      fix: on the host, run: tuning/yip-tune apply (or: sysctl -w net.core.rmem_max=4194304)",
+		"OK    socket buffers: wmem_max",
+		"WARN  CPUs:", "WARN  forwarding:", "WARN  underlay:", "WARN  offloads:",
+	)
+	f.bufShort = false
 	// auto on the same machine: one shard per core, no SMT warning.
 	fs = Check(writeConf(t, ""), f.env(t), Options{ShardsSet: true, ShardsAuto: true})
 	if !strings.Contains(report(fs), "OK    CPUs: affinity mask 0-3: 4 CPUs on 2 physical cores (SMT on); --shards auto gives 2 shard(s) on CPUs 0-1") {

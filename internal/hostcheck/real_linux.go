@@ -27,6 +27,7 @@ func Real() Env {
 		RouteTo:       routeTo,
 		Offloads:      offloads,
 		ProbeOffloads: probeOffloads,
+		SocketBuffers: socketBuffers,
 		ListenUDP:     func(ap netip.AddrPort) error { return listen("udp", ap) },
 		ListenTCP:     func(ap netip.AddrPort) error { return listen("tcp", ap) },
 	}
@@ -51,6 +52,18 @@ func probeOffloads() (config.OffloadSet, error) {
 	defer g[0].Close()
 	got.UDPGSO, got.UDPGRO = g[0].EnableOffloads(true, true)
 	return got, nil
+}
+
+// socketBuffers opens a loopback UDP socket as the router opens its own
+// and reports whether it got the buffers it asked for.
+func socketBuffers() (bool, error) {
+	c, err := udp.ListenLane(netip.MustParseAddr("127.0.0.1"))
+	if err != nil {
+		return false, err
+	}
+	defer c.Close()
+	_, _, short := c.Buffers()
+	return short, nil
 }
 
 // openTUN creates a TUN device with a random name and the given queues, and

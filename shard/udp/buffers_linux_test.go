@@ -24,7 +24,10 @@ func TestBuffersPassHostMaximum(t *testing.T) {
 	}
 	defer c.Close()
 	if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, bufferSize); err == unix.EPERM {
-		t.Skip("root without CAP_NET_ADMIN (a container's default capabilities): SO_RCVBUFFORCE refused")
+		t.Skip("root without CAP_NET_ADMIN in the host's user namespace (a container): SO_RCVBUFFORCE refused")
+	}
+	if rcv, snd, short := c.Buffers(); short || rcv < 2*bufferSize || snd < 2*bufferSize {
+		t.Errorf("a new socket: Buffers() = %d, %d, short %v; want at least 2×%d each", rcv, snd, short, bufferSize)
 	}
 	for _, o := range []struct {
 		sysctl string
@@ -32,17 +35,11 @@ func TestBuffersPassHostMaximum(t *testing.T) {
 	}{{"rmem_max", unix.SO_RCVBUF}, {"wmem_max", unix.SO_SNDBUF}} {
 		raw, err := os.ReadFile("/proc/sys/net/core/" + o.sysctl)
 		if err != nil {
-			t.Fatal(err)
+			t.Skipf("cannot read the host's maximum: %v", err)
 		}
 		hostMax, err := strconv.Atoi(strings.TrimSpace(string(raw)))
 		if err != nil {
 			t.Fatal(err)
-		}
-		if got, err := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, o.opt); err != nil || got < 2*bufferSize {
-			t.Errorf("%s: socket has %d, %v; want at least 2×%d", o.sysctl, got, err, bufferSize)
-		}
-		if rcv, snd, short := c.Buffers(); short || rcv < 2*bufferSize || snd < 2*bufferSize {
-			t.Errorf("Buffers() = %d, %d, short %v", rcv, snd, short)
 		}
 		// Capped where doubling it would pass what the kernel stores.
 		want := min(2*hostMax, 1<<28)
@@ -54,20 +51,21 @@ func TestBuffersPassHostMaximum(t *testing.T) {
 	}
 }
 
-// A socket left with the host's small maximum says so.
+// A socket left with less than it asked for says so.
 func TestBuffersShort(t *testing.T) {
 	c, err := newSocket(netip.MustParseAddrPort("127.0.0.1:0"), false)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	// What an unprivileged router gets on a stock host.
+	// What an unprivileged router gets on a stock host (or less, if the
+	// host's maximum is lower still).
 	for _, o := range []int{unix.SO_RCVBUF, unix.SO_SNDBUF} {
 		if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, o, 212992); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if rcv, snd, short := c.Buffers(); !short || rcv != 2*212992 || snd != 2*212992 {
-		t.Errorf("Buffers() = %d, %d, short %v; want 425984, 425984, true", rcv, snd, short)
+	if rcv, snd, short := c.Buffers(); !short || rcv > 2*212992 || snd > 2*212992 {
+		t.Errorf("Buffers() = %d, %d, short %v; want at most 425984 each, short", rcv, snd, short)
 	}
 }
