@@ -358,9 +358,7 @@ func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.
 		s.disown(ln)
 		pl.local[index] = nil // the lane moved away
 		s.updateMine(pl)
-		if s.lanes[ln.cfg.Remote] == ln {
-			s.unbindRemote(ln.cfg.Remote)
-		}
+		s.unbindLane(ln)
 	}
 	if recv != nil {
 		s.setCandidate(pl, peer, index, recv)
@@ -417,8 +415,8 @@ func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
 			for _, ln := range pl.local {
 				s.foldLane(ln)
 				s.disown(ln)
-				if ln != nil && s.lanes[ln.cfg.Remote] == ln {
-					s.unbindRemote(ln.cfg.Remote)
+				if ln != nil {
+					s.unbindLane(ln)
 				}
 			}
 			for addr, f := range s.foreign {

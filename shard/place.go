@@ -140,9 +140,7 @@ func (s *Shard) MoveLane(peer PeerID, index int, to *Shard) {
 	pl.local[index] = nil
 	pl.owners[index] = to.id
 	s.updateMine(pl)
-	if s.lanes[ln.cfg.Remote] == ln {
-		s.unbindRemote(ln.cfg.Remote)
-	}
+	s.unbindLane(ln)
 	s.foreign[ln.cfg.Remote] = foreignLane{owner: to.id, peer: peer}
 	s.setCandidate(pl, peer, index, &ln.cfg.Recv)
 	from := s.id

@@ -75,9 +75,7 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 // lane of another peer that held it is reached again by trial when it
 // next proves itself.
 func (s *Shard) moveLane(ln *lane, to netip.AddrPort) {
-	if s.lanes[ln.cfg.Remote] == ln {
-		s.unbindRemote(ln.cfg.Remote)
-	}
+	s.unbindLane(ln)
 	s.bindRemote(to, ln, true)
 	delete(s.foreign, to)
 	from := ln.cfg.Remote
@@ -164,9 +162,7 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 			ln.followTo, ln.followAt = next, s.now
 			continue
 		}
-		if s.lanes[ln.cfg.Remote] == ln {
-			s.unbindRemote(ln.cfg.Remote)
-		}
+		s.unbindLane(ln)
 		if cur := s.lanes[next]; cur == nil || cur.cfg.Peer == peer {
 			s.bindRemote(next, ln, false)
 		}
@@ -199,9 +195,7 @@ func (s *Shard) followPending(ln *lane) {
 	}
 	next := ln.followTo
 	ln.followTo = netip.AddrPort{}
-	if s.lanes[ln.cfg.Remote] == ln {
-		s.unbindRemote(ln.cfg.Remote)
-	}
+	s.unbindLane(ln)
 	if cur := s.lanes[next]; cur == nil || cur.cfg.Peer == ln.cfg.Peer {
 		s.bindRemote(next, ln, false)
 	}

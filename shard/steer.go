@@ -66,3 +66,10 @@ func (s *Shard) unbindRemote(addr netip.AddrPort) {
 		ln.steered = false
 	}
 }
+
+// unbindLane forgets ln's remote if ingress finds ln there.
+func (s *Shard) unbindLane(ln *lane) {
+	if s.lanes[ln.cfg.Remote] == ln {
+		s.unbindRemote(ln.cfg.Remote)
+	}
+}
