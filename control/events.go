@@ -11,6 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/shard"
 )
 
@@ -64,13 +65,24 @@ func (c *Core) PeerMoved(_ int, peer shard.PeerID, index int, from, to netip.Add
 // PeerSilent: a lane of peer on shard sh has been sending without hearing
 // back (shard/timing.go's noReplyAfter). The peer presumably restarted and
 // lost its keys, so a new handshake starts, unless one is under way or
-// backing off.
-func (c *Core) PeerSilent(sh int, peer shard.PeerID) {
+// backing off. With tagFailing the peer's datagrams did arrive but never
+// passed the lane's tag although its handshakes complete: the peer
+// presumably runs a router of another wire version, which is worth one
+// WARN per peer (handshakes alone would not tell the operator).
+func (c *Core) PeerSilent(sh int, peer shard.PeerID, tagFailing bool) {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.byID[peer]
-	if p == nil || p.sess == nil || (p.init != nil && now.Sub(p.initAt) < HandshakeTimeout) || now.Before(p.nextTry) {
+	if p == nil {
+		return
+	}
+	if tagFailing && !p.mismatchWarned {
+		p.mismatchWarned = true
+		c.log.Warn("peer completes handshakes but none of its datagrams pass the tag: probably a yip-router of another wire version (both ends must run the same one)",
+			zap.String("peer", p.cfg.PublicKey.String()), zap.Int("wire_version", crypto.WireVersion), zap.Int("shard", sh))
+	}
+	if p.sess == nil || (p.init != nil && now.Sub(p.initAt) < HandshakeTimeout) || now.Before(p.nextTry) {
 		return
 	}
 	c.log.Info("peer stopped answering; new handshake", zap.String("peer", p.cfg.PublicKey.String()), zap.Int("shard", sh))

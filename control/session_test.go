@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
@@ -270,7 +273,7 @@ func TestRestartedPeer(t *testing.T) {
 	// The old initiator's lanes go unanswered: it handshakes.
 	p := ini.peerOf(t)
 	silent := func() int {
-		ini.PeerSilent(0, p.id)
+		ini.PeerSilent(0, p.id, false)
 		return len(ini.take())
 	}
 	if n := silent(); n != 1 {
@@ -298,7 +301,7 @@ func TestRestartedPeer(t *testing.T) {
 		t.Fatalf("silent peer after the backoff: %d initiations", n)
 	}
 	// An event for a peer that is gone does nothing.
-	ini.PeerSilent(0, p.id+100)
+	ini.PeerSilent(0, p.id+100, false)
 	if n := len(ini.take()); n != 0 {
 		t.Fatalf("%d initiations for an unknown peer", n)
 	}
@@ -449,5 +452,32 @@ func TestRetryDropsLongHandshakes(t *testing.T) {
 	}
 	if p.lens.LongHandshakes() {
 		t.Fatal("the retry left the peer marked as reading long handshakes")
+	}
+}
+
+// A peer whose handshakes complete but whose datagrams never pass the tag
+// (shard.Config.Silent with tagFailing) is named in one WARN that says
+// "wire version", however often its lanes report it; a merely silent
+// peer is not.
+func TestWireMismatchWarnsOnce(t *testing.T) {
+	ini, resp := memPair(t, "198.51.100.7:40000")
+	core, logs := observer.New(zap.WarnLevel)
+	ini.Core.log = zap.New(core)
+	handshake(t, ini, resp)
+	p := ini.peerOf(t)
+	ini.PeerSilent(0, p.id, false)
+	if n := logs.FilterMessageSnippet("wire version").Len(); n != 0 {
+		t.Fatalf("%d mismatch warnings for a silent peer", n)
+	}
+	for range 3 {
+		ini.PeerSilent(0, p.id, true)
+		ini.clock.Advance(HandshakeTimeout + time.Millisecond)
+	}
+	warns := logs.FilterMessageSnippet("wire version")
+	if warns.Len() != 1 {
+		t.Fatalf("%d mismatch warnings, want 1", warns.Len())
+	}
+	if f := warns.All()[0].ContextMap(); f["peer"] != p.cfg.PublicKey.String() || f["wire_version"] != int64(crypto.WireVersion) {
+		t.Fatalf("warning fields %v", f)
 	}
 }

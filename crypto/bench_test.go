@@ -93,6 +93,40 @@ func BenchmarkDeframe(b *testing.B) {
 	}
 }
 
+// BenchmarkDeframeJunk is what a datagram that fails the tag costs a lane
+// (a stray, a flood, another lane's datagram tried against this one), by
+// length up to the largest UDP payload, beside what the previous framing
+// (wire version 1: the tag over every byte) cost for the same datagram in
+// the same run. Deframe restores a rejected datagram, so one buffer serves.
+func BenchmarkDeframeJunk(b *testing.B) {
+	_, _, _, fr := lanePair(8)
+	for _, n := range []int{64, 1400, 9000, 65507} {
+		d := make([]byte, n)
+		for i := range d {
+			d[i] = byte(i*131 + 7)
+		}
+		b.Run(sizeName("v2", n), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, _, err := fr.Deframe(d); err != ErrTag {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(sizeName("v1-tag-every-byte", n), func(b *testing.B) {
+			var sink uint64
+			for b.Loop() {
+				// Version 1: unmask, hash all but the tag, restore.
+				tag := uint64(d[n-1])
+				fr.mask(d, tag)
+				sink ^= siphash.Hash(fr.t0, fr.t1, d[:n-TagLen])
+				fr.mask(d, tag)
+			}
+			_ = sink
+		})
+	}
+}
+
 func BenchmarkOpen(b *testing.B) {
 	for _, n := range benchSizes {
 		b.Run(sizeName("open", n), func(b *testing.B) {

@@ -28,8 +28,22 @@ import (
 //	byte 6    K, data symbols of the group
 //	byte 7    R, parity symbols of the group
 //
-// The tag is SipHash-2-4 under the lane's tag key over header ‖ symbol, both
-// unmasked. The mask is SipHash-128 under the lane's header-protection key of
+// The tag is SipHash-2-4 under the lane's tag key over a fixed-size digest
+// of the datagram, not over every byte: the unmasked header, the symbol's
+// length and the Pad (0 when unpadded), the symbol's first 24 bytes (the
+// ones the mask covers: a data symbol's AEAD counter) and its last 16 (a
+// data or control symbol's Poly1305 tag); a symbol of 40 bytes or less is
+// covered whole. That is at most 54 bytes whatever the datagram's length,
+// so the tag costs the same for a 64-byte ACK and a 64 KiB stray. The
+// payload between needs no second MAC: the AEAD authenticates a data or
+// control symbol, so a payload changed on the path fails its open and is
+// lost like a dropped datagram (the FEC decoder then treats it as an
+// erasure), and a changed parity symbol can only make a reconstruction fail
+// its open. The junk of a padded datagram is not covered; it carries
+// nothing. Off the path nothing changes: without the tag key no datagram
+// passes, and flipping any covered bit fails it.
+//
+// The mask is SipHash-128 under the lane's header-protection key of
 // the tag, XORed over the first 32 bytes (header and the first 24 bytes of
 // the symbol), because those are the bytes with structure: the header, the
 // AEAD counter at the start of a data symbol, and the length prefixes and
@@ -38,6 +52,11 @@ import (
 // the same way by a third SipHash block of the tag. Both masks are XORs
 // that do not depend on the bytes they cover, so they may overlap; only
 // the padded bit must be read after the first mask is removed.
+//
+// WireVersion names this framing. Routers of different wire versions do
+// not interoperate (their handshakes complete, their datagrams fail each
+// other's tags); version 2 is the constant-cost tag above, version 1
+// tagged every byte.
 const (
 	HeaderLen = 8
 	TagLen    = 8
@@ -60,8 +79,18 @@ const (
 	// still fits the underlay the MTU was chosen for.
 	PadHeadroom = 32
 
+	// WireVersion is the framing's version (see above).
+	WireVersion = 2
+
 	kindBits   = 3
 	flagPadded = 1 << 2
+
+	// The tag's digest (tagInput): header, symbol length (4), Pad (2),
+	// then up to tagHead leading and tagTail trailing symbol bytes.
+	tagHead     = MaskLen - HeaderLen
+	tagTail     = AEADOverhead
+	tagLenField = 6
+	tagInputMax = HeaderLen + tagLenField + tagHead + tagTail
 )
 
 // Kind says what a symbol is. It travels only inside the masked header.
@@ -142,11 +171,8 @@ func (f *Framer) Frame(buf []byte, h Header, symLen int) []byte {
 	buf[5] = h.Index
 	buf[6] = h.K
 	buf[7] = h.R
-	tag := siphash.Hash(f.t0, f.t1, buf[:n])
+	tag := f.tag(buf[:n], symLen, int(h.Pad))
 	binary.LittleEndian.PutUint64(buf[n:], tag)
-	if h.Pad != 0 {
-		f.maskPad(buf[:n], tag)
-	}
 	f.mask(buf[:n], tag)
 	return buf
 }
@@ -156,14 +182,17 @@ func (f *Framer) Frame(buf []byte, h Header, symLen int) []byte {
 // padding stripped. On ErrTag and ErrShort dgram is left exactly as it
 // was, so the caller may try another key (e.g. the previous session's
 // during a rekey); ErrHeader (an authenticated datagram with an invalid
-// kind or Pad: a broken peer) leaves it unmasked.
+// kind: a broken peer) leaves it unmasked. A Pad field that leaves no
+// symbol cannot be authenticated (the tag covers the symbol it delimits),
+// so it is ErrTag.
 func (f *Framer) Deframe(dgram []byte) (Header, []byte, error) {
 	if len(dgram) < FrameOverhead+1 {
 		return Header{}, nil, ErrShort
 	}
 	n := len(dgram) - TagLen
 	tag := binary.LittleEndian.Uint64(dgram[n:])
-	if !f.unmask(dgram[:n], tag) {
+	symLen, pad, ok := f.unmask(dgram[:n], tag)
+	if !ok {
 		return Header{}, nil, ErrTag
 	}
 	h := Header{
@@ -172,42 +201,73 @@ func (f *Framer) Deframe(dgram []byte) (Header, []byte, error) {
 		Index: dgram[5],
 		K:     dgram[6],
 		R:     dgram[7],
+		Pad:   uint16(pad),
 	}
 	if h.Kind > KindControl {
 		return h, nil, ErrHeader
 	}
-	if dgram[0]&flagPadded != 0 {
-		h.Pad = binary.LittleEndian.Uint16(dgram[n-2:])
-		// An authenticated padded datagram leaves at least one byte
-		// of symbol.
-		if h.Pad < MinPad || int(h.Pad) > n-HeaderLen-1 {
-			return h, nil, ErrHeader
-		}
-		n -= int(h.Pad)
-	}
-	return h, dgram[HeaderLen:n], nil
+	return h, dgram[HeaderLen : HeaderLen+symLen], nil
 }
 
 // unmask removes the masks from b (a datagram without its tag) and reports
-// whether the tag verifies; if not, b is restored. Bit 2 of the unmasked
-// first byte says whether a Pad field is masked too; under a wrong key
-// that bit is random and the tag fails either way.
-func (f *Framer) unmask(b []byte, tag uint64) bool {
-	f.mask(b, tag)
-	padded := isPadded(b)
-	if padded {
-		f.maskPad(b, tag)
+// whether the tag verifies, with the symbol's length and the Pad; if not,
+// b is restored with the same mask words, so a rejected datagram costs two
+// SipHash-128 blocks for the masks (a third for a Pad mask) and one SipHash
+// over at most tagInputMax bytes. Bit 2 of the unmasked first byte says
+// whether a Pad field is masked too; under a wrong key that bit is random
+// and the tag fails either way.
+func (f *Framer) unmask(b []byte, tag uint64) (symLen, pad int, ok bool) {
+	m := f.masks(tag, len(b))
+	m.apply(b)
+	if isPadded(b) {
+		m.pad, m.padded = f.padMask(tag), true
+		m.applyPad(b)
 	}
+	symLen, pad, ok = layout(b)
 	// A single 64-bit compare is constant time; nothing is learned from
 	// where the mismatch is.
-	if siphash.Hash(f.t0, f.t1, b) == tag {
-		return true
+	if ok && f.tag(b, symLen, pad) == tag {
+		return symLen, pad, true
 	}
-	if padded {
-		f.maskPad(b, tag)
+	m.applyPad(b)
+	m.apply(b)
+	return 0, 0, false
+}
+
+// layout splits b, an unmasked datagram without its tag, into the symbol's
+// length and the Pad; ok is false when b says it is padded but its Pad
+// field is below MinPad or leaves no byte of symbol.
+func layout(b []byte) (symLen, pad int, ok bool) {
+	symLen = len(b) - HeaderLen
+	if b[0]&flagPadded == 0 {
+		return symLen, 0, true
 	}
-	f.mask(b, tag)
-	return false
+	if !isPadded(b) {
+		return 0, 0, false
+	}
+	pad = int(binary.LittleEndian.Uint16(b[len(b)-2:]))
+	if pad < MinPad || pad > symLen-1 {
+		return 0, 0, false
+	}
+	return symLen - pad, pad, true
+}
+
+// tag is the datagram tag of b (unmasked header ‖ symbol ‖ padding, no
+// tag) whose symbol is symLen bytes, padded by pad: SipHash-2-4 of the
+// digest the package doc describes, assembled on the stack so it costs
+// the same at any length and allocates nothing.
+func (f *Framer) tag(b []byte, symLen, pad int) uint64 {
+	var in [tagInputMax]byte
+	copy(in[:HeaderLen], b)
+	binary.LittleEndian.PutUint32(in[HeaderLen:], uint32(symLen))
+	binary.LittleEndian.PutUint16(in[HeaderLen+4:], uint16(pad))
+	sym := b[HeaderLen : HeaderLen+symLen]
+	n := HeaderLen + tagLenField
+	n += copy(in[n:], sym[:min(symLen, tagHead)])
+	if symLen > tagHead {
+		n += copy(in[n:], sym[max(tagHead, symLen-tagTail):])
+	}
+	return siphash.Hash(f.t0, f.t1, in[:n])
 }
 
 // Matches reports whether dgram's tag verifies under f, leaving dgram
@@ -219,11 +279,8 @@ func (f *Framer) Matches(dgram []byte) bool {
 	}
 	n := len(dgram) - TagLen
 	tag := binary.LittleEndian.Uint64(dgram[n:])
-	if !f.unmask(dgram[:n], tag) {
+	if _, _, ok := f.unmask(dgram[:n], tag); !ok {
 		return false
-	}
-	if isPadded(dgram[:n]) {
-		f.maskPad(dgram[:n], tag)
 	}
 	f.mask(dgram[:n], tag)
 	return true
@@ -235,32 +292,66 @@ func isPadded(b []byte) bool {
 	return b[0]&flagPadded != 0 && len(b) >= HeaderLen+MinPad
 }
 
-// mask XORs the header-protection mask derived from tag over the first
-// MaskLen bytes of b.
+// mask applies header protection to b, an unmasked datagram without its
+// tag: the Pad field's mask first (it is found by the unmasked first
+// byte), then the mask over the first MaskLen bytes. Both are XORs, so
+// mask also undoes itself.
 func (f *Framer) mask(b []byte, tag uint64) {
-	var in [9]byte
-	binary.LittleEndian.PutUint64(in[:8], tag)
-	lo, hi := siphash.Hash128(f.h0, f.h1, in[:])
-	xor64(b, 0, lo)
-	xor64(b, 8, hi)
-	if len(b) <= 16 {
-		return
+	m := f.masks(tag, len(b))
+	if isPadded(b) {
+		m.pad, m.padded = f.padMask(tag), true
+		m.applyPad(b)
 	}
-	in[8] = 1
-	lo, hi = siphash.Hash128(f.h0, f.h1, in[:])
-	xor64(b, 16, lo)
-	xor64(b, 24, hi)
+	m.apply(b)
 }
 
-// maskPad XORs a mask derived from tag over the Pad field, the last two
-// bytes of b.
-func (f *Framer) maskPad(b []byte, tag uint64) {
+// hpMasks are the header-protection mask words of one tag: w over the
+// first MaskLen bytes, pad (when non-zero) over the Pad field, the last two
+// bytes. Kept so that restoring a rejected datagram hashes nothing again.
+type hpMasks struct {
+	w      [4]uint64
+	n      int // how many bytes of w apply: min(len, MaskLen)
+	pad    uint16
+	padded bool // pad applies
+}
+
+// masks derives the mask words for an n-byte datagram (without its tag)
+// from its tag: SipHash-128 under the header-protection key, one block per
+// 16 bytes masked.
+func (f *Framer) masks(tag uint64, n int) hpMasks {
+	var in [9]byte
+	binary.LittleEndian.PutUint64(in[:8], tag)
+	m := hpMasks{n: min(n, MaskLen)}
+	m.w[0], m.w[1] = siphash.Hash128(f.h0, f.h1, in[:])
+	if n > 16 {
+		in[8] = 1
+		m.w[2], m.w[3] = siphash.Hash128(f.h0, f.h1, in[:])
+	}
+	return m
+}
+
+// padMask derives the Pad field's mask from the tag (a third block).
+func (f *Framer) padMask(tag uint64) uint16 {
 	var in [9]byte
 	binary.LittleEndian.PutUint64(in[:8], tag)
 	in[8] = 2
-	m := siphash.Hash(f.h0, f.h1, in[:])
-	b[len(b)-2] ^= byte(m)
-	b[len(b)-1] ^= byte(m >> 8)
+	return uint16(siphash.Hash(f.h0, f.h1, in[:]))
+}
+
+// apply XORs the mask words over the first bytes of b.
+func (m *hpMasks) apply(b []byte) {
+	for i := 0; i < m.n; i += 8 {
+		xor64(b, i, m.w[i/8])
+	}
+}
+
+// applyPad XORs the Pad mask over the last two bytes of b, if it has one.
+func (m *hpMasks) applyPad(b []byte) {
+	if !m.padded {
+		return
+	}
+	b[len(b)-2] ^= byte(m.pad)
+	b[len(b)-1] ^= byte(m.pad >> 8)
 }
 
 // xor64 XORs the little-endian bytes of v into b[off:off+8], clipped to b.

@@ -60,34 +60,100 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
-// Changing any single byte of a datagram (header, symbol or tag) makes it
-// rejected, and the rejected datagram is left exactly as it was.
+// tagCovers reports whether the tag covers byte pos of a datagram whose
+// symbol is symLen bytes and whose padding is pad bytes: the header, the
+// symbol's first 24 and last 16 bytes, the Pad field and the tag itself.
+func tagCovers(pos, symLen, pad int) bool {
+	end := HeaderLen + symLen
+	switch {
+	case pos < HeaderLen:
+		return true
+	case pos < end:
+		return pos < HeaderLen+tagHead || pos >= end-tagTail
+	}
+	// After the symbol: the tag, and with padding the Pad field before
+	// it; the junk between carries nothing.
+	return pad == 0 || pos >= end+pad-2
+}
+
+// Changing any covered byte of a datagram (header, the symbol's first 24
+// and last 16 bytes, tag) makes it rejected, and the rejected datagram is
+// left exactly as it was. Changing a byte between passes the tag, and the
+// data symbol then fails its AEAD open: nothing changed is ever accepted.
 func TestFrameTamperAnyByte(t *testing.T) {
-	_, fs, _, fr := lanePair(2)
+	s, fs, o, fr := lanePair(2)
 	rng := rand.New(rand.NewPCG(3, 4))
 	buf := make([]byte, 2048)
-	for _, n := range []int{1, 10, 24, 25, 100, 1400} {
-		sym := make([]byte, n)
-		for i := range sym {
-			sym[i] = byte(rng.Uint32())
+	for _, n := range []int{1, 2, 16, 17, 100, 1400} {
+		pt := make([]byte, n)
+		for i := range pt {
+			pt[i] = byte(rng.Uint32())
 		}
-		copy(buf[HeaderLen:], sym)
-		d := fs.Frame(buf, Header{Kind: KindData, Group: 1, Index: 2, K: 3, R: 4}, n)
+		d := bytes.Clone(sealFrame(t, s, &fs, buf, pt, Header{Kind: KindData, Group: 1, Index: 2, K: 3, R: 4}))
+		symLen := n + SymbolOverhead
+		passed := 0
 		for pos := range d {
 			for _, flip := range []byte{1, 0x80, byte(rng.IntN(255) + 1)} {
 				d[pos] ^= flip
-				before := append([]byte(nil), d...)
-				if _, _, err := fr.Deframe(d); err != ErrTag {
-					t.Fatalf("n=%d: flipping %#x at %d: err %v", n, flip, pos, err)
-				}
-				if !bytes.Equal(before, d) {
-					t.Fatalf("rejected datagram was modified")
+				before := bytes.Clone(d)
+				_, sym, err := fr.Deframe(d)
+				if tagCovers(pos, symLen, 0) {
+					if err != ErrTag || !bytes.Equal(before, d) {
+						t.Fatalf("n=%d: flipping %#x at covered %d: err %v (or the datagram changed)", n, flip, pos, err)
+					}
+				} else {
+					if err != nil {
+						t.Fatalf("n=%d: flipping %#x at uncovered %d: err %v", n, flip, pos, err)
+					}
+					if _, err := o.OpenSymbol(nil, sym); err == nil {
+						t.Fatalf("n=%d: payload changed at %d opened", n, pos)
+					}
+					passed++
+					copy(d, before) // undo the unmask
 				}
 				d[pos] ^= flip
 			}
 		}
+		if want := max(0, symLen-tagHead-tagTail); passed != 3*want {
+			t.Fatalf("n=%d: %d flips passed the tag, want %d", n, passed, 3*want)
+		}
 		if _, _, err := fr.Deframe(d); err != nil {
 			t.Fatalf("untampered datagram rejected: %v", err)
+		}
+	}
+	// Symbols of 40 bytes or less (parity can be that short) are covered
+	// whole.
+	for _, n := range []int{1, 10, 24, 25, 40} {
+		sym := make([]byte, n)
+		copy(buf[HeaderLen:], sym)
+		d := fs.Frame(buf, Header{Kind: KindParity, Group: 1, Index: 4, K: 3, R: 4}, n)
+		for pos := range d {
+			d[pos] ^= 0x10
+			if _, _, err := fr.Deframe(d); err != ErrTag {
+				t.Fatalf("parity n=%d: flip at %d: %v", n, pos, err)
+			}
+			d[pos] ^= 0x10
+		}
+	}
+}
+
+// The tag costs the same at any length: its input is at most tagInputMax
+// bytes, and the bytes it skips are exactly the middle of a long symbol.
+func TestTagInputBounded(t *testing.T) {
+	_, fs, _, _ := lanePair(9)
+	b := make([]byte, HeaderLen+65507)
+	for _, n := range []int{1, 40, 41, 1400, 65507} {
+		base := fs.tag(b[:HeaderLen+n], n, 0)
+		if n > tagHead+tagTail {
+			mid := HeaderLen + tagHead + (n-tagHead-tagTail)/2
+			b[mid] ^= 1
+			if fs.tag(b[:HeaderLen+n], n, 0) != base {
+				t.Fatalf("n=%d: the middle of the symbol changed the tag", n)
+			}
+			b[mid] ^= 1
+		}
+		if fs.tag(b[:HeaderLen+n], n, 1) == base {
+			t.Fatalf("n=%d: Pad not covered", n)
 		}
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/binary"
 	"math/rand/v2"
 	"testing"
-
-	"github.com/dchest/siphash"
 )
 
 // padFrame frames sym (any bytes) with pad bytes of junk, as the egress
@@ -66,8 +64,10 @@ func TestFramePaddedRoundTrip(t *testing.T) {
 	}
 }
 
-// Flipping any byte of a padded datagram (header, symbol, junk, Pad field
-// or tag) makes it rejected and leaves it as it was; Matches agrees.
+// Flipping any covered byte of a padded datagram (header, symbol, Pad
+// field or tag: the symbols here are short enough to be covered whole)
+// makes it rejected and leaves it as it was; Matches agrees. The junk
+// carries nothing and is not covered: flipping it changes no symbol.
 func TestFramePaddedTamperAnyByte(t *testing.T) {
 	_, fs, _, fr := lanePair(12)
 	rng := rand.New(rand.NewPCG(5, 6))
@@ -79,6 +79,15 @@ func TestFramePaddedTamperAnyByte(t *testing.T) {
 				for _, flip := range []byte{1, 4, 0x80} {
 					d[pos] ^= flip
 					before := bytes.Clone(d)
+					if !tagCovers(pos, n, int(pad)) {
+						_, sym, err := fr.Deframe(d)
+						if err != nil || !bytes.Equal(sym, make([]byte, n)) {
+							t.Fatalf("n=%d pad=%d: flip in the junk at %d: %v %x", n, pad, pos, err, sym)
+						}
+						copy(d, before)
+						d[pos] ^= flip
+						continue
+					}
 					if _, _, err := fr.Deframe(d); err != ErrTag {
 						t.Fatalf("n=%d pad=%d: flip %#x at %d: %v", n, pad, flip, pos, err)
 					}
@@ -96,39 +105,64 @@ func TestFramePaddedTamperAnyByte(t *testing.T) {
 }
 
 // rawFrame tags and masks b (header and body, unmasked) exactly as Frame
-// would, whatever b says: authenticated datagrams no honest sender makes.
+// would, whatever its header says: authenticated datagrams no honest
+// sender makes. Its Pad field must delimit a symbol (layout), or nothing
+// could tag it.
 func rawFrame(f *Framer, b []byte) []byte {
-	tag := siphash.Hash(f.t0, f.t1, b)
-	if isPadded(b) {
-		f.maskPad(b, tag)
+	symLen, pad, ok := layout(b)
+	if !ok {
+		panic("rawFrame: no symbol")
 	}
+	tag := f.tag(b, symLen, pad)
 	f.mask(b, tag)
 	return binary.LittleEndian.AppendUint64(b, tag)
 }
 
-// An authenticated datagram whose Pad leaves no symbol, or is below
-// MinPad, or that sets the reserved bits is a broken peer: ErrHeader.
+// A padded datagram whose Pad leaves no symbol, or is below MinPad, cannot
+// be authenticated (the tag covers the symbol the Pad delimits): ErrTag,
+// whoever framed it. One that sets the reserved bits is a broken peer:
+// ErrHeader.
 func TestFramePadBadLength(t *testing.T) {
 	_, fs, _, fr := lanePair(13)
 	for _, c := range []struct {
 		body int    // bytes after the header, Pad field included
 		pad  uint16 // the Pad field's value
 		b0   byte
+		want error
 	}{
-		{body: 10, pad: 10, b0: flagPadded}, // no symbol left
-		{body: 10, pad: 11, b0: flagPadded},
-		{body: 10, pad: 0xffff, b0: flagPadded},
-		{body: 10, pad: 1, b0: flagPadded},
-		{body: 10, pad: 0, b0: flagPadded},
-		{body: 10, pad: 2, b0: flagPadded | 1<<3},
-		{body: 10, pad: 2, b0: 0x80},
+		{body: 10, pad: 10, b0: flagPadded, want: ErrTag}, // no symbol left
+		{body: 10, pad: 11, b0: flagPadded, want: ErrTag},
+		{body: 10, pad: 0xffff, b0: flagPadded, want: ErrTag},
+		{body: 10, pad: 1, b0: flagPadded, want: ErrTag},
+		{body: 10, pad: 0, b0: flagPadded, want: ErrTag},
+		{body: 1, pad: 0, b0: flagPadded, want: ErrTag}, // no room for a Pad field
+		{body: 10, pad: 2, b0: flagPadded | 1<<3, want: ErrHeader},
+		{body: 10, pad: 2, b0: 0x80, want: ErrHeader},
 	} {
 		b := make([]byte, HeaderLen+c.body)
 		b[0] = c.b0
-		binary.LittleEndian.PutUint16(b[len(b)-2:], c.pad)
-		d := rawFrame(&fs, b)
-		if _, _, err := fr.Deframe(d); err != ErrHeader {
-			t.Errorf("%+v: %v, want ErrHeader", c, err)
+		if c.body >= 2 {
+			binary.LittleEndian.PutUint16(b[len(b)-2:], c.pad)
+		}
+		var d []byte
+		if c.want == ErrTag {
+			// Framed as the honest sender would frame the datagram it
+			// meant: the same bytes with Pad 2, then the Pad field
+			// rewritten under the mask.
+			if c.body < 3 {
+				d = binary.LittleEndian.AppendUint64(b, 0)
+			} else {
+				binary.LittleEndian.PutUint16(b[len(b)-2:], 2)
+				d = rawFrame(&fs, b)
+				mask := siphashPadMask(&fs, binary.LittleEndian.Uint64(d[len(d)-TagLen:]))
+				binary.LittleEndian.PutUint16(d[len(d)-TagLen-2:], c.pad^mask)
+			}
+		} else {
+			d = rawFrame(&fs, b)
+		}
+		before := bytes.Clone(d)
+		if _, _, err := fr.Deframe(d); err != c.want || (c.want == ErrTag && !bytes.Equal(before, d)) {
+			t.Errorf("%+v: %v, want %v", c, err, c.want)
 		}
 	}
 	// The edge that is fine: a one-byte symbol.
@@ -139,6 +173,9 @@ func TestFramePadBadLength(t *testing.T) {
 		t.Fatalf("one-byte symbol: %v %d %+v", err, len(sym), h)
 	}
 }
+
+// siphashPadMask is the 16-bit mask maskPad XORs over a Pad field.
+func siphashPadMask(f *Framer, tag uint64) uint16 { return f.padMask(tag) }
 
 // The Pad field is masked: the same Pad on many datagrams leaves no fixed
 // byte where it sits (nor in the junk, which the caller draws).

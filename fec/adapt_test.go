@@ -231,7 +231,7 @@ func TestDecoderLossReport(t *testing.T) {
 	wire := precomputeWire(t, 8, 2, 100, 100, 5) // 1 of 10 lost per group
 	d := NewDecoder(DecoderConfig{MaxGroups: 8})
 	for _, w := range wire {
-		d.Push(w.m, w.b, t0, func([]byte) {})
+		d.Push(w.m, w.b, t0, func([]byte) bool { return true })
 	}
 	rep := d.TakeLossReport()
 	// Groups still in the window are not reported yet.
@@ -547,7 +547,7 @@ func TestLossReportPartialGroupWithoutParity(t *testing.T) {
 		}
 		for _, w := range emitGroup(t, e, syms, t0) {
 			if w.m.Kind == KindData {
-				d.Push(w.m, w.b, t0, func([]byte) {})
+				d.Push(w.m, w.b, t0, func([]byte) bool { return true })
 			}
 		}
 	}
@@ -556,7 +556,7 @@ func TestLossReportPartialGroupWithoutParity(t *testing.T) {
 		_ = g
 		b := payload(rng, 1000+uint64(g), 200)
 		m, _ := e.Add(b, t0)
-		d.Push(m, b, t0, func([]byte) {})
+		d.Push(m, b, t0, func([]byte) bool { return true })
 		e.Flush()
 		for {
 			if _, _, ok := e.NextParity(); !ok {

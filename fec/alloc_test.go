@@ -81,7 +81,7 @@ func precomputeWire(t testing.TB, k, r, groups, size int, lose int) []wireSym {
 // slices of shard bookkeeping per call (≈0.75 KiB at 8:2), never retained.
 func TestDecoderZeroAlloc(t *testing.T) {
 	var delivered int
-	deliver := func(b []byte) { delivered += len(b) }
+	deliver := func(b []byte) bool { delivered += len(b); return true }
 	run := func(k, r, lose int) float64 {
 		wire := precomputeWire(t, k, r, 400, 1400, lose)
 		d := NewDecoder(DecoderConfig{})

@@ -78,7 +78,7 @@ func BenchmarkDecode(b *testing.B) {
 				wire := precomputeWire(b, kr[0], kr[1], groups, 1400, lose)
 				d := NewDecoder(DecoderConfig{})
 				sink := 0
-				deliver := func(p []byte) { sink += len(p) }
+				deliver := func(p []byte) bool { sink += len(p); return true }
 				perGroup := len(wire) / groups
 				// Warm the arena and codec cache, as on a running lane.
 				for _, w := range wire[:perGroup*8] {

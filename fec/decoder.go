@@ -47,6 +47,7 @@ type Stats struct {
 	DataIn, ParityIn uint64 // symbols accepted into the window
 	Delivered        uint64 // data symbols handed out as received
 	Recovered        uint64 // data symbols handed out after reconstruction
+	Rejected         uint64 // data symbols the deliverer refused (failed their AEAD open)
 	Duplicates       uint64 // symbols already seen, or data already delivered
 	Late             uint64 // symbols for groups behind the window
 	FarAhead         uint64 // symbols for groups too far ahead of the window
@@ -175,11 +176,22 @@ func (d *Decoder) Trim() bool {
 // CapBytes is the effective storage cap (MaxBytes, raised to one full group).
 func (d *Decoder) CapBytes() int { return d.maxSlabs * slabLen }
 
-// Push accepts one authenticated symbol. Data symbols are handed to deliver
-// at once (never twice); recovered data symbols are handed to deliver as soon
-// as the group has any K of its K+R symbols. deliver may modify the slice in
+// Deliver takes one data symbol (received, or recovered) and reports
+// whether it accepted it: false means the symbol is not what its sender
+// sent (it failed its AEAD open), so the decoder forgets a received one as
+// an erasure that parity may still recover. It may modify the slice in
 // place but must not keep it: the decoder copies what it needs first.
-func (d *Decoder) Push(m Meta, sym []byte, now time.Time, deliver func([]byte)) {
+type Deliver func(sym []byte) bool
+
+// Push accepts one symbol whose header and length are authenticated (the
+// datagram tag covers them, not the payload: see crypto/frame.go). Data
+// symbols are handed to deliver at once (never twice once accepted);
+// recovered data symbols are handed to deliver as soon as the group has any
+// K of its K+R symbols. A data symbol deliver refuses counts as never
+// received, so a symbol changed on the path costs what a drop costs; a
+// reconstruction from a changed parity symbol yields symbols deliver
+// refuses, which are counted and dropped, and the group is not tried again.
+func (d *Decoder) Push(m Meta, sym []byte, now time.Time, deliver Deliver) {
 	if !d.validMeta(m, len(sym)) {
 		d.stats.Invalid++
 		return
@@ -191,7 +203,9 @@ func (d *Decoder) Push(m Meta, sym []byte, now time.Time, deliver func([]byte)) 
 	idx := int(m.Index)
 	word, bit := idx>>6, uint64(1)<<(idx&63)
 	if m.Kind == KindData {
-		d.pushData(s, m, sym, deliver)
+		if !d.pushData(s, m, sym, deliver) {
+			return
+		}
 	} else {
 		if s.present[word]&bit != 0 {
 			d.stats.Duplicates++
@@ -273,12 +287,14 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 	return s
 }
 
-func (d *Decoder) pushData(s *slot, m Meta, sym []byte, deliver func([]byte)) {
+// pushData delivers a data symbol, keeping a copy for recovery, and
+// reports whether deliver accepted it (a duplicate counts as accepted).
+func (d *Decoder) pushData(s *slot, m Meta, sym []byte, deliver Deliver) bool {
 	idx := int(m.Index)
 	bit := uint64(1) << idx
 	if s.delivered&bit != 0 {
 		d.stats.Duplicates++
-		return
+		return true
 	}
 	d.stats.DataIn++
 	s.dataK = max(s.dataK, m.K)
@@ -299,10 +315,17 @@ func (d *Decoder) pushData(s *slot, m Meta, sym []byte, deliver func([]byte)) {
 		}
 	}
 	// Copy first, deliver second: deliver may decrypt in place.
+	if !deliver(sym) {
+		// Changed on the path: an erasure, so the copy must not take
+		// part in a reconstruction.
+		d.stats.Rejected++
+		d.unstore(s, idx)
+		return false
+	}
 	s.delivered |= bit
 	d.stats.Delivered++
-	deliver(sym)
 	d.checkDone(s)
+	return true
 }
 
 func (d *Decoder) pushParity(s *slot, m Meta, sym []byte) {
@@ -385,7 +408,7 @@ func (d *Decoder) corrupt(s *slot) {
 // lists, ≈1.6 KiB at 8:2, ≈2.4 KiB at 16:4), plus an inverted matrix the
 // first time a loss pattern is seen (bounded, see recoveriesPerCodec). That
 // is per recovered group, never per symbol, and never retained.
-func (d *Decoder) tryRecover(s *slot, deliver func([]byte)) {
+func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 	if !s.kKnown || int(s.nStored) < int(s.k) {
 		return
 	}
@@ -439,9 +462,14 @@ func (d *Decoder) tryRecover(s *slot, deliver func([]byte)) {
 			d.stats.Inconsistent++
 			continue
 		}
+		if !deliver(b[lenPrefix : lenPrefix+n]) {
+			// Reconstructed from a symbol changed on the path. Not
+			// marked delivered: a late original is still taken.
+			d.stats.Rejected++
+			continue
+		}
 		s.delivered |= bit
 		d.stats.Recovered++
-		deliver(b[lenPrefix : lenPrefix+n])
 	}
 	d.releaseTmp(nTmp)
 	s.state = stateDone
@@ -466,6 +494,15 @@ func (d *Decoder) store(s *slot, idx int) int16 {
 	s.bufs[idx] = b
 	s.nStored++
 	return b
+}
+
+// unstore releases the copy of symbol idx of s, if one was kept.
+func (d *Decoder) unstore(s *slot, idx int) {
+	if b := s.bufs[idx]; b >= 0 {
+		d.free = append(d.free, b)
+		s.bufs[idx] = -1
+		s.nStored--
+	}
 }
 
 // takeSlab gets a free slab: from the free list, by growing the arena up to

@@ -214,7 +214,7 @@ func TestFlushTimeoutRecovery(t *testing.T) {
 func TestWindowBounds(t *testing.T) {
 	d := NewDecoder(DecoderConfig{MaxGroups: 8, GroupTTL: 100 * time.Millisecond})
 	var n int
-	count := func([]byte) { n++ }
+	count := func([]byte) bool { n++; return true }
 	data := func(g uint32, i uint8) Meta { return Meta{KindData, g, i, 4, 2} }
 
 	d.Push(data(100, 0), []byte("a"), t0, count)
@@ -262,7 +262,7 @@ func TestWindowBounds(t *testing.T) {
 func TestResyncOnlyForwards(t *testing.T) {
 	d := NewDecoder(DecoderConfig{}) // 32 groups, 250 ms TTL
 	var got []string
-	deliver := func(b []byte) { got = append(got, string(b)) }
+	deliver := func(b []byte) bool { got = append(got, string(b)); return true }
 	data := func(g uint32) Meta { return Meta{KindData, g, 0, 1, 0} }
 	const first = ^uint32(0) - 40 // the lane's groups cross the wrap
 	now := t0
@@ -324,7 +324,7 @@ func TestInvalidMeta(t *testing.T) {
 		{Meta{Kind(2), 1, 0, 4, 1}, 10}, // control never reaches FEC
 	}
 	for _, b := range bad {
-		d.Push(b.m, make([]byte, b.n), t0, func([]byte) { t.Fatalf("delivered invalid %+v", b.m) })
+		d.Push(b.m, make([]byte, b.n), t0, func([]byte) bool { t.Fatalf("delivered invalid %+v", b.m); return false })
 	}
 	if st := d.Stats(); st.Invalid != uint64(len(bad)) || d.StoredBytes() != 0 {
 		t.Fatalf("stats %+v stored %d", st, d.StoredBytes())
@@ -336,7 +336,7 @@ func TestInvalidMeta(t *testing.T) {
 func TestInconsistentGroup(t *testing.T) {
 	d := NewDecoder(DecoderConfig{})
 	n := 0
-	count := func([]byte) { n++ }
+	count := func([]byte) bool { n++; return true }
 	d.Push(Meta{KindData, 7, 3, 8, 2}, []byte("abcd"), t0, count)
 	// Parity claims K=2, but index 3 was already seen as data.
 	d.Push(Meta{KindParity, 7, 2, 2, 2}, []byte("xxxxxx"), t0, count)
@@ -398,7 +398,7 @@ func TestAdversarialMemoryCap(t *testing.T) {
 			d.Tick(now)
 			base += 8
 		}
-		d.Push(m, sym[:n], now, func([]byte) {})
+		d.Push(m, sym[:n], now, func([]byte) bool { return true })
 		peak = max(peak, d.StoredBytes())
 	}
 	runtime.GC()
@@ -463,7 +463,7 @@ func TestHead(t *testing.T) {
 	if _, ok := d.Head(); ok {
 		t.Fatal("head before the first symbol")
 	}
-	nop := func([]byte) {}
+	nop := func([]byte) bool { return true }
 	for _, c := range []struct {
 		group, want uint32
 	}{{7, 7}, {9, 9}, {8, 9}, {100, 9}, {0xFFFFFFF0, 9}, {12, 12}} {
@@ -529,7 +529,7 @@ func TestTrimReleasesIdleMemory(t *testing.T) {
 func TestTickExpiresEachGroupOnTime(t *testing.T) {
 	d := NewDecoder(DecoderConfig{GroupTTL: 100 * time.Millisecond})
 	push := func(g uint32, at time.Duration) {
-		d.Push(Meta{Kind: KindData, Group: g, Index: 0, K: 4, R: 1}, []byte("x"), t0.Add(at), func([]byte) {})
+		d.Push(Meta{Kind: KindData, Group: g, Index: 0, K: 4, R: 1}, []byte("x"), t0.Add(at), func([]byte) bool { return true })
 	}
 	push(1, 0)
 	push(2, 30*time.Millisecond)

@@ -59,11 +59,15 @@ func drainParity(e *Encoder, out []wireSym) []wireSym {
 	}
 }
 
-// sink records deliveries and fails on duplicates or corrupted bytes.
+// sink records deliveries and fails on duplicates or corrupted bytes. With
+// authenticate set it refuses bytes that differ from what was sent, as the
+// shard's AEAD open does, and counts them in refused.
 type sink struct {
-	t    testing.TB
-	sent map[uint64][]byte
-	got  map[uint64]int
+	t            testing.TB
+	sent         map[uint64][]byte
+	got          map[uint64]int
+	authenticate bool
+	refused      int
 }
 
 func newSink(t testing.TB) *sink {
@@ -72,8 +76,14 @@ func newSink(t testing.TB) *sink {
 
 func (s *sink) expect(b []byte) { s.sent[binary.BigEndian.Uint64(b)] = b }
 
-func (s *sink) deliver(b []byte) {
+func (s *sink) deliver(b []byte) bool {
 	s.t.Helper()
+	if s.authenticate {
+		if want, ok := s.sent[binary.BigEndian.Uint64(b[:min(len(b), 8)])]; len(b) < 8 || !ok || !bytes.Equal(b, want) {
+			s.refused++
+			return false
+		}
+	}
 	if len(b) < 8 {
 		s.t.Fatalf("delivered %d bytes, shorter than any sent symbol", len(b))
 	}
@@ -89,6 +99,7 @@ func (s *sink) deliver(b []byte) {
 	if s.got[id] > 1 {
 		s.t.Fatalf("symbol %d delivered %d times", id, s.got[id])
 	}
+	return true
 }
 
 func (s *sink) has(b []byte) bool { return s.got[binary.BigEndian.Uint64(b)] > 0 }

@@ -130,7 +130,7 @@ func simRun(t testing.TB, c simConfig) simResult {
 	got := make([]bool, n)
 	wireLost := make([]bool, n)
 	sent := 0
-	deliver := func(b []byte) {
+	deliver := func(b []byte) bool {
 		seq := int(binary.BigEndian.Uint64(b))
 		if got[seq] {
 			t.Fatalf("packet %d delivered twice", seq)
@@ -139,6 +139,7 @@ func simRun(t testing.TB, c simConfig) simResult {
 		if wireLost[seq] {
 			res.delays = append(res.delays, sent-1-seq)
 		}
+		return true
 	}
 	buf := make([]byte, MaxSymbolLen)
 	now := t0
@@ -431,7 +432,7 @@ func simAdaptive(t testing.TB, p, burst float64, step time.Duration, n, warm, ma
 	d := NewDecoder(DecoderConfig{})
 	var res loopResult
 	got := make([]bool, n)
-	deliver := func(b []byte) { got[binary.BigEndian.Uint64(b)] = true }
+	deliver := func(b []byte) bool { got[binary.BigEndian.Uint64(b)] = true; return true }
 	buf := make([]byte, MaxSymbolLen)
 	now, nextReport := t0, t0.Add(time.Second)
 	counting := false

@@ -159,6 +159,13 @@ func inject(t testing.TB, s *Shard, pkt []byte) {
 // returns how many it fed. drop decides which to lose on the "wire".
 func deliverAll(t testing.TB, a, b *side, drop func(i int) bool) int {
 	t.Helper()
+	return deliverEach(t, a, b, func(k int, _ []byte) bool { return drop == nil || !drop(k) })
+}
+
+// deliverEach is deliverAll with a wire that may change datagram k (from 1)
+// in place before it arrives, or lose it (pass returns false).
+func deliverEach(t testing.TB, a, b *side, pass func(k int, d []byte) bool) int {
+	t.Helper()
 	fed := 0
 	for i := range a.shards {
 		a.shards[i].flushAll()
@@ -167,7 +174,7 @@ func deliverAll(t testing.TB, a, b *side, drop func(i int) bool) int {
 	for i, ds := range a.sent {
 		for _, d := range ds {
 			k++
-			if drop != nil && drop(k) {
+			if !pass(k, d.data) {
 				continue
 			}
 			// Which b shard: a's shard i owns lane i; b's lane i is on b's

@@ -67,6 +67,7 @@ func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
 		s.count(DropUnknownLane)
 	} else {
 		s.count(DropBadTag)
+		ln.tagFails++
 	}
 }
 
@@ -137,25 +138,34 @@ func (s *Shard) handIngress(owner int, data []byte, from netip.AddrPort) {
 	}
 }
 
+// bindDeliver points ln's deliver at this shard's deliverSymbol for ln:
+// at install, and when the lane moves here from another shard.
+func (s *Shard) bindDeliver(ln *lane) {
+	ln.deliver = func(sym []byte) bool { return s.deliverSymbol(ln, sym) }
+}
+
 // deliverSymbol opens a data symbol (as received, or recovered by FEC) and
 // writes the packet to the TUN queue if its source belongs to the peer.
-// Each lane's decoder calls it through the lane's deliver, bound at install.
-func (s *Shard) deliverSymbol(ln *lane, sym []byte) {
+// Each lane's decoder calls it through the lane's deliver (bindDeliver).
+// It reports false when the symbol does not open: the tag does not cover
+// a data symbol's payload, so one changed on the path arrives here, and
+// the decoder then treats it as an erasure (fec.Deliver).
+func (s *Shard) deliverSymbol(ln *lane, sym []byte) bool {
 	pt, err := ln.opener.OpenSymbol(nil, sym)
 	switch err {
 	case nil:
 	case crypto.ErrReplay:
 		s.count(DropReplay)
-		return
+		return false
 	default:
 		s.count(DropDecrypt)
-		return
+		return false
 	}
 	ln.lastRx = s.now // authenticated and not a replay: the peer is alive
 	s.authed++
 	if s.cfg.Table.Load().LookupPacket(pt, true) != ln.cfg.Peer {
 		s.count(DropNotAllowed)
-		return
+		return true
 	}
 	acct := ln // counters live on the lane, whichever keys opened
 	if ln.current != nil {
@@ -166,15 +176,16 @@ func (s *Shard) deliverSymbol(ln *lane, sym []byte) {
 		s.coalesce(pt)
 		acct.rxPackets++
 		acct.rxBytes += uint64(len(pt))
-		return
+		return true
 	}
 	if err := s.tunOut(pt); err != nil {
 		s.count(DropTunWrite)
-		return
+		return true
 	}
 	acct.rxPackets++
 	acct.rxBytes += uint64(len(pt))
 	s.count(TunOut)
+	return true
 }
 
 func (s *Shard) writeTun(pkt []byte) error { return s.cfg.TUN.Write(pkt) }

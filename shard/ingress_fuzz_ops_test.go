@@ -192,10 +192,25 @@ func (h *ingressFuzz) step() {
 			h.feedB(i, fl&2 != 0, out[j])
 		}
 	case 5:
-		// Genuine traffic A → B on a lane: count, size, loss mask.
+		// Genuine traffic A → B on a lane: count, size, loss mask; with
+		// flag 0x80 also a change mask, a position and an XOR: an
+		// on-path attacker without the keys changes those datagrams.
+		// One changed past the bytes the tag covers passes the tag and
+		// must fail its AEAD open (only sealed plaintexts reach TUN).
 		fl, cnt, size, mask := r.u8(), 1+int(r.u8()%24), 20+r.u16()%1380, r.u16()
 		i := int(fl) & 1
-		h.genuine(h.a, h.b, i, cnt, size, func(k int) bool { return mask>>(k%16)&1 != 0 })
+		drop := func(k int) bool { return mask>>(k%16)&1 != 0 }
+		if fl&0x80 == 0 {
+			h.genuine(h.a, h.b, i, cnt, size, drop)
+			break
+		}
+		cm, pos, x := r.u16(), r.u16(), r.u8()|1
+		h.genuineVia(h.a, h.b, i, cnt, size, func(k int, d []byte) bool {
+			if cm>>(k%16)&1 != 0 {
+				d[(pos+k)%len(d)] ^= x
+			}
+			return !drop(k)
+		})
 	case 6:
 		// Genuine traffic B → A on a lane (B's encoder runs the ratio
 		// A's — that is, the fuzzer's — loss reports chose).
@@ -255,6 +270,16 @@ func (h *ingressFuzz) step() {
 // genuine sends cnt packets of size bytes from one side's lane i to the
 // other, losing those drop picks.
 func (h *ingressFuzz) genuine(from, to *side, i, cnt, size int, drop func(int) bool) [][]byte {
+	return h.genuineVia(from, to, i, cnt, size, passUnless(drop))
+}
+
+// passUnless is a deliverEach wire that loses what drop picks (nil: none).
+func passUnless(drop func(int) bool) func(int, []byte) bool {
+	return func(k int, _ []byte) bool { return drop == nil || !drop(k) }
+}
+
+// genuineVia is genuine over a wire that may change datagrams (deliverEach).
+func (h *ingressFuzz) genuineVia(from, to *side, i, cnt, size int, pass func(int, []byte) bool) [][]byte {
 	src, dst, sealed := "10.1.0.5", "10.2.0.9", h.sealedAB
 	if from == h.b {
 		src, dst, sealed = "10.2.0.9", "10.1.0.5", h.sealedBA
@@ -267,12 +292,17 @@ func (h *ingressFuzz) genuine(from, to *side, i, cnt, size int, drop func(int) b
 		pkts = append(pkts, p)
 		inject(h.t, from.shards[i], p)
 	}
-	h.deliver(from, to, drop)
+	h.deliverVia(from, to, pass)
 	return pkts
 }
 
 // deliver is deliverAll, keeping what A sends for replays.
 func (h *ingressFuzz) deliver(from, to *side, drop func(int) bool) {
+	h.deliverVia(from, to, passUnless(drop))
+}
+
+// deliverVia is deliverEach, keeping what A sends (unchanged) for replays.
+func (h *ingressFuzz) deliverVia(from, to *side, pass func(int, []byte) bool) {
 	for _, s := range from.shards {
 		s.flushAll()
 	}
@@ -283,7 +313,7 @@ func (h *ingressFuzz) deliver(from, to *side, drop func(int) bool) {
 			}
 		}
 	}
-	deliverAll(h.t, from, to, drop)
+	deliverEach(h.t, from, to, pass)
 	settle(to)
 	settle(from)
 }

@@ -73,7 +73,7 @@ type lane struct {
 	// deliver is what the decoder hands this lane's data symbols to:
 	// Shard.deliverSymbol bound to the lane, made once at install so
 	// ingress passes it to the decoder without allocating.
-	deliver func([]byte)
+	deliver fec.Deliver
 	lastRx  time.Time
 
 	// prev is the lane's previous keys after a rekey: packets and FEC
@@ -102,6 +102,10 @@ type lane struct {
 	// shard (place.go); silentAt when it was last reported silent
 	// (control.go).
 	misplacedAt, silentAt time.Time
+	// tagFails counts datagrams from the lane's remote that failed its
+	// tag and every other use (checkSilence tells a peer of another wire
+	// version by it).
+	tagFails uint32
 	// steered: the listen group's map sends this lane's remote to its
 	// socket (steer.go), so datagrams arriving elsewhere need no move;
 	// steeredAt: since when; steerFull: the map refused it for room
@@ -257,7 +261,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	ln.installed = s.now
 	ln.reportDue = s.now.Add(jitter(lossReportFirst))
 	ln.drawWaits()
-	ln.deliver = func(sym []byte) { s.deliverSymbol(ln, sym) }
+	s.bindDeliver(ln)
 	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
 	top := pl.local[cfg.Index]
 	ln.offered = cfg.Offered

@@ -158,7 +158,7 @@ func (s *Shard) adoptLane(ln *lane, from int) {
 		return
 	}
 	for l := ln; l != nil; l = l.prev {
-		l.deliver = func(sym []byte) { s.deliverSymbol(l, sym) }
+		s.bindDeliver(l)
 	}
 	pl.local[idx] = ln
 	pl.owners[idx] = s.id

@@ -70,7 +70,10 @@ type Config struct {
 	// noReplyAfter per lane) that a lane of peer has been sending for
 	// noReplyAfter without hearing anything back: the peer presumably
 	// restarted and lost its keys, and the router starts a handshake.
-	Silent func(shard int, peer PeerID)
+	// tagFailing says the lane never heard an authenticated datagram
+	// while datagrams from the peer's address kept failing its tag: the
+	// peer handshakes but frames differently (another wire version).
+	Silent func(shard int, peer PeerID, tagFailing bool)
 	// Misplaced is told (on the shard's goroutine, at most once a second
 	// per lane) that lane index of peer, which this shard owns, proved to
 	// arrive on shard via (a NAT rewrote its port) and the steering map

@@ -72,6 +72,12 @@ const (
 	// (passive: about 2 s after it heard from us) keep a live lane well
 	// inside it.
 	noReplyAfter = 5 * time.Second
+	// mismatchTagFails: a silent lane that has never heard an
+	// authenticated datagram, while at least this many datagrams from its
+	// peer's address failed its tag, is reported as probably speaking
+	// another wire version (checkSilence): its handshakes complete, its
+	// framing does not match.
+	mismatchTagFails = 8
 
 	// followQuiet: when one of a peer's lanes proves a new address, the
 	// peer's other lanes follow at once if they heard nothing for this
