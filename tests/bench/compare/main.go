@@ -34,7 +34,8 @@ type config struct {
 	UDPLen   int           `json:"udp_len"`
 	CCs      []string      `json:"tcp_cc"`
 	Pings    int           `json:"pings"`
-	MTU      int           `json:"mtu"`
+	MTU      int           `json:"mtu"`    // yip-router's inner MTU
+	WGMTU    int           `json:"wg_mtu"` // wireguard-go's
 	YipFEC   string        `json:"yip_fec"`
 	YipExtra string        `json:"yip_extra,omitempty"` // lines added to [Interface]
 	Quick    bool          `json:"quick"`
@@ -54,6 +55,9 @@ type config struct {
 
 func main() {
 	c := &config{MTU: yipconfig.DefaultMTU}
+	// Each implementation at its own default MTU: wireguard-go's 1420
+	// (its TUN default, and wg-quick's), yip-router's config.DefaultMTU.
+	flag.IntVar(&c.WGMTU, "wg-mtu", wgDefaultMTU, "wireguard-go's inner MTU (default: its own default)")
 	var secs, omit int
 	var ccs, tcpBufFlag, tests string
 	flag.StringVar(&c.yipBin, "yip", "bin/yip-router", "yip-router binary")
@@ -123,8 +127,8 @@ func check(c *config, secs int) error {
 		return fmt.Errorf("rounds %d: want at least 1", c.Rounds)
 	case secs < 2:
 		return fmt.Errorf("duration %d s: want at least 2 (the CPU window sits inside it)", secs)
-	case c.UDPLen+28 > c.MTU:
-		return fmt.Errorf("udp-len %d: %d bytes with headers exceed the inner MTU %d", c.UDPLen, c.UDPLen+28, c.MTU)
+	case c.UDPLen+28 > min(c.MTU, c.WGMTU):
+		return fmt.Errorf("udp-len %d: %d bytes with headers exceed the inner MTU %d", c.UDPLen, c.UDPLen+28, min(c.MTU, c.WGMTU))
 	case len(c.CCs) == 0:
 		return fmt.Errorf("no congestion control given")
 	}
@@ -177,7 +181,7 @@ func runImpl(ctx context.Context, c *config, round int, impl string, p placement
 		imp = c.WAN.config(round)
 	}
 	if impl == implWG {
-		t, err = newWG(c.wgBin, c.MTU, p.daemons, imp)
+		t, err = newWG(c.wgBin, c.WGMTU, p.daemons, imp)
 	} else {
 		t, err = newYip(c.yipBin, c.YipFEC, strings.ReplaceAll(c.YipExtra, `\n`, "\n"), p.daemons, imp)
 	}

@@ -90,8 +90,8 @@ func header(c *config, m *meta) string {
 	}
 	fmt.Fprintf(&md, "yip-router %s (FEC %s%s) vs %s; %s; kernel %s; %d CPUs (%s).\n",
 		m.Commit, c.YipFEC, extra, m.WGVersion, m.Iperf3, m.Kernel, m.CPUs, m.CPUModel)
-	fmt.Fprintf(&md, "Medians of %d interleaved round(s); %s measured per iperf3 run after %s warm-up; inner MTU %d; UDP datagrams %d B; %d pings at 10 ms.",
-		c.Rounds, c.Duration, c.Omit, c.MTU, c.UDPLen, c.Pings)
+	fmt.Fprintf(&md, "Medians of %d interleaved round(s); %s measured per iperf3 run after %s warm-up; inner MTU %d (yip-router), %d (wireguard-go); UDP datagrams %d B; %d pings at 10 ms.",
+		c.Rounds, c.Duration, c.Omit, c.MTU, c.WGMTU, c.UDPLen, c.Pings)
 	if c.Quick {
 		md.WriteString(" QUICK (smoke test: not a measurement).")
 	}

@@ -60,7 +60,7 @@ func TestSelectTests(t *testing.T) {
 }
 
 func TestHeaderTCPBufAndTests(t *testing.T) {
-	c := &config{Rounds: 3, Duration: 8 * time.Second, Omit: time.Second, MTU: 1410, UDPLen: 1360, Pings: 200, YipFEC: "auto",
+	c := &config{Rounds: 3, Duration: 8 * time.Second, Omit: time.Second, MTU: 1410, WGMTU: wgDefaultMTU, UDPLen: 1360, Pings: 200, YipFEC: "auto",
 		TCPBuf: 32 << 20, Tests: []string{"tcp1", "udp-100M"}}
 	h := header(c, testMeta(c))
 	for _, want := range []string{

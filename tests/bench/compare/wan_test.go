@@ -115,7 +115,7 @@ func testMeta(c *config) *meta {
 }
 
 func TestHeader(t *testing.T) {
-	c := &config{Rounds: 3, Duration: 8 * time.Second, Omit: time.Second, MTU: 1410, UDPLen: 1360, Pings: 200, YipFEC: "auto"}
+	c := &config{Rounds: 3, Duration: 8 * time.Second, Omit: time.Second, MTU: 1410, WGMTU: wgDefaultMTU, UDPLen: 1360, Pings: 200, YipFEC: "auto"}
 	h := header(c, testMeta(c))
 	if strings.Contains(h, "WAN") || !strings.HasSuffix(h, "200 pings at 10 ms.\n\n") {
 		t.Errorf("header without WAN:\n%s", h)

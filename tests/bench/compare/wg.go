@@ -32,6 +32,10 @@ type wgTopo struct {
 	logs  [2]*os.File
 }
 
+// wgDefaultMTU is the MTU wireguard-go gives the TUN device it creates
+// (device.DefaultMTU), which wg-quick keeps on a path like this one.
+const wgDefaultMTU = 1420
+
 var (
 	wgUnderlay = [2]string{"172.31.250.1", "172.31.250.2"}
 	wgInner    = [2]netip.Addr{netip.MustParseAddr("10.201.0.1"), netip.MustParseAddr("10.202.0.1")}
