@@ -151,9 +151,9 @@ type peer struct {
 	initiator   bool
 	lastHS      time.Time
 	nHS         uint64
-	// mismatchWarned: the peer's lanes reported datagrams that never pass
-	// their tag (PeerSilent), and the WARN naming a wire version mismatch
-	// went out; once per peer while it stays configured.
+	// mismatchWarned: a lane of the peer reported datagrams framed by the
+	// previous wire version (PeerSilent), and the WARN saying so went out;
+	// once per peer while it stays configured.
 	mismatchWarned bool
 	// rtt is the last handshake's round trip as its initiator, from
 	// initiation to response (0: we answered it); the lanes' FEC aims

@@ -65,11 +65,11 @@ func (c *Core) PeerMoved(_ int, peer shard.PeerID, index int, from, to netip.Add
 // PeerSilent: a lane of peer on shard sh has been sending without hearing
 // back (shard/timing.go's noReplyAfter). The peer presumably restarted and
 // lost its keys, so a new handshake starts, unless one is under way or
-// backing off. With tagFailing the peer's datagrams did arrive but never
-// passed the lane's tag although its handshakes complete: the peer
-// presumably runs a router of another wire version, which is worth one
-// WARN per peer (handshakes alone would not tell the operator).
-func (c *Core) PeerSilent(sh int, peer shard.PeerID, tagFailing bool) {
+// backing off. With oldFraming the peer's datagrams arrive framed by the
+// previous wire version (its handshakes complete, nothing after them
+// passes the tag), which is worth one WARN per peer: handshakes alone would
+// not tell the operator why the tunnel carries nothing.
+func (c *Core) PeerSilent(sh int, peer shard.PeerID, oldFraming bool) {
 	now := c.now()
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -77,10 +77,10 @@ func (c *Core) PeerSilent(sh int, peer shard.PeerID, tagFailing bool) {
 	if p == nil {
 		return
 	}
-	if tagFailing && !p.mismatchWarned {
+	if oldFraming && !p.mismatchWarned {
 		p.mismatchWarned = true
-		c.log.Warn("peer completes handshakes but none of its datagrams pass the tag: probably a yip-router of another wire version (both ends must run the same one)",
-			zap.String("peer", p.cfg.PublicKey.String()), zap.Int("wire_version", crypto.WireVersion), zap.Int("shard", sh))
+		c.log.Warn("peer runs a yip-router of wire version 1: handshakes complete but its datagrams fail this version's tag; upgrade both ends",
+			zap.String("peer", p.cfg.PublicKey.String()), zap.Int("wire_version", crypto.WireVersion), zap.Int("peer_wire_version", 1), zap.Int("shard", sh))
 	}
 	if p.sess == nil || (p.init != nil && now.Sub(p.initAt) < HandshakeTimeout) || now.Before(p.nextTry) {
 		return

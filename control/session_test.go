@@ -455,8 +455,8 @@ func TestRetryDropsLongHandshakes(t *testing.T) {
 	}
 }
 
-// A peer whose handshakes complete but whose datagrams never pass the tag
-// (shard.Config.Silent with tagFailing) is named in one WARN that says
+// A peer whose datagrams arrive framed by wire version 1
+// (shard.Config.Silent with oldFraming) is named in one WARN that says
 // "wire version", however often its lanes report it; a merely silent
 // peer is not.
 func TestWireMismatchWarnsOnce(t *testing.T) {

@@ -162,6 +162,16 @@ func NewFramer(k *LaneKeys) Framer {
 func (f *Framer) Frame(buf []byte, h Header, symLen int) []byte {
 	n := HeaderLen + symLen + int(h.Pad)
 	buf = buf[:n+TagLen]
+	f.header(buf, h, n)
+	tag := f.tag(buf[:n], symLen, int(h.Pad))
+	binary.LittleEndian.PutUint64(buf[n:], tag)
+	f.mask(buf[:n], tag)
+	return buf
+}
+
+// header writes h, unmasked, into buf (a datagram of n bytes before its
+// tag), with the Pad field at its end when h.Pad is set.
+func (f *Framer) header(buf []byte, h Header, n int) {
 	buf[0] = byte(h.Kind & kindBits)
 	if h.Pad != 0 {
 		buf[0] |= flagPadded
@@ -171,10 +181,6 @@ func (f *Framer) Frame(buf []byte, h Header, symLen int) []byte {
 	buf[5] = h.Index
 	buf[6] = h.K
 	buf[7] = h.R
-	tag := f.tag(buf[:n], symLen, int(h.Pad))
-	binary.LittleEndian.PutUint64(buf[n:], tag)
-	f.mask(buf[:n], tag)
-	return buf
 }
 
 // Deframe verifies the tag of dgram and, only if it matches, unmasks the

@@ -2,6 +2,7 @@ package crypto
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/rand/v2"
 	"testing"
 )
@@ -243,5 +244,96 @@ func TestFrameMatches(t *testing.T) {
 	}
 	if _, _, err := fr.Deframe(d); err != nil {
 		t.Fatalf("the datagram no longer deframes after Matches: %v", err)
+	}
+}
+
+// The tag's digest is what the wire format documents: header 8, symbol
+// length 4, Pad 2, the symbol's first 24 and last 16 bytes, 54 in all,
+// and the mask covers the header and those first 24 bytes.
+func TestTagDigestShape(t *testing.T) {
+	if tagHead != 24 || tagTail != 16 || tagInputMax != 54 || MaskLen != HeaderLen+tagHead {
+		t.Fatalf("digest: head %d, tail %d, max %d, mask %d", tagHead, tagTail, tagInputMax, MaskLen)
+	}
+}
+
+// The symbol's length is covered: deleting or inserting a byte in the
+// uncovered middle of a long symbol, keeping header, ends and tag, fails.
+func TestFrameLengthCovered(t *testing.T) {
+	_, fs, _, fr := lanePair(10)
+	buf := make([]byte, 2048)
+	for i := range buf {
+		buf[i] = byte(i * 7)
+	}
+	for _, n := range []int{100, 1400} {
+		d := bytes.Clone(fs.Frame(buf, Header{Kind: KindData, K: 4, R: 1}, n))
+		mid := HeaderLen + n/2
+		del := append(bytes.Clone(d[:mid]), d[mid+1:]...)
+		ins := append(append(bytes.Clone(d[:mid]), d[mid]), d[mid:]...)
+		for name, x := range map[string][]byte{"deleted": del, "inserted": ins} {
+			if _, _, err := fr.Deframe(x); err != ErrTag {
+				t.Fatalf("n=%d, a middle byte %s: %v", n, name, err)
+			}
+		}
+		if _, _, err := fr.Deframe(d); err != nil {
+			t.Fatalf("n=%d: untouched: %v", n, err)
+		}
+	}
+}
+
+// layout finds the symbol a Pad field delimits, and refuses a Pad below
+// MinPad or one that leaves no byte of symbol.
+func TestLayout(t *testing.T) {
+	for _, c := range []struct {
+		body       int // bytes after the header, Pad field included
+		pad        uint16
+		sym, wantP int
+		ok         bool
+	}{
+		{10, 9, 1, 9, true}, // a one-byte symbol
+		{10, 10, 0, 0, false},
+		{10, 2, 8, 2, true},
+		{10, 1, 0, 0, false},
+		{10, 0, 0, 0, false},
+		{1, 0, 0, 0, false}, // no room for a Pad field
+	} {
+		b := make([]byte, HeaderLen+c.body)
+		b[0] = flagPadded
+		if c.body >= 2 {
+			binary.LittleEndian.PutUint16(b[len(b)-2:], c.pad)
+		}
+		sym, pad, ok := layout(b)
+		if sym != c.sym || pad != c.wantP || ok != c.ok {
+			t.Errorf("%+v: layout %d %d %v", c, sym, pad, ok)
+		}
+	}
+	if sym, pad, ok := layout(make([]byte, HeaderLen+5)); sym != 5 || pad != 0 || !ok {
+		t.Errorf("unpadded: %d %d %v", sym, pad, ok)
+	}
+}
+
+// A version 1 datagram never passes version 2's tag, and MatchesV1 tells
+// it (and only it) apart, padded or not, leaving it untouched.
+func TestMatchesV1(t *testing.T) {
+	_, fs, _, fr := lanePair(11)
+	_, _, _, other := lanePair(12)
+	buf := make([]byte, 2048)
+	for _, n := range []int{1, 40, 1400} {
+		for _, pad := range []uint16{0, MinPad, 30} {
+			h := Header{Kind: KindData, Group: 3, K: 4, R: 1, Pad: pad}
+			v1 := bytes.Clone(fs.FrameV1(buf, h, n))
+			orig := bytes.Clone(v1)
+			if _, _, err := fr.Deframe(v1); err != ErrTag {
+				t.Fatalf("n=%d pad=%d: v1 datagram deframed: %v", n, pad, err)
+			}
+			if !fr.MatchesV1(v1) || !bytes.Equal(v1, orig) {
+				t.Fatalf("n=%d pad=%d: v1 datagram not recognised, or changed", n, pad)
+			}
+			if other.MatchesV1(v1) {
+				t.Fatalf("n=%d pad=%d: another lane's key recognised it", n, pad)
+			}
+			if fr.MatchesV1(fs.Frame(buf, h, n)) {
+				t.Fatalf("n=%d pad=%d: a v2 datagram taken for v1", n, pad)
+			}
+		}
 	}
 }

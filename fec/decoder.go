@@ -47,7 +47,8 @@ type Stats struct {
 	DataIn, ParityIn uint64 // symbols accepted into the window
 	Delivered        uint64 // data symbols handed out as received
 	Recovered        uint64 // data symbols handed out after reconstruction
-	Rejected         uint64 // data symbols the deliverer refused (failed their AEAD open)
+	Rejected         uint64 // data symbols the deliverer refused (did not open, or replayed)
+	Spoiled          uint64 // reconstructions that yielded a refused symbol (a changed parity symbol)
 	Duplicates       uint64 // symbols already seen, or data already delivered
 	Late             uint64 // symbols for groups behind the window
 	FarAhead         uint64 // symbols for groups too far ahead of the window
@@ -87,8 +88,11 @@ type slot struct {
 	present   [2]uint64 // distinct indices received
 	delivered uint64    // data indices handed out
 	nStored   uint8
-	lens      [MaxK]uint16       // payload length of stored data symbols
-	bufs      [MaxK + MaxR]int16 // arena slab per index, -1 if none
+	// spoiled counts reconstructions whose output failed to open: a parity
+	// symbol was changed on the path (see tryRecover).
+	spoiled uint8
+	lens    [MaxK]uint16       // payload length of stored data symbols
+	bufs    [MaxK + MaxR]int16 // arena slab per index, -1 if none
 }
 
 // Decoder reassembles one lane. Not safe for concurrent use.
@@ -188,9 +192,12 @@ type Deliver func(sym []byte) bool
 // symbols are handed to deliver at once (never twice once accepted);
 // recovered data symbols are handed to deliver as soon as the group has any
 // K of its K+R symbols. A data symbol deliver refuses counts as never
-// received, so a symbol changed on the path costs what a drop costs; a
+// received, so a symbol changed on the path costs what a drop costs. A
 // reconstruction from a changed parity symbol yields symbols deliver
-// refuses, which are counted and dropped, and the group is not tried again.
+// refuses: they are counted and dropped, the group forgets the parity it
+// used (a genuine copy that arrives later is taken, not counted a
+// duplicate) and recovers from the next parity to arrive, at most R times
+// per group.
 func (d *Decoder) Push(m Meta, sym []byte, now time.Time, deliver Deliver) {
 	if !d.validMeta(m, len(sym)) {
 		d.stats.Invalid++
@@ -450,6 +457,7 @@ func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 		d.corrupt(s)
 		return
 	}
+	refused := false
 	for i := range k {
 		bit := uint64(1) << i
 		if s.bufs[i] >= 0 || s.delivered&bit != 0 {
@@ -466,16 +474,43 @@ func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 			// Reconstructed from a symbol changed on the path. Not
 			// marked delivered: a late original is still taken.
 			d.stats.Rejected++
+			refused = true
 			continue
 		}
 		s.delivered |= bit
 		d.stats.Recovered++
 	}
 	d.releaseTmp(nTmp)
-	s.state = stateDone
-	d.freeBufs(s)
 	for i := range shards {
 		shards[i] = nil
+	}
+	if refused {
+		d.spoiled(s)
+		return
+	}
+	s.state = stateDone
+	d.freeBufs(s)
+}
+
+// spoiled handles a reconstruction that yielded a symbol deliver refused.
+// Stored data symbols all opened (a refused one is never kept), so a
+// parity symbol the reconstruction used was changed on the path: the group
+// forgets every parity symbol it holds, as if none had arrived, and waits
+// for more. After R such reconstructions it gives up, so changed copies
+// cost at most R reconstructions per group.
+func (d *Decoder) spoiled(s *slot) {
+	d.stats.Spoiled++
+	s.spoiled++
+	if s.spoiled >= s.r {
+		s.state = stateDone
+		d.freeBufs(s)
+		return
+	}
+	for j := int(s.k); j < int(s.k)+int(s.r); j++ {
+		if s.bufs[j] >= 0 {
+			d.unstore(s, j)
+			s.present[j>>6] &^= 1 << (j & 63)
+		}
 	}
 }
 

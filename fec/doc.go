@@ -12,12 +12,18 @@
 // long as its group's longest symbol, costs about R/K in bytes too.
 //
 // The package never sees keys or sockets. The framing layer authenticates each
-// symbol before it reaches the Decoder (a forged symbol would otherwise poison
-// a whole group's reconstruction), carries the Meta fields in its masked
-// header, and carries LossReport in an encrypted control frame. Because a peer
-// that passed the tag can still be broken, the Decoder treats every Meta and
-// every byte as hostile: its memory is capped up front and nothing a peer
-// sends can make it allocate beyond that cap.
+// symbol's header, length and ends before it reaches the Decoder (nothing
+// forged off the path enters reassembly), carries the Meta fields in its
+// masked header, and carries LossReport in an encrypted control frame. A
+// symbol's payload is authenticated by the AEAD only when it is opened, so
+// one changed on the path reaches the Decoder: the Deliver callback reports
+// whether a symbol opened, a refused data symbol is forgotten as an erasure,
+// and a reconstruction that yields refused symbols makes the group forget
+// its parity and wait for more (at most R times), so a changed symbol costs
+// what a lost one does. Because a peer that passed the tag can still be
+// broken, the Decoder treats every Meta and every byte as hostile: its memory
+// is capped up front and nothing a peer sends can make it allocate beyond
+// that cap.
 //
 // Everything in the per-symbol path (Encoder.Add, Decoder.Push on data and
 // parity) runs without heap allocation once warm; see the AllocsPerRun tests.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"testing"
+	"time"
 )
 
 // The datagram tag covers a symbol's header, length and ends, not its
@@ -92,55 +93,101 @@ func TestDecoderChangedDataIsErasure(t *testing.T) {
 }
 
 // A changed parity symbol can only spoil a reconstruction: what it yields
-// is refused and counted, never delivered, the group is not tried again,
-// and the window goes on to deliver the next group whole.
-func TestDecoderChangedParityRefused(t *testing.T) {
+// is refused and counted, never delivered; the group forgets the parity it
+// used and recovers from genuine parity that arrives after, including a
+// genuine copy of the changed symbol itself (injected ahead of it).
+func TestDecoderChangedParityRecovers(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// order of the wire: indices, with -1-i for a changed copy of i
+		order []int
+	}{
+		{"changed first parity, others follow", []int{0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, -17, 17, 18, 19}},
+		{"changed copy ahead of the genuine", []int{0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, -17, 16}},
+		{"genuine ahead of the changed copy", []int{0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, -17}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newSink(t)
+			s.authenticate = true
+			d := NewDecoder(DecoderConfig{})
+			wire := tamperGroup(t, s, 2)
+			for _, i := range c.order {
+				if i < 0 {
+					w := wire[-1-i]
+					d.Push(w.m, flipMiddle(w.b), t0, s.deliver)
+					continue
+				}
+				d.Push(wire[i].m, wire[i].b, t0, s.deliver)
+			}
+			if !s.has(wire[7].b) {
+				t.Fatalf("lost symbol not recovered: refused %d, stats %+v", s.refused, d.Stats())
+			}
+			if st := d.Stats(); st.Recovered != 1 || st.Rejected != uint64(s.refused) || st.Spoiled != uint64(s.refused) {
+				t.Fatalf("refused %d, stats %+v", s.refused, st)
+			}
+		})
+	}
+}
+
+// Changed parity costs a group at most R reconstructions: after that it
+// gives up, nothing changed is delivered, a late original of the lost
+// symbol is still taken once, and the window goes on to the next group.
+func TestDecoderChangedParityBounded(t *testing.T) {
 	s := newSink(t)
 	s.authenticate = true
 	d := NewDecoder(DecoderConfig{})
-	wire := tamperGroup(t, s, 2)
-	var lost []byte
-	pushes := 0
-	for _, w := range wire {
+	wire := tamperGroup(t, s, 3)
+	for i, w := range wire {
 		switch {
-		case w.m.Kind == KindData && w.m.Index == 7:
-			lost = w.b
-			continue
-		case w.m.Kind == KindParity && w.m.Index == 16:
-			d.Push(w.m, flipMiddle(w.b), t0, s.deliver)
+		case i == 7:
+		case w.m.Kind == KindParity:
+			for range 3 { // several changed copies of each
+				d.Push(w.m, flipMiddle(w.b), t0, s.deliver)
+			}
 		default:
 			d.Push(w.m, w.b, t0, s.deliver)
 		}
-		pushes++
 	}
 	st := d.Stats()
-	if s.has(lost) || s.refused == 0 || st.Rejected != uint64(s.refused) || st.Recovered != 0 {
-		t.Fatalf("lost symbol delivered %v, refused %d, stats %+v", s.has(lost), s.refused, st)
+	if s.has(wire[7].b) || st.Spoiled != 4 || st.Rejected != 4 || st.Recovered != 0 {
+		t.Fatalf("R=4: want 4 spoiled reconstructions and nothing recovered; stats %+v", st)
 	}
-	// The same symbols again change nothing: no retry, no second refusal.
-	for _, w := range wire {
-		d.Push(w.m, w.b, t0, s.deliver)
+	d.Push(wire[7].m, wire[7].b, t0, s.deliver) // the late original
+	d.Push(wire[7].m, wire[7].b, t0, s.deliver) // and a duplicate of it
+	if !s.has(wire[7].b) {
+		t.Fatal("late original not taken after the group gave up")
 	}
-	if d.Stats().Rejected != st.Rejected {
-		t.Fatalf("group retried: %+v", d.Stats())
-	}
-	// The next group, with a genuine loss, is recovered.
-	next := tamperGroup(t, s, 3)
+	next := tamperGroup(t, s, 4)
 	for i := range next {
 		next[i].m.Group++
 	}
-	for _, w := range next {
-		if w.m.Kind == KindData && w.m.Index == 2 {
+	for i, w := range next {
+		if i != 2 {
+			d.Push(w.m, w.b, t0, s.deliver)
+		}
+	}
+	s.all()
+	if d.StoredBytes() > d.CapBytes() {
+		t.Fatal("over the byte cap")
+	}
+}
+
+// A refused data symbol is an erasure in the loss report too: the group
+// reports it missing, not received.
+func TestDecoderChangedDataReportedLost(t *testing.T) {
+	s := newSink(t)
+	s.authenticate = true
+	d := NewDecoder(DecoderConfig{})
+	wire := tamperGroup(t, s, 5)
+	for i, w := range wire {
+		if i == 5 {
+			d.Push(w.m, flipMiddle(w.b), t0, s.deliver)
 			continue
 		}
 		d.Push(w.m, w.b, t0, s.deliver)
 	}
-	for _, w := range next {
-		if w.m.Kind == KindData && !s.has(w.b) {
-			t.Fatalf("next group: symbol %d not delivered", w.m.Index)
-		}
-	}
-	if d.StoredBytes() > d.CapBytes() {
-		t.Fatal("over the byte cap")
+	d.Tick(t0.Add(DefaultGroupTTL + time.Millisecond))
+	if r := d.TakeLossReport(); r.Expected != 20 || r.Received != 19 {
+		t.Fatalf("loss report %+v, want 19 of 20 received", r)
 	}
 }

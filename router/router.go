@@ -200,7 +200,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 				c.FollowMoved(sh, p, from, to) // in order, no lock
 				go c.PeerMoved(sh, p, i, from, to)
 			},
-			Silent:    func(sh int, p shard.PeerID, tagFailing bool) { go c.PeerSilent(sh, p, tagFailing) },
+			Silent:    func(sh int, p shard.PeerID, oldFraming bool) { go c.PeerSilent(sh, p, oldFraming) },
 			Misplaced: func(sh int, p shard.PeerID, i, via int) { go c.LaneMisplaced(sh, p, i, via) },
 			// Writing TCP superpackets needs only the header; UDP ones
 			// need a kernel with USO, which the device's grant proves.

@@ -178,8 +178,8 @@ func (s *Shard) controlTimers(ln *lane) {
 // checkSilence reports (Config.Silent) a lane that kept sending for
 // noReplyAfter after it last heard from the peer (under either key set, or
 // since its install): liveness is an event from the lane, so the router
-// polls no shard for it. It says whether the peer's datagrams kept failing
-// the tag of a lane that never heard one that passed (mismatchTagFails).
+// polls no shard for it. It says whether the peer's datagrams were framed
+// by the previous wire version (noteOldFraming).
 func (s *Shard) checkSilence(ln *lane) {
 	if s.cfg.Silent == nil {
 		return
@@ -195,7 +195,7 @@ func (s *Shard) checkSilence(ln *lane) {
 		return
 	}
 	ln.silentAt = s.now
-	s.cfg.Silent(s.id, ln.cfg.Peer, ln.tagFails >= mismatchTagFails && ln.heard().IsZero())
+	s.cfg.Silent(s.id, ln.cfg.Peer, ln.oldFraming)
 }
 
 // drawWaits draws ln's next keepalive waits (after it sent anything).

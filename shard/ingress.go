@@ -51,7 +51,9 @@ func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
 			return
 		case crypto.ErrTag, crypto.ErrShort:
 			// Another lane's datagram from this address, or a handshake
-			// (a re-handshake from the same address looks like this).
+			// (a re-handshake from the same address looks like this), or
+			// a peer of the previous wire version.
+			s.noteOldFraming(ln, data)
 		default:
 			s.count(DropBadHeader)
 			return
@@ -67,8 +69,18 @@ func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
 		s.count(DropUnknownLane)
 	} else {
 		s.count(DropBadTag)
-		ln.tagFails++
 	}
+}
+
+// noteOldFraming tries data, which came from ln's address and failed its
+// tag, as wire version 1 framed it, at most v1Checks times per lane, and
+// remembers a match for checkSilence to report.
+func (s *Shard) noteOldFraming(ln *lane, data []byte) {
+	if ln.oldFraming || ln.v1Tries >= v1Checks {
+		return
+	}
+	ln.v1Tries++
+	ln.oldFraming = ln.rxf.MatchesV1(data)
 }
 
 // deframe checks data's tag under ln's keys, then under its previous

@@ -102,10 +102,10 @@ type lane struct {
 	// shard (place.go); silentAt when it was last reported silent
 	// (control.go).
 	misplacedAt, silentAt time.Time
-	// tagFails counts datagrams from the lane's remote that failed its
-	// tag and every other use (checkSilence tells a peer of another wire
-	// version by it).
-	tagFails uint32
+	// oldFraming: a datagram from the lane's remote was framed by wire
+	// version 1 (noteOldFraming, after v1Tries tries); checkSilence says so.
+	oldFraming bool
+	v1Tries    uint8
 	// steered: the listen group's map sends this lane's remote to its
 	// socket (steer.go), so datagrams arriving elsewhere need no move;
 	// steeredAt: since when; steerFull: the map refused it for room

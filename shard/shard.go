@@ -70,10 +70,10 @@ type Config struct {
 	// noReplyAfter per lane) that a lane of peer has been sending for
 	// noReplyAfter without hearing anything back: the peer presumably
 	// restarted and lost its keys, and the router starts a handshake.
-	// tagFailing says the lane never heard an authenticated datagram
-	// while datagrams from the peer's address kept failing its tag: the
-	// peer handshakes but frames differently (another wire version).
-	Silent func(shard int, peer PeerID, tagFailing bool)
+	// oldFraming says the peer's datagrams arrive framed as wire version
+	// 1 did (crypto.MatchesV1): it handshakes, but it runs the previous
+	// version and nothing it sends passes the tag.
+	Silent func(shard int, peer PeerID, oldFraming bool)
 	// Misplaced is told (on the shard's goroutine, at most once a second
 	// per lane) that lane index of peer, which this shard owns, proved to
 	// arrive on shard via (a NAT rewrote its port) and the steering map

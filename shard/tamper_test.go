@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
 )
 
@@ -68,8 +69,9 @@ func TestChangedDataRecoveredFromParity(t *testing.T) {
 }
 
 // A parity datagram changed on the path can only spoil a reconstruction:
-// the lost packet it would have recovered is counted and dropped, nothing
-// changed reaches the TUN, and the lane goes on.
+// what it yields is counted and dropped, nothing changed reaches the TUN,
+// the lost packet is recovered from the next parity, each packet reaches
+// the TUN once, and the lane goes on.
 func TestChangedParityNeverDelivered(t *testing.T) {
 	a, b, sent := tamperRun(t, func(k int, d []byte) bool {
 		switch k {
@@ -81,17 +83,19 @@ func TestChangedParityNeverDelivered(t *testing.T) {
 		return true
 	})
 	got := b.tun[0]
-	if len(got) != 15 {
-		t.Fatalf("TUN got %d packets, want the 15 not lost", len(got))
+	if len(got) != 16 {
+		t.Fatalf("TUN got %d packets, want 16", len(got))
 	}
+	seen := map[string]bool{}
 	for _, g := range got {
 		found := false
 		for _, s := range sent {
 			found = found || bytes.Equal(g, s)
 		}
-		if !found {
-			t.Fatal("a changed packet reached the TUN")
+		if !found || seen[string(g)] {
+			t.Fatal("a changed or duplicated packet reached the TUN")
 		}
+		seen[string(g)] = true
 	}
 	s := b.shards[0]
 	s.publish()
@@ -103,45 +107,49 @@ func TestChangedParityNeverDelivered(t *testing.T) {
 		inject(t, a.shards[0], ipPacket("10.1.0.5", "10.2.0.9", 600, 2000+i))
 	}
 	deliverEach(t, a, b, func(k int, _ []byte) bool { return k != 3 })
-	if len(b.tun[0]) != 31 {
-		t.Fatalf("after the spoiled group: %d packets delivered, want 31", len(b.tun[0]))
+	if len(b.tun[0]) != 32 {
+		t.Fatalf("after the spoiled group: %d packets delivered, want 32", len(b.tun[0]))
 	}
 }
 
-// A lane whose peer's datagrams keep arriving but never pass its tag, while
-// nothing authenticated ever arrived (a peer of another wire version: its
-// handshakes complete), is reported silent with tagFailing, so the router
-// can say so; a peer that is merely gone, or that was heard before, is not.
-func TestSilentTellsTagFailing(t *testing.T) {
+// A lane whose peer's datagrams arrive framed by wire version 1 (its
+// handshakes complete, nothing after them passes the tag) is reported
+// silent with oldFraming, so the router can say so; a peer that is merely
+// gone, or one whose datagrams are junk, is not.
+func TestSilentTellsOldFraming(t *testing.T) {
 	for _, c := range []struct {
 		name        string
-		junk, heard bool
+		wire, heard bool // v1 datagrams (else junk with a wrong tag); heard before
+		send        bool // the peer sends anything at all
 		want        bool
 	}{
-		{"other framing", true, false, true},
-		{"gone", false, false, false},
-		{"heard, then other framing", true, true, false},
+		{"version 1 peer", true, false, true, true},
+		{"heard, then version 1", true, true, true, true},
+		{"junk from its address", false, false, true, false},
+		{"gone", false, false, false, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 			connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
 			sa, sb := a.shards[0], b.shards[0]
 			var got []bool
-			sb.cfg.Silent = func(_ int, _ PeerID, failing bool) { got = append(got, failing) }
+			sb.cfg.Silent = func(_ int, _ PeerID, old bool) { got = append(got, old) }
 			if c.heard {
 				inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, 0))
 				deliverAll(t, a, b, nil)
 			}
+			txf := sa.lanes[addrB].txf
+			buf := make([]byte, 512)
 			start := sb.now
 			for step := range 80 {
 				sb.now = start.Add(time.Duration(step) * 100 * time.Millisecond)
 				inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", 100, step))
-				if c.junk {
-					inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, 1000+step))
-					deliverEach(t, a, b, func(_ int, d []byte) bool {
-						d[len(d)-1] ^= 1 // the tag another framing computes
-						return true
-					})
+				if c.send {
+					d := txf.FrameV1(buf, crypto.Header{Kind: crypto.KindData, Group: uint32(step), K: 4, R: 1}, 200)
+					if !c.wire {
+						d[len(d)-1] ^= 1
+					}
+					sb.ingress(0, d, addrA)
 				}
 				sb.tick()
 				sb.flushAll()
@@ -150,8 +158,8 @@ func TestSilentTellsTagFailing(t *testing.T) {
 			if len(got) == 0 {
 				t.Fatal("never reported silent")
 			}
-			if got[0] != c.want {
-				t.Fatalf("tagFailing %v, want %v", got[0], c.want)
+			if got[len(got)-1] != c.want {
+				t.Fatalf("oldFraming %v, want %v", got, c.want)
 			}
 		})
 	}

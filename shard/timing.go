@@ -72,12 +72,12 @@ const (
 	// (passive: about 2 s after it heard from us) keep a live lane well
 	// inside it.
 	noReplyAfter = 5 * time.Second
-	// mismatchTagFails: a silent lane that has never heard an
-	// authenticated datagram, while at least this many datagrams from its
-	// peer's address failed its tag, is reported as probably speaking
-	// another wire version (checkSilence): its handshakes complete, its
-	// framing does not match.
-	mismatchTagFails = 8
+	// v1Checks: how many datagrams from a lane's own address that fail its
+	// tag the lane tries as wire version 1 framed them (crypto.MatchesV1, a
+	// hash over the whole datagram), to tell a peer of the previous
+	// version (checkSilence). Only lanes, made by handshakes, pay it, and
+	// each at most this often.
+	v1Checks = 16
 
 	// followQuiet: when one of a peer's lanes proves a new address, the
 	// peer's other lanes follow at once if they heard nothing for this
@@ -87,10 +87,11 @@ const (
 
 	// roamTrialRate and roamTrialBurst bound the tag trials a shard spends
 	// on datagrams that match no lane at their address (roam.go): one
-	// trial is a SipHash pass over the datagram, so 32768 a second cost at
-	// most a few percent of a core under any flood, and a burst of 1024
-	// finds a moved peer among that many lanes at once while never stalling
-	// the loop for more than about a millisecond.
+	// trial costs the same at any datagram length (the tag hashes a digest
+	// of at most 54 bytes, about 60-100 ns: crypto.BenchmarkDeframeJunk),
+	// so 32768 a second cost a few percent of a core at most under any
+	// flood, and a burst of 1024 finds a moved peer among that many lanes
+	// at once while never stalling the loop for more than about 0.1 ms.
 	roamTrialRate  = 32768
 	roamTrialBurst = 1024
 
