@@ -137,7 +137,7 @@ bench-compare: build test-deps $(WG_GO)
 	  command -v iperf3 >/dev/null 2>&1 || missing="$$missing iperf3"; \
 	  command -v wg >/dev/null 2>&1 || missing="$$missing wireguard-tools"; \
 	  command -v taskset >/dev/null 2>&1 || missing="$$missing util-linux"; \
-	  if [ -n "$$missing" ]; then apt-get update >/dev/null && apt-get install -y $$missing; fi
+	  if [ -n "$$missing" ]; then apt-get update >/dev/null && apt-get install -y --no-install-recommends $$missing; fi
 	$(GO) build -o $(BIN)/bench-compare ./tests/bench/compare
 	$(BIN)/bench-compare -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) \
 	  -rounds $(ROUNDS) -duration $(DURATION) $(if $(UDP_RATE),-rate $(UDP_RATE)) -cc '$(TCP_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick) \

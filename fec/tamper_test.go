@@ -34,6 +34,15 @@ func tamperGroup(t *testing.T, s *sink, seed uint64) []wireSym {
 	return wire
 }
 
+// tamperSetup is an authenticating sink, a default decoder and one 16:4
+// group of wire symbols (seed picks the payloads).
+func tamperSetup(t *testing.T, seed uint64) (*sink, *Decoder, []wireSym) {
+	t.Helper()
+	s := newSink(t)
+	s.authenticate = true
+	return s, NewDecoder(DecoderConfig{}), tamperGroup(t, s, seed)
+}
+
 // flipMiddle returns a copy of b with one byte past the covered start
 // changed: what an on-path attacker can do without failing the tag.
 func flipMiddle(b []byte) []byte {
@@ -57,10 +66,7 @@ func TestDecoderChangedDataIsErasure(t *testing.T) {
 		{"with a loss, after parity", true, 3, 9},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newSink(t)
-			s.authenticate = true
-			wire := tamperGroup(t, s, 1)
-			d := NewDecoder(DecoderConfig{})
+			s, d, wire := tamperSetup(t, 1)
 			var data, parity []wireSym
 			for _, w := range wire {
 				if w.m.Kind == KindData {
@@ -107,10 +113,7 @@ func TestDecoderChangedParityRecovers(t *testing.T) {
 		{"genuine ahead of the changed copy", []int{0, 1, 2, 3, 4, 5, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16, -17}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newSink(t)
-			s.authenticate = true
-			d := NewDecoder(DecoderConfig{})
-			wire := tamperGroup(t, s, 2)
+			s, d, wire := tamperSetup(t, 2)
 			for _, i := range c.order {
 				if i < 0 {
 					w := wire[-1-i]
@@ -133,10 +136,7 @@ func TestDecoderChangedParityRecovers(t *testing.T) {
 // gives up, nothing changed is delivered, a late original of the lost
 // symbol is still taken once, and the window goes on to the next group.
 func TestDecoderChangedParityBounded(t *testing.T) {
-	s := newSink(t)
-	s.authenticate = true
-	d := NewDecoder(DecoderConfig{})
-	wire := tamperGroup(t, s, 3)
+	s, d, wire := tamperSetup(t, 3)
 	for i, w := range wire {
 		switch {
 		case i == 7:
@@ -175,10 +175,7 @@ func TestDecoderChangedParityBounded(t *testing.T) {
 // A refused data symbol is an erasure in the loss report too: the group
 // reports it missing, not received.
 func TestDecoderChangedDataReportedLost(t *testing.T) {
-	s := newSink(t)
-	s.authenticate = true
-	d := NewDecoder(DecoderConfig{})
-	wire := tamperGroup(t, s, 5)
+	s, d, wire := tamperSetup(t, 5)
 	for i, w := range wire {
 		if i == 5 {
 			d.Push(w.m, flipMiddle(w.b), t0, s.deliver)
