@@ -33,7 +33,7 @@ deps:
 	$(GO) mod download
 
 build: deps
-	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN)/yip-router ./cmd/yip-router
+	$(GO) build -ldflags "-X github.com/yip-router/yip-router/internal/buildinfo.version=$(VERSION)" -o $(BIN)/yip-router ./cmd/yip-router
 
 # test = lint + unit tests under the race detector (root-only tests skip
 # themselves with a message when not root) + the statistical wire tests,

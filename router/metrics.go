@@ -21,6 +21,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/yip-router/yip-router/config"
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/buildinfo"
 	"github.com/yip-router/yip-router/shard"
 )
 
@@ -44,8 +46,8 @@ type collector struct {
 	// st is the scrape's Status (scrapeGatherer sets it around Gather).
 	st *Status
 
-	info, uptime, shards, handshakes *prometheus.Desc
-	offload, kernelDrops             *prometheus.Desc
+	info, build, uptime, shards, handshakes *prometheus.Desc
+	offload, kernelDrops                    *prometheus.Desc
 }
 
 // shardFamily maps a shard counter to a metric family: counters that are
@@ -128,6 +130,7 @@ func newCollector(src statusSource) *collector {
 		c.shard[k.String()] = shardMetric{desc: desc, label: value}
 	}
 	c.info = d("yip_router_info", "Always 1; the labels name the router.", "interface", "public_key", "listen_port")
+	c.build = d("yip_build_info", "Always 1; the labels name the build: its version, the Go release, and the wire version (the framing both ends of a tunnel must share).", "version", "go", "wire")
 	c.uptime = d("yip_router_uptime_seconds", "Seconds since the router started.")
 	c.shards = d("yip_router_shards", "Number of data-plane shards.")
 	c.handshakes = d("yip_handshakes_total", "Handshake events: initiated (initiations sent), completed (responses accepted), answered (initiations answered), cookie_demanded (cookie replies sent: under load, or the source prefix is over its limit for initiations without a cookie), refused (initiations rejected: unknown key, bad MAC, replayed timestamp; and responses that do not authenticate), rate_limited (initiations with a valid cookie over the per-source limit, or responses over the per-initiation limit, dropped before any DH). cookie_capped (initiations from no peer's known address left unanswered over the cap of cookie replies per second).", "event")
@@ -158,6 +161,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}
 	gauge(c.info, 1, st.Interface, st.PublicKey, strconv.Itoa(int(st.ListenPort)))
+	gauge(c.build, 1, buildinfo.Version(), buildinfo.Go(), strconv.Itoa(crypto.WireVersion))
 	gauge(c.uptime, st.Uptime.Seconds())
 	gauge(c.shards, float64(len(st.Shards)))
 	h := st.Handshakes

@@ -1,12 +1,16 @@
 package router
 
 import (
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/yip-router/yip-router/internal/buildinfo"
 )
 
 type fakeStatus struct{ st Status }
@@ -53,6 +57,7 @@ func TestMetricsExposition(t *testing.T) {
 	want := []string{
 		`yip_router_info{interface="yip0",listen_port="51820",public_key="mFp+u1F0ie+NngI53dplYbtPSOJtxRRI05vApdO/Fjo="} 1`,
 		`yip_router_uptime_seconds 90`,
+		fmt.Sprintf(`yip_build_info{go=%q,version=%q,wire="2"} 1`, runtime.Version(), buildinfo.Version()),
 		`yip_router_shards 2`,
 		`yip_handshakes_total{event="initiated"} 4`,
 		`yip_handshakes_total{event="completed"} 3`,

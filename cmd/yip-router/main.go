@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"io"
 	"os"
-)
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/buildinfo"
+)
 
 type command struct {
 	name  string
@@ -25,7 +25,7 @@ func commands() []command {
 		{"genkey", "genkey                 print a new private key (base64)", runGenkey},
 		{"pubkey", "pubkey < private.key   print the public key of the private key on stdin", runPubkey},
 		{"genpsk", "genpsk                 print a new preshared key (base64)", runGenpsk},
-		{"version", "version                print the version", runVersion},
+		{"version", "version                print the version (also --version)", runVersion},
 		{"demo", "demo [--shards N] [--mb M] [--fec MODE]   two routers in two namespaces, traffic, a report (root)", runDemo},
 	}
 }
@@ -49,6 +49,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	case "-h", "--help", "help":
 		usage(stdout)
 		return 0
+	case "--version":
+		return runVersion(args[1:], stdin, stdout, stderr)
 	}
 	for _, c := range commands() {
 		if c.name == args[0] {
@@ -71,6 +73,12 @@ func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "yip-router version: takes no arguments")
 		return 2
 	}
-	fmt.Fprintln(stdout, "yip-router", version)
+	fmt.Fprintln(stdout, versionLine())
 	return 0
+}
+
+// versionLine is what `version` prints: the build, the wire version (the
+// framing both ends must share) and the Go release.
+func versionLine() string {
+	return fmt.Sprintf("yip-router %s (wire version %d, %s)", buildinfo.Version(), crypto.WireVersion, buildinfo.Go())
 }

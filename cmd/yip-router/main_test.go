@@ -2,10 +2,14 @@ package main
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"runtime"
 	"strings"
 	"testing"
 
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/buildinfo"
 )
 
 func runCLI(t *testing.T, stdin string, args ...string) (int, string, string) {
@@ -63,5 +67,23 @@ func TestGenpskAndUsage(t *testing.T) {
 	}
 	if code, out, _ := runCLI(t, "", "genkey", "--help"); code != 0 || !strings.Contains(out, "genkey") {
 		t.Fatalf("genkey --help: exit %d, %q", code, out)
+	}
+}
+
+// `version` and `--version` print the build, the wire version and the Go
+// release on one line; extra arguments are refused.
+func TestVersion(t *testing.T) {
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		var out, errb bytes.Buffer
+		if code := run(args, nil, &out, &errb); code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errb.String())
+		}
+		want := fmt.Sprintf("yip-router %s (wire version 2, %s)\n", buildinfo.Version(), runtime.Version())
+		if out.String() != want {
+			t.Fatalf("%v: %q, want %q", args, out.String(), want)
+		}
+	}
+	if code := run([]string{"version", "x"}, nil, io.Discard, io.Discard); code != 2 {
+		t.Fatalf("version with an argument: exit %d", code)
 	}
 }
