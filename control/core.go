@@ -103,7 +103,7 @@ type Core struct {
 	// cookieScans counts pending initiations tried against cookie replies.
 	cookieScans atomic.Uint64
 	limit       *limiter      // initiations answered without a cookie, per source prefix
-	proven      *limiter      // initiations with a valid mac2, per source prefix
+	proven      *limiter      // initiations with a valid mac2, per IPv4 address or IPv6 /64
 	initCount   atomic.Uint64 // initiations received this second
 	initSlot    atomic.Int64
 	// seenInits drops replayed initiations before anything else: a
@@ -180,7 +180,7 @@ func New(d Deps) *Core {
 		pending: map[uint32]*peer{}, nextID: 1,
 		byEndpoint: map[netip.AddrPort][]*crypto.Initiation{},
 		knownRefs:  map[netip.Addr]int{},
-		limit:      newLimiter(), proven: newLimiter(),
+		limit:      newLimiter(sourcePrefix), proven: newLimiter(provenKey),
 		keyLog: d.KeyLog, steered: d.Steered,
 	}
 	if c.log == nil {

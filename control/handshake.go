@@ -88,8 +88,9 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 	//   - not under load (global rate under the threshold) and the source
 	//     prefix's unproven bucket has a token: answer, charging it;
 	//   - otherwise demand a cookie: a valid mac2 proves the initiator
-	//     receives at its address, and it is charged to the prefix's proven
-	//     bucket, which spoofed initiations never touch;
+	//     receives at its address, and it is charged to that address's
+	//     proven bucket (an IPv6 address's /64), which spoofed initiations
+	//     and the address's neighbours never touch;
 	//   - no valid mac2: a cookie reply (never longer than the initiation),
 	//     so a real peer whose prefix is being spoofed retries with mac2.
 	loaded := c.underLoad(now)

@@ -308,3 +308,65 @@ func TestInitiationLaneRandomRetriesKeepIt(t *testing.T) {
 		t.Fatalf("40 handshakes used only lanes %v of 4", seen)
 	}
 }
+
+// A neighbour in the real peer's /24 (a cloud neighbour, a CGNAT customer)
+// that holds a cookie for its own address and sends valid-mac2 initiations
+// at 60/s must not lock the peer out: a cookie proves one address, and
+// proven initiations are charged to that IPv4 address alone (WireGuard
+// keys its limiter the same way). With the proven bucket per /24 the peer's
+// second attempt already failed.
+func TestProvenNeighbourDoesNotLockOutPeer(t *testing.T) {
+	ini, resp := memPair(t, "198.51.100.7:40000")
+	neighbour := netip.MustParseAddrPort("198.51.100.99:40000")
+	ak, _ := crypto.GeneratePrivateKey()
+	a := crypto.NewLocal(ak, true)
+	pr, err := a.AddPeer(resp.local.PublicKey(), crypto.PresharedKey{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := uint32(0)
+	// flood sends the neighbour's initiations for one second of the fake
+	// clock at 60/s, taking any cookie reply into its next initiation.
+	flood := func() {
+		for range 60 {
+			idx++
+			in, d, err := a.Initiate(pr, idx, crypto.LaneOffer{Ports: []uint16{1000}}, resp.clock.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Unmatched(0, ConnGroup, d, neighbour)
+			for _, r := range resp.take() {
+				if r.to == neighbour {
+					_ = in.ConsumeCookieReply(r.b, resp.clock.Now())
+				}
+			}
+			resp.clock.Advance(time.Second / 60)
+		}
+	}
+	flood() // the neighbour drains the /24's unproven bucket and holds a cookie
+	before := resp.hs.rateLimited.Load()
+	p := ini.peerOf(t)
+	completed := 0
+	for attempt := range 5 {
+		flood()
+		// The peer's attempt (a new handshake each time: its lanes went
+		// silent): an initiation, a cookie reply, a retry with mac2.
+		ini.PeerSilent(0, p.id, false)
+		for range 3 {
+			resp.deliver(ini.take(), ini.addr, ConnGroup)
+			ini.deliver(resp.take(), resp.addr, ConnLane)
+			if int(ini.hs.completed.Load()) > completed {
+				break
+			}
+			ini.kick(t)
+		}
+		if int(ini.hs.completed.Load()) <= completed {
+			t.Fatalf("attempt %d: the peer did not complete (neighbour rate limited %d times)", attempt, resp.hs.rateLimited.Load()-before)
+		}
+		completed = int(ini.hs.completed.Load())
+		ini.clock.Advance(HandshakeTimeout + time.Millisecond)
+	}
+	if resp.hs.rateLimited.Load() == before {
+		t.Fatal("the neighbour's flood was never rate limited: the test did not load the responder")
+	}
+}

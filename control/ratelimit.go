@@ -12,18 +12,27 @@ type bucket struct {
 	last   time.Time
 }
 
-// limiter is a token bucket per source prefix (/24 for IPv4, /64 for
-// IPv6, so one host cannot dodge it by rotating addresses in its subnet),
-// refilled at initRate per second up to initBurst. The table is bounded:
-// when full, the idlest half is dropped, so a flood of sources costs memory
-// only up to the bound.
+// limiter is a token bucket per source key, refilled at initRate per
+// second up to initBurst. The key is a prefix: for unproven sources the
+// subnet (/24 for IPv4, /64 for IPv6: sourcePrefix), so one host cannot
+// dodge it by rotating spoofed addresses; for proven sources (a valid
+// mac2: a cookie proves one address) the IPv4 address itself, or the IPv6
+// /64 (one host usually holds a whole /64: its privacy addresses must not
+// each get a bucket), as WireGuard keys its limiter (provenKey), so a
+// neighbour in a peer's IPv4 subnet cannot spend the peer's tokens. The table is
+// bounded: when full, the idlest half is dropped (a dropped bucket comes
+// back full), so a flood of sources costs memory only up to the bound.
 type limiter struct {
 	mu      sync.Mutex
+	key     func(netip.Addr) netip.Prefix
 	buckets map[netip.Prefix]*bucket
 }
 
-func newLimiter() *limiter { return &limiter{buckets: map[netip.Prefix]*bucket{}} }
+func newLimiter(key func(netip.Addr) netip.Prefix) *limiter {
+	return &limiter{key: key, buckets: map[netip.Prefix]*bucket{}}
+}
 
+// sourcePrefix is an unproven source's key: its subnet.
 func sourcePrefix(a netip.Addr) netip.Prefix {
 	a = a.Unmap()
 	bits := 24
@@ -34,9 +43,20 @@ func sourcePrefix(a netip.Addr) netip.Prefix {
 	return p
 }
 
-// allow takes a token for src's prefix, reporting false when it has none.
+// provenKey is a proven source's key: an IPv4 address itself, an IPv6
+// address's /64.
+func provenKey(a netip.Addr) netip.Prefix {
+	a = a.Unmap()
+	if a.Is6() {
+		p, _ := a.Prefix(64)
+		return p
+	}
+	return netip.PrefixFrom(a, 32)
+}
+
+// allow takes a token for src's key, reporting false when it has none.
 func (l *limiter) allow(src netip.Addr, now time.Time) bool {
-	key := sourcePrefix(src)
+	key := l.key(src)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	b := l.buckets[key]

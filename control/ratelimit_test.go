@@ -7,7 +7,7 @@ import (
 )
 
 func TestLimiter(t *testing.T) {
-	l := newLimiter()
+	l := newLimiter(sourcePrefix)
 	now := time.Unix(1000, 0)
 	a := netip.MustParseAddr("192.0.2.7")
 	for i := range int(initBurst) {
@@ -36,5 +36,32 @@ func TestLimiter(t *testing.T) {
 	}
 	if n := len(l.buckets); n > limiterLimit {
 		t.Fatalf("%d buckets, bound %d", n, limiterLimit)
+	}
+}
+
+// A proven limiter keys an IPv4 address itself (a neighbour in the same
+// /24 has its own bucket; the IPv4-mapped form is the same address) and an
+// IPv6 address's /64 (one host's privacy addresses share one bucket).
+func TestProvenLimiterPerAddress(t *testing.T) {
+	l := newLimiter(provenKey)
+	now := time.Unix(1000, 0)
+	a := netip.MustParseAddr("192.0.2.7")
+	for range int(initBurst) {
+		l.allow(a, now)
+	}
+	if l.allow(netip.MustParseAddr("::ffff:192.0.2.7"), now) {
+		t.Fatal("the mapped form of a drained address got a fresh bucket")
+	}
+	for _, n := range []string{"192.0.2.8", "2001:db8:0:1::1"} {
+		if !l.allow(netip.MustParseAddr(n), now) {
+			t.Fatalf("%s shares a drained neighbour's bucket", n)
+		}
+	}
+	v6 := netip.MustParseAddr("2001:db8::1")
+	for range int(initBurst) {
+		l.allow(v6, now)
+	}
+	if l.allow(netip.MustParseAddr("2001:db8::ffff"), now) {
+		t.Fatal("another address of a drained /64 got a fresh bucket")
 	}
 }
