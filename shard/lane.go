@@ -241,6 +241,11 @@ type peerLanes struct {
 	local  []*lane      // local[i] != nil iff this shard owns lane i
 	cand   []*candidate // cand[i]: lane i's tag keys, when another shard owns it (place.go)
 	mine   int          // the first lane this shard owns; -1: none
+	// away[i] is the address this shard last gave a hand-over entry
+	// (Shard.foreign) for lane i, so a new one replaces it (setForeign):
+	// at most one entry per lane, however often the peer handshakes
+	// from new ports.
+	away []netip.AddrPort
 }
 
 // InstallLane adds a lane this shard owns, or replaces the lane's keys
@@ -368,9 +373,22 @@ func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.
 		s.setCandidate(pl, peer, index, recv)
 	}
 	if _, mine := s.lanes[remote]; !mine && remote.IsValid() {
-		s.foreign[remote] = foreignLane{owner: owner, peer: peer}
+		s.setForeign(pl, peer, index, owner, remote)
 	}
 	s.releaseWaiting(peer)
+}
+
+// setForeign makes addr the hand-over entry of lane index of peer (owned
+// by shard owner), dropping the entry it had at another address: the one
+// place that adds to Shard.foreign.
+func (s *Shard) setForeign(pl *peerLanes, peer PeerID, index, owner int, addr netip.AddrPort) {
+	if old := pl.away[index]; old.IsValid() && old != addr {
+		if f, ok := s.foreign[old]; ok && f.peer == peer && f.index == index {
+			delete(s.foreign, old)
+		}
+	}
+	s.foreign[addr] = foreignLane{owner: owner, peer: peer, index: index}
+	pl.away[index] = addr
 }
 
 // RemovePeer forgets every lane of peer, the hand-over entries that point
@@ -408,6 +426,7 @@ func (s *Shard) RemovePeer(peer PeerID) {
 type foreignLane struct {
 	owner int
 	peer  PeerID
+	index int // the lane's index in the peer's session
 }
 
 func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
@@ -430,7 +449,7 @@ func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
 			}
 			s.dropCandidates(pl)
 		}
-		pl = &peerLanes{owners: make([]int, lanes), local: make([]*lane, lanes), cand: make([]*candidate, lanes), mine: -1}
+		pl = &peerLanes{owners: make([]int, lanes), local: make([]*lane, lanes), cand: make([]*candidate, lanes), away: make([]netip.AddrPort, lanes), mine: -1}
 		for i := range pl.owners {
 			pl.owners[i] = i % s.mesh.Size()
 		}

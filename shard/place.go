@@ -141,7 +141,7 @@ func (s *Shard) MoveLane(peer PeerID, index int, to *Shard) {
 	pl.owners[index] = to.id
 	s.updateMine(pl)
 	s.unbindLane(ln)
-	s.foreign[ln.cfg.Remote] = foreignLane{owner: to.id, peer: peer}
+	s.setForeign(pl, peer, index, to.id, ln.cfg.Remote)
 	s.setCandidate(pl, peer, index, &ln.cfg.Recv)
 	from := s.id
 	to.Do(func(t *Shard) { t.adoptLane(ln, from) })

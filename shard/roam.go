@@ -174,7 +174,7 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 		if next, ok := move(addr); ok && f.peer == peer {
 			delete(s.foreign, addr)
 			if _, mine := s.lanes[next]; !mine {
-				s.foreign[next] = f
+				s.setForeign(pl, peer, f.index, f.owner, next)
 			}
 		}
 	}
