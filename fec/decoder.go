@@ -466,8 +466,11 @@ func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 		b := shards[i]
 		n := int(binary.BigEndian.Uint16(b))
 		if n == 0 || lenPrefix+n > size {
-			// Parity that passed the tag but encodes garbage.
+			// Parity that passed the tag but encodes garbage (a broken
+			// peer: the tag covers the bytes a length prefix is
+			// reconstructed from), spoiled like a refused symbol.
 			d.stats.Inconsistent++
+			refused = true
 			continue
 		}
 		if !deliver(b[lenPrefix : lenPrefix+n]) {
