@@ -62,7 +62,7 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	if *watchF {
-		return watch(stdout, paths, *every, 0)
+		return watch(stdout, paths, *every, 0, isTerminal(stdout))
 	}
 	code := 0
 	var all []*router.Status

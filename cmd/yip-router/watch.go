@@ -161,8 +161,10 @@ const clearScreen = "\x1b[H\x1b[2J"
 // watch shows per-shard and per-lane rates of the routers behind paths,
 // refreshed every interval, like top: until SIGINT/SIGTERM, or count
 // refreshes when count > 0. Each refresh compares a snapshot with the one
-// before it; the first comes one interval after start.
-func watch(stdout io.Writer, paths []string, every time.Duration, count int) int {
+// before it; the first comes one interval after start. With redraw (stdout
+// is a terminal) each refresh clears the screen first; without, refreshes
+// follow one another as plain text, for a pipe or a log file.
+func watch(stdout io.Writer, paths []string, every time.Duration, count int, redraw bool) int {
 	if every <= 0 {
 		every = time.Second
 	}
@@ -200,7 +202,9 @@ func watch(stdout io.Writer, paths []string, every time.Duration, count int) int
 		wall := time.Since(prevAt)
 		prevAt = time.Now()
 		errs := snap()
-		fmt.Fprint(stdout, clearScreen)
+		if redraw {
+			fmt.Fprint(stdout, clearScreen)
+		}
 		fmt.Fprintf(stdout, "yip-router show --watch: every %s, %s (Ctrl-C to quit)\n\n", every, time.Now().Format("15:04:05"))
 		for _, p := range paths {
 			if err := errs[p]; err != nil {

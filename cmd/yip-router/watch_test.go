@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"math"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -81,7 +82,7 @@ func TestWatchLoop(t *testing.T) {
 	}
 	defer func() { queryStatus = router.QueryStatus }()
 	var out bytes.Buffer
-	if code := watch(&out, []string{"/r.sock", "/gone.sock"}, 10*time.Millisecond, 2); code != 0 {
+	if code := watch(&out, []string{"/r.sock", "/gone.sock"}, 10*time.Millisecond, 2, true); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
 	s := out.String()
@@ -106,5 +107,33 @@ func TestWatchLoop(t *testing.T) {
 		if !strings.Contains(all, want) {
 			t.Errorf("no %q in:\n%s", want, s)
 		}
+	}
+}
+
+// Into a pipe (not a terminal) watch writes no screen codes: each refresh
+// is a plain record after the last, and show decides by its stdout.
+func TestWatchPlainIntoPipe(t *testing.T) {
+	queryStatus = func(string) (*router.Status, error) {
+		return snapshot(time.Second, map[string]uint64{"udp_in": 1}, map[string]uint64{}, 1, 0), nil
+	}
+	defer func() { queryStatus = router.QueryStatus }()
+	var out bytes.Buffer
+	if code := watch(&out, []string{"/r.sock"}, 10*time.Millisecond, 2, false); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	if strings.Contains(out.String(), "\x1b") {
+		t.Fatalf("escape codes in plain output: %q", out.String())
+	}
+	if c := strings.Count(out.String(), "yip-router show --watch"); c != 2 {
+		t.Fatalf("%d refresh headers, want 2", c)
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if isTerminal(w) || isTerminal(&out) {
+		t.Fatal("a pipe or a buffer taken for a terminal")
 	}
 }
