@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 
@@ -16,8 +15,7 @@ func runCheck(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 func check(args []string, env hostcheck.Env, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("check", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("check", stderr)
 	conf := fs.String("c", "", "configuration file (required)")
 	shards := fs.String("shards", "", "auto or N, as for up (default: the config's Shards)")
 	if err := fs.Parse(args); err != nil {

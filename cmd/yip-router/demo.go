@@ -1,7 +1,6 @@
 package main
 
 import (
-	"flag"
 	"fmt"
 	"io"
 	"net/netip"
@@ -20,8 +19,7 @@ import (
 // runDemo is the newcomer's tour: two routers in two namespaces, traffic
 // through the tunnel, a report, and everything torn down (also on Ctrl-C).
 func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("demo", stderr)
 	shards := fs.Int("shards", 0, "shards per router (0: auto, one per physical core)")
 	mb := fs.Int("mb", 256, "megabytes to send over TCP")
 	fecMode := fs.String("fec", "auto", "FEC mode of both routers: off, auto or K:R")

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,18 +16,20 @@ type command struct {
 	name  string
 	usage string
 	run   func(args []string, stdin io.Reader, stdout, stderr io.Writer) int
+	// flags: run parses flags with a flagSet, so `-h` lists them.
+	flags bool
 }
 
 func commands() []command {
 	return []command{
-		{"up", "up -c FILE [--shards auto|N] [--log-level L] [--log-format console|json]   run the router", runUp},
-		{"show", "show [--json | --dump | --watch] [-i IFACE | --socket PATH] [peers|endpoints|transfer|latest-handshakes|allowed-ips|dump]   status of running routers", runShow},
-		{"check", "check -c FILE [--shards auto|N]   validate the config and inspect the host", runCheck},
-		{"genkey", "genkey                 print a new private key (base64)", runGenkey},
-		{"pubkey", "pubkey < private.key   print the public key of the private key on stdin", runPubkey},
-		{"genpsk", "genpsk                 print a new preshared key (base64)", runGenpsk},
-		{"version", "version                print the version (also --version)", runVersion},
-		{"demo", "demo [--shards N] [--mb M] [--fec MODE]   two routers in two namespaces, traffic, a report (root)", runDemo},
+		{"up", "up -c FILE [--shards auto|N] [--log-level L] [--log-format console|json]   run the router", runUp, true},
+		{"show", "show [--json | --dump | --watch] [-i IFACE | --socket PATH] [peers|endpoints|transfer|latest-handshakes|allowed-ips|dump]   status of running routers", runShow, true},
+		{"check", "check -c FILE [--shards auto|N]   validate the config and inspect the host", runCheck, true},
+		{"genkey", "genkey                 print a new private key (base64)", runGenkey, false},
+		{"pubkey", "pubkey < private.key   print the public key of the private key on stdin", runPubkey, false},
+		{"genpsk", "genpsk                 print a new preshared key (base64)", runGenpsk, false},
+		{"version", "version                print the version (also --version)", runVersion, false},
+		{"demo", "demo [--shards N] [--mb M] [--fec MODE]   two routers in two namespaces, traffic, a report (root)", runDemo, true},
 	}
 }
 
@@ -57,6 +60,12 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			for _, a := range args[1:] {
 				if a == "-h" || a == "--help" {
 					fmt.Fprintln(stdout, "usage: yip-router "+c.usage)
+					if c.flags {
+						// The command's flag set lists its flags
+						// (to stdout: it is what was asked for).
+						fmt.Fprintln(stdout, "\nflags:")
+						c.run([]string{"-h"}, stdin, stdout, stdout)
+					}
 					return 0
 				}
 			}
@@ -66,6 +75,15 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stderr, "yip-router: unknown command %q\n", args[0])
 	usage(stderr)
 	return 2
+}
+
+// flagSet is a subcommand's flag set: errors to stderr, and on -h only the
+// flags with their defaults (run prints the usage line before them).
+func flagSet(name string, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = fs.PrintDefaults
+	return fs
 }
 
 func runVersion(args []string, _ io.Reader, stdout, stderr io.Writer) int {

@@ -87,3 +87,31 @@ func TestVersion(t *testing.T) {
 		t.Fatalf("version with an argument: exit %d", code)
 	}
 }
+
+// `CMD --help` prints the usage line and, for every command that takes
+// flags, each flag with its help, to stdout with exit 0; nothing runs.
+func TestHelpListsFlags(t *testing.T) {
+	for _, c := range []struct {
+		cmd   string
+		flags []string
+	}{
+		{"up", []string{"-c string", "-shards", "-log-level", "-log-format"}},
+		{"show", []string{"-json", "-watch", "-interval", "-dump", "-socket"}},
+		{"check", []string{"-c string", "-shards"}},
+		{"demo", []string{"-shards", "-fec"}},
+		{"genkey", nil},
+	} {
+		code, out, errOut := runCLI(t, "", c.cmd, "--help")
+		if code != 0 || errOut != "" || !strings.HasPrefix(out, "usage: yip-router "+c.cmd) {
+			t.Fatalf("%s --help: exit %d, stdout %q, stderr %q", c.cmd, code, out, errOut)
+		}
+		for _, f := range c.flags {
+			if !strings.Contains(out, f) {
+				t.Errorf("%s --help does not list %s:\n%s", c.cmd, f, out)
+			}
+		}
+		if (len(c.flags) > 0) != strings.Contains(out, "flags:") {
+			t.Errorf("%s --help: flags section %v, want %v", c.cmd, strings.Contains(out, "flags:"), len(c.flags) > 0)
+		}
+	}
+}

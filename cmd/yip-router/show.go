@@ -2,7 +2,6 @@ package main
 
 import (
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"slices"
@@ -13,8 +12,7 @@ import (
 )
 
 func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("show", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("show", stderr)
 	asJSON := fs.Bool("json", false, "print JSON")
 	iface := fs.String("i", "", "interface of the router to show (default: every running router)")
 	sock := fs.String("socket", "", "control socket path (overrides -i)")

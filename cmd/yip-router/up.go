@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -52,8 +51,7 @@ func parseShards(s string) (auto bool, n int, err error) {
 }
 
 func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flag.NewFlagSet("up", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := flagSet("up", stderr)
 	conf := fs.String("c", "", "configuration file (required)")
 	shards := fs.String("shards", "", "auto (one per physical core of the CPU affinity mask) or N (first N CPUs of the mask); overrides the config's Shards")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
