@@ -92,7 +92,9 @@ func TestViews(t *testing.T) {
 
 func TestShowArgs(t *testing.T) {
 	for _, args := range [][]string{
-		{"bogus"},
+		{"yip0", "bogus"},
+		{"all", "bogus"},
+		{"yip0", "-i", "yip1"},
 		{"peers", "endpoints"},
 		{"-i", "yip0", "peers", "transfer"},
 		{"--dump", "peers"},
@@ -103,5 +105,32 @@ func TestShowArgs(t *testing.T) {
 		if code := runShow(args, nil, &out, &errb); code != 2 || errb.Len() == 0 {
 			t.Errorf("show %q: exit %d, stderr %q; want 2 and a message", args, code, errb.String())
 		}
+	}
+}
+
+// `show NAME`, `show all dump` and `show NAME dump` as wg spells them: a
+// leading name (or all) before or after the flags; a view's name is a view.
+func TestShowTarget(t *testing.T) {
+	for _, c := range []struct {
+		args       []string
+		name, rest string
+	}{
+		{nil, "", ""},
+		{[]string{"wg0"}, "wg0", ""},
+		{[]string{"all", "dump"}, "all", "dump"},
+		{[]string{"yip1", "dump"}, "yip1", "dump"},
+		{[]string{"peers"}, "", "peers"},
+		{[]string{"--json", "yip0"}, "", "--json yip0"},
+	} {
+		name, rest := showTarget(c.args)
+		if name != c.name || strings.Join(rest, " ") != c.rest {
+			t.Errorf("%q: %q %q, want %q %q", c.args, name, rest, c.name, c.rest)
+		}
+	}
+	// A name after the flags is taken too: the socket it names is looked
+	// up (none runs here, so the error names it).
+	var out, errb bytes.Buffer
+	if code := runShow([]string{"--json", "nosuch0"}, nil, &out, &errb); code != 1 || !strings.Contains(errb.String(), "nosuch0") {
+		t.Fatalf("show --json nosuch0: exit %d, stderr %q", code, errb.String())
 	}
 }

@@ -23,7 +23,7 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"up", "up -c FILE [--shards auto|N] [--log-level L] [--log-format console|json]   run the router", runUp, true},
-		{"show", "show [--json | --dump | --watch] [-i IFACE | --socket PATH] [peers|endpoints|transfer|latest-handshakes|allowed-ips|dump]   status of running routers", runShow, true},
+		{"show", "show [IFACE | all] [--json | --dump | --watch] [-i IFACE | --socket PATH] [peers|endpoints|transfer|latest-handshakes|allowed-ips|dump]   status of running routers", runShow, true},
 		{"check", "check -c FILE [--shards auto|N]   validate the config and inspect the host", runCheck, true},
 		{"genkey", "genkey                 print a new private key (base64)", runGenkey, false},
 		{"pubkey", "pubkey < private.key   print the public key of the private key on stdin", runPubkey, false},

@@ -19,13 +19,31 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	watchF := fs.Bool("watch", false, "refresh per-shard and per-lane rates until Ctrl-C, like top")
 	every := fs.Duration("interval", time.Second, "refresh interval of --watch")
 	dump := fs.Bool("dump", false, "print the versioned tab-separated dump for scripts (docs/SHOW.md); same as the dump view")
-	// The view may come before the flags or after them.
+	// As wg spells it: `show [NAME | all] [VIEW]`, before the flags or
+	// after them.
+	name, args := showTarget(args)
 	view := ""
 	if len(args) > 0 && slices.Contains(views, args[0]) {
 		view, args = args[0], args[1:]
 	}
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if name == "" {
+		// After the flags: flag parsing stopped at it; flags may follow.
+		var rest []string
+		if name, rest = showTarget(fs.Args()); name != "" {
+			if err := fs.Parse(rest); err != nil {
+				return 2
+			}
+		}
+	}
+	if name != "" && name != "all" {
+		if *iface != "" && *iface != name {
+			fmt.Fprintf(stderr, "yip-router show: interface %q and -i %q\n", name, *iface)
+			return 2
+		}
+		*iface = name
 	}
 	if rest := fs.Args(); len(rest) > 0 {
 		if view != "" || len(rest) > 1 || !slices.Contains(views, rest[0]) {
@@ -96,6 +114,16 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		printStatus(stdout, st)
 	}
 	return code
+}
+
+// showTarget takes a leading interface name or "all" off args, as `wg
+// show` spells them: a first argument that is neither a view nor a flag.
+// A view's name is a view (-i NAME shows an interface named like one).
+func showTarget(args []string) (name string, rest []string) {
+	if len(args) == 0 || slices.Contains(views, args[0]) || strings.HasPrefix(args[0], "-") {
+		return "", args
+	}
+	return args[0], args[1:]
 }
 
 // human formats a byte count with binary units.
