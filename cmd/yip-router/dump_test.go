@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -132,5 +134,21 @@ func TestShowTarget(t *testing.T) {
 	var out, errb bytes.Buffer
 	if code := runShow([]string{"--json", "nosuch0"}, nil, &out, &errb); code != 1 || !strings.Contains(errb.String(), "nosuch0") {
 		t.Fatalf("show --json nosuch0: exit %d, stderr %q", code, errb.String())
+	}
+}
+
+// show --json is an array for one router as for several (and for none).
+func TestShowJSONOneShape(t *testing.T) {
+	for _, n := range []int{0, 1, 2} {
+		var all []*router.Status
+		for i := range n {
+			all = append(all, &router.Status{Interface: fmt.Sprintf("yip%d", i)})
+		}
+		var out bytes.Buffer
+		writeJSON(&out, all)
+		var got []router.Status
+		if err := json.Unmarshal(out.Bytes(), &got); err != nil || len(got) != n {
+			t.Fatalf("%d routers: %v, %d parsed from %s", n, err, len(got), out.String())
+		}
 	}
 }

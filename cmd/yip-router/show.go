@@ -101,19 +101,24 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return code
 	}
 	if *asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if len(all) == 1 {
-			_ = enc.Encode(all[0])
-		} else {
-			_ = enc.Encode(all)
-		}
+		writeJSON(stdout, all)
 		return code
 	}
 	for _, st := range all {
 		printStatus(stdout, st)
 	}
 	return code
+}
+
+// writeJSON prints the routers' status as one JSON array, however many
+// there are (one shape for scripts: `jq '.[0]'` picks a router).
+func writeJSON(w io.Writer, all []*router.Status) {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if all == nil {
+		all = []*router.Status{}
+	}
+	_ = enc.Encode(all)
 }
 
 // showTarget takes a leading interface name or "all" off args, as `wg
