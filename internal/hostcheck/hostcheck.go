@@ -73,7 +73,7 @@ type Env struct {
 	Proc string // "/proc"
 	Sys  string // "/sys"
 	Dev  string // "/dev"
-	Root bool   // running as root (or with CAP_NET_ADMIN): TUN can be probed
+	Root bool   // running as root or with CAP_NET_ADMIN: up can run, TUN can be probed
 	// AffinityCPUs is the process's CPU affinity mask.
 	AffinityCPUs func() ([]int, error)
 	// OpenTUN creates and removes a TUN device with the given queues
@@ -199,9 +199,11 @@ func (e Env) readInt(path string) (int64, error) {
 
 func (e Env) privileges() []Finding {
 	if e.Root {
-		return []Finding{{Level: OK, Topic: "privileges", Msg: "root: yip-router up can create the TUN device"}}
+		return []Finding{{Level: OK, Topic: "privileges", Msg: "root or CAP_NET_ADMIN: yip-router up can create the TUN device"}}
 	}
-	return []Finding{{Level: Warn, Topic: "privileges", Msg: "not root: yip-router up needs root or CAP_NET_ADMIN (TUN device, addresses, routes); the TUN probe below is skipped",
+	// up would fail on TUNSETIFF: an error, so check exits 1 (a config
+	// can still be checked this way; its findings come first).
+	return []Finding{{Level: Error, Topic: "privileges", Msg: "neither root nor CAP_NET_ADMIN: yip-router up would fail (TUN device, addresses, routes); the TUN probe below is skipped",
 		Fix: "run as root (sudo), or through the systemd unit tuning/yip-router@.service (AmbientCapabilities=CAP_NET_ADMIN)"}}
 }
 

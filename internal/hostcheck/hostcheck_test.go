@@ -158,7 +158,7 @@ func TestHealthyHost(t *testing.T) {
 	fs := Check(writeConf(t, ""), f.env(t), Options{})
 	expect(t, fs,
 		"OK    config: ",
-		"OK    privileges: root",
+		"OK    privileges: root or CAP_NET_ADMIN",
 		"OK    socket buffers: rmem_max 4194304 >= 4194304",
 		"OK    socket buffers: wmem_max 8388608 >= 4194304",
 		"OK    TUN: opened and closed a 4-queue TUN device",
@@ -273,7 +273,7 @@ func TestNotRootAndUnknowns(t *testing.T) {
 	env.Root = false
 	fs := Check(writeConf(t, ""), env, Options{})
 	expect(t, fs,
-		"WARN  privileges: not root",
+		"ERROR privileges: neither root nor CAP_NET_ADMIN",
 		"INFO  TUN: "+filepath.Join(f.dir, "dev/net/tun")+" exists; multiqueue support not tested",
 		"WARN  underlay: no route to peer endpoint 203.0.113.2:47133: network unreachable",
 	)

@@ -21,7 +21,7 @@ import (
 func Real() Env {
 	return Env{
 		Proc: "/proc", Sys: "/sys", Dev: "/dev",
-		Root:          os.Geteuid() == 0,
+		Root:          os.Geteuid() == 0 || hasNetAdmin(),
 		AffinityCPUs:  router.AffinityCPUs,
 		OpenTUN:       openTUN,
 		RouteTo:       routeTo,
@@ -31,6 +31,17 @@ func Real() Env {
 		ListenUDP:     func(ap netip.AddrPort) error { return listen("udp", ap) },
 		ListenTCP:     func(ap netip.AddrPort) error { return listen("tcp", ap) },
 	}
+}
+
+// hasNetAdmin reports whether this process holds CAP_NET_ADMIN in its
+// effective set (a non-root user the systemd unit grants it to).
+func hasNetAdmin() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[unix.CAP_NET_ADMIN/32].Effective&(1<<(unix.CAP_NET_ADMIN%32)) != 0
 }
 
 // probeOffloads opens a TUN device and a loopback UDP socket asking for
