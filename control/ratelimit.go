@@ -33,25 +33,22 @@ func newLimiter(key func(netip.Addr) netip.Prefix) *limiter {
 }
 
 // sourcePrefix is an unproven source's key: its subnet.
-func sourcePrefix(a netip.Addr) netip.Prefix {
+func sourcePrefix(a netip.Addr) netip.Prefix { return subnet(a, 24) }
+
+// provenKey is a proven source's key: an IPv4 address itself, an IPv6
+// address's /64.
+func provenKey(a netip.Addr) netip.Prefix { return subnet(a, 32) }
+
+// subnet is a's IPv4 prefix of v4Bits (a mapped address counts as IPv4),
+// or its IPv6 /64: both limiters treat an IPv6 /64 as one host.
+func subnet(a netip.Addr, v4Bits int) netip.Prefix {
 	a = a.Unmap()
-	bits := 24
+	bits := v4Bits
 	if a.Is6() {
 		bits = 64
 	}
 	p, _ := a.Prefix(bits)
 	return p
-}
-
-// provenKey is a proven source's key: an IPv4 address itself, an IPv6
-// address's /64.
-func provenKey(a netip.Addr) netip.Prefix {
-	a = a.Unmap()
-	if a.Is6() {
-		p, _ := a.Prefix(64)
-		return p
-	}
-	return netip.PrefixFrom(a, 32)
 }
 
 // allow takes a token for src's key, reporting false when it has none.

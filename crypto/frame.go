@@ -223,21 +223,29 @@ func (f *Framer) Deframe(dgram []byte) (Header, []byte, error) {
 // whether a Pad field is masked too; under a wrong key that bit is random
 // and the tag fails either way.
 func (f *Framer) unmask(b []byte, tag uint64) (symLen, pad int, ok bool) {
-	m := f.masks(tag, len(b))
-	m.apply(b)
-	if isPadded(b) {
-		m.pad, m.padded = f.padMask(tag), true
-		m.applyPad(b)
-	}
+	m := f.unmaskHeader(b, tag)
 	symLen, pad, ok = layout(b)
 	// A single 64-bit compare is constant time; nothing is learned from
 	// where the mismatch is.
 	if ok && f.tag(b, symLen, pad) == tag {
 		return symLen, pad, true
 	}
-	m.applyPad(b)
-	m.apply(b)
+	m.undo(b)
 	return 0, 0, false
+}
+
+// unmaskHeader removes header protection from b (a masked datagram without
+// its tag) as tag derives it — the Pad field's mask too when the unmasked
+// first byte says padded — and returns the masks, so undo can put them
+// back without hashing again.
+func (f *Framer) unmaskHeader(b []byte, tag uint64) hpMasks {
+	m := f.masks(tag, len(b))
+	m.apply(b)
+	if isPadded(b) {
+		m.pad, m.padded = f.padMask(tag), true
+		m.applyPad(b)
+	}
+	return m
 }
 
 // layout splits b, an unmasked datagram without its tag, into the symbol's
@@ -349,6 +357,12 @@ func (m *hpMasks) apply(b []byte) {
 	for i := 0; i < m.n; i += 8 {
 		xor64(b, i, m.w[i/8])
 	}
+}
+
+// undo puts back what unmaskHeader removed.
+func (m *hpMasks) undo(b []byte) {
+	m.applyPad(b)
+	m.apply(b)
 }
 
 // applyPad XORs the Pad mask over the last two bytes of b, if it has one.

@@ -24,15 +24,9 @@ func (f *Framer) MatchesV1(dgram []byte) bool {
 	n := len(dgram) - TagLen
 	b := dgram[:n]
 	tag := binary.LittleEndian.Uint64(dgram[n:])
-	m := f.masks(tag, n)
-	m.apply(b)
-	if isPadded(b) {
-		m.pad, m.padded = f.padMask(tag), true
-		m.applyPad(b)
-	}
+	m := f.unmaskHeader(b, tag)
 	ok := siphash.Hash(f.t0, f.t1, b) == tag
-	m.applyPad(b)
-	m.apply(b)
+	m.undo(b)
 	return ok
 }
 
