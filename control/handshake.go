@@ -170,7 +170,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 		c.setEndpoint(p, netip.AddrPortFrom(from.Addr(), offered[0]))
 	}
 	p.endpointLane = max(k, 0)
-	c.install(p, sess, offered, from.Addr(), sh, k, now)
+	c.install(p, sess, offered, from.Addr(), netip.AddrPort{}, sh, k, now)
 	if err := c.dp.SendHandshake(sh, conn, resp, from); err != nil {
 		c.log.Warn("sending handshake response", zap.Stringer("to", from), zap.Error(err))
 	}
@@ -218,10 +218,14 @@ func (c *Core) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool
 	if p.rtt > rttMax {
 		p.rtt = 0 // a late response: no measure of the path
 	}
+	var proven netip.AddrPort
+	if from == p.initTo {
+		proven = from // answered from where we asked
+	}
 	c.clearInit(p)
 	p.attempts = 0
 	c.setEndpoint(p, from)
-	c.install(p, sess, nil, from.Addr(), -1, -1, now)
+	c.install(p, sess, nil, from.Addr(), proven, -1, -1, now)
 	p.endpointLane = 0
 	c.hs.completed.Add(1)
 	c.log.Info("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))

@@ -189,6 +189,7 @@ func newMemCore(t testing.TB, addr string, shards int, clock *fakeClock) *memCor
 		clock = &fakeClock{t: epoch}
 	}
 	f := newFakePlane(shards)
+	f.listen = netip.MustParseAddrPort(addr).Port() // the address it answers from
 	c := New(Deps{Local: crypto.NewLocal(priv, true), Plane: f, Now: clock.Now,
 		Rand: seeded{mrand.New(mrand.NewPCG(uint64(len(addr)), 7))}})
 	return &memCore{Core: c, priv: priv, addr: netip.MustParseAddrPort(addr), plane: f, clock: clock}

@@ -18,13 +18,16 @@ import (
 // learns each lane's owner and receive keys. As initiator (arrived < 0)
 // lane i goes to shard i, which owns the lane socket its datagrams come
 // back to. As responder lane i goes where it was before a rekey (p.place).
+// proven is the address the handshake itself showed the peer at (as
+// initiator: the response came from where the initiation went; invalid
+// otherwise): a lane there takes it from any other peer (shard.LaneConfig).
 // Where the group steers by source port, lane fromLane (the one whose
 // socket sent the initiation; -1: none this session runs) goes to the
 // shard the initiation arrived on (arrived): its datagrams come from the
 // same socket through the same NAT mapping. Steered by lane remote, the
 // map sends them to wherever the lane is.
 // Caller holds c.mu.
-func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP netip.Addr, arrived, fromLane int, now time.Time) {
+func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP netip.Addr, proven netip.AddrPort, arrived, fromLane int, now time.Time) {
 	lanes := min(c.shards, sess.Remote.Lanes())
 	encCfg, mode := c.fecConfig()
 	if p.sess != nil && p.lanes != lanes {
@@ -61,6 +64,7 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 			Send: send, Recv: recv,
 			FEC: encCfg, Mode: mode, HoldTx: !initiator, RTT: p.rtt,
 			Keepalive: p.cfg.PersistentKeepalive, Lens: p.lens,
+			Proven: proven.IsValid() && remote == proven,
 		}
 		if i < len(offered) && offered[i] != remote.Port() {
 			lc.Offered = netip.AddrPortFrom(remoteIP, offered[i])

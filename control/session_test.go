@@ -481,3 +481,34 @@ func TestWireMismatchWarnsOnce(t *testing.T) {
 		t.Fatalf("warning fields %v", f)
 	}
 }
+
+// An initiator's lanes are proven at the responder's address only when
+// the response came from where the initiation went (claim.go in shard):
+// a response from elsewhere (the responder's other address, or another
+// peer spoofing its source) installs them unproven. A responder's install
+// is never proven by the handshake alone.
+func TestInitiatorLanesProvenOnlyFromAskedAddress(t *testing.T) {
+	for _, moved := range []bool{false, true} {
+		ini, resp := memPair(t, "198.51.100.7:40000")
+		ini.kick(t)
+		resp.deliver(ini.take(), ini.addr, ConnGroup)
+		from := resp.addr
+		if moved {
+			from = netip.MustParseAddrPort("192.0.2.99:51820")
+		}
+		ini.deliver(resp.take(), from, ConnLane)
+		if ini.peerOf(t).sess == nil {
+			t.Fatal("handshake did not complete")
+		}
+		for _, m := range []*memCore{ini, resp} {
+			m.plane.mu.Lock()
+			for k, lc := range m.plane.lanes {
+				want := m == ini && !moved
+				if lc.Proven != want {
+					t.Errorf("moved %v: %s lane %d: Proven %v, want %v", moved, map[bool]string{true: "initiator", false: "responder"}[m == ini], k.index, lc.Proven, want)
+				}
+			}
+			m.plane.mu.Unlock()
+		}
+	}
+}

@@ -85,6 +85,8 @@ func shardFamily(name string) (family, label, value, help string) {
 		return "yip_shard_roam_trials_total", "", "", "Tag checks of datagrams that matched no lane at their source address against the shard's lanes (looking for a peer that moved); bounded by a rate limit."
 	case "lane_moved":
 		return "yip_shard_lane_moves_total", "", "", "Lanes whose remote address moved on an authenticated, non-replayed datagram from a new address (peer roamed)."
+	case "lane_move_refused":
+		return "yip_shard_lane_move_refusals_total", "", "", "Authenticated datagrams from an address another peer's lane holds (heard there within 15 s, or owned by another shard): delivered, but their lane did not take the address. A peer's keys do not prove its source address; a completed handshake from the address wins it."
 	case "lane_adopted":
 		return "yip_shard_lane_adoptions_total", "", "", "Lanes moved to this shard because their datagrams arrive here and the listen group cannot steer them (steering by source port, or the eBPF map full), so they stop taking a ring hop."
 	case "foreign_lane":

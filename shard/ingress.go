@@ -22,8 +22,19 @@ import (
 // the caller's: a datagram for a lane another shard owns is copied into a
 // pool buffer to hand it over.
 func (s *Shard) ingress(conn int, data []byte, from netip.AddrPort) {
+	if len(data) > maxDatagram {
+		// Refused before any lookup or tag work: a spoofed 64 KB
+		// datagram (IP fragments) must cost no more than a short one.
+		s.count(DropOversize)
+		return
+	}
 	s.ingressVia(conn, s.id, data, from)
 }
+
+// maxDatagram is the longest datagram any router sends: every one, data,
+// parity, control or handshake, is built in a packet buffer (BufSize).
+// Anything longer is not a router's.
+const maxDatagram = BufSize
 
 // ingressVia is ingress for a datagram that arrived on shard via (another
 // shard handed it over: conn is -1). A lane that proves to receive on

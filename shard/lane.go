@@ -48,6 +48,10 @@ type LaneConfig struct {
 	// initiation came from (a NAT may have rewritten the port). Zero:
 	// Remote is the offered address.
 	Offered netip.AddrPort
+	// Proven: a completed handshake showed the peer at Remote (as
+	// initiator, the response came from where the initiation went), so
+	// the lane takes the address from any other peer's lane (claim.go).
+	Proven bool
 	// Lens is the peer's sample of sent data lengths, shared by all its
 	// lanes, which the lane adds its data lengths to (nil: none); the
 	// router draws the peer's handshake lengths from it.
@@ -336,15 +340,14 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	pl.owners[cfg.Index] = s.id
 	s.dropCandidate(pl, cfg.Index)
 	s.updateMine(pl)
-	// A handshake's source address is not proof: anyone can send an
-	// initiation from another peer's address (or share its NAT address).
-	// So a lane takes an address only if no other peer's lane holds it;
-	// otherwise it is found by trial (roam.go) until a datagram under its
-	// keys proves the address.
-	if cur := s.lanes[cfg.Remote]; cur == nil || cur.cfg.Peer == cfg.Peer {
-		s.bindRemote(cfg.Remote, ln, false)
-		delete(s.foreign, cfg.Remote)
+	// A responder's install is not proof (anyone can send an initiation
+	// from another peer's address): a lane refused the address is found by
+	// trial (roam.go) until its first datagram completes the handshake.
+	p := unproven
+	if cfg.Proven {
+		p = handshakeProof
 	}
+	s.claim(cfg.Remote, ln, p)
 	s.releaseWaiting(cfg.Peer)
 	return nil
 }

@@ -165,10 +165,11 @@ func (s *Shard) adoptLane(ln *lane, from int) {
 	s.updateMine(pl)
 	s.own(ln, nil)
 	s.dropCandidate(pl, idx)
-	if cur := s.lanes[ln.cfg.Remote]; cur == nil || cur.cfg.Peer == ln.cfg.Peer {
-		s.bindRemote(ln.cfg.Remote, ln, true) // it proved itself arriving here
+	if !s.claim(ln.cfg.Remote, ln, datagramProof) { // it proved itself arriving here
+		if f, ok := s.foreign[ln.cfg.Remote]; ok && f.peer == ln.cfg.Peer {
+			delete(s.foreign, ln.cfg.Remote) // its own hand-over entry
+		}
 	}
-	delete(s.foreign, ln.cfg.Remote)
 	if d, ok := ln.enc.Deadline(); ok && (s.fecDue.IsZero() || d.Before(s.fecDue)) {
 		s.fecDue = d
 	}

@@ -17,8 +17,9 @@ import (
 // the replay check (an authenticated datagram the lane has not seen) does
 // the lane's remote move to the new address, with its previous keys', and
 // the address map follow. A replayed or unauthenticated datagram never moves
-// a lane, and a handshake never takes an address another peer's lane holds
-// (InstallLane): the address goes to whichever lane last proved it.
+// a lane, and neither does one from an address another peer's lane was
+// heard from within addrHold (claim.go): the peer's keys prove the
+// datagram is its own, not where it came from.
 //
 // Tag trials cost a fixed-size SipHash per lane tried (about 60-100 ns at
 // any datagram length: crypto/frame.go), and anyone can send datagrams
@@ -46,6 +47,7 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 		if ln.prev != nil {
 			s.roamTokens-- // deframe may try the previous keys too
 		}
+		confirming := !ln.confirmed
 		keys, h, sym, err := s.deframe(ln, data)
 		switch err {
 		case nil:
@@ -61,7 +63,13 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 		s.receive(ln, keys, h, sym)
 		if s.authed != before {
 			if s.lanes[from] != ln {
-				s.moveLane(ln, from)
+				p := datagramProof
+				if confirming && keys == ln && from == ln.cfg.Remote {
+					// The first datagram under a responder's new keys,
+					// from where the handshake came: it completes it.
+					p = handshakeProof
+				}
+				s.moveLane(ln, from, p)
 			}
 			if via != s.id {
 				s.misplaced(ln, via)
@@ -72,13 +80,18 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 	return false
 }
 
-// moveLane makes from ln's remote and gives it the address in the map; a
-// lane of another peer that held it is reached again by trial when it
-// next proves itself.
-func (s *Shard) moveLane(ln *lane, to netip.AddrPort) {
+// moveLane makes to ln's remote and gives it the address in the map, if
+// proof p may take it (claim.go); a lane of another peer that held it is
+// reached by trial until it completes a handshake. A refused move is
+// counted (lane_move_refused) and changes nothing: the datagram was
+// delivered, and ln keeps its address.
+func (s *Shard) moveLane(ln *lane, to netip.AddrPort, p proof) {
+	if !s.mayClaim(to, ln, p) {
+		s.count(LaneMoveRefused)
+		return
+	}
 	s.unbindLane(ln)
-	s.bindRemote(to, ln, true)
-	delete(s.foreign, to)
+	s.claim(to, ln, p)
 	from := ln.cfg.Remote
 	if from == to {
 		return
@@ -164,9 +177,7 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 			continue
 		}
 		s.unbindLane(ln)
-		if cur := s.lanes[next]; cur == nil || cur.cfg.Peer == peer {
-			s.bindRemote(next, ln, false)
-		}
+		s.claim(next, ln, unproven)
 		s.setRemote(ln, next, follow)
 		ln.reported = next // the router moved the endpoint itself
 	}
@@ -197,9 +208,7 @@ func (s *Shard) followPending(ln *lane) {
 	next := ln.followTo
 	ln.followTo = netip.AddrPort{}
 	s.unbindLane(ln)
-	if cur := s.lanes[next]; cur == nil || cur.cfg.Peer == ln.cfg.Peer {
-		s.bindRemote(next, ln, false)
-	}
+	s.claim(next, ln, unproven)
 	s.setRemote(ln, next, true)
 	ln.reported = next // the router moved the endpoint with the first lane
 }

@@ -162,6 +162,13 @@ func TestRoamOtherShardsFollow(t *testing.T) {
 // bAddr) and shard 0 of b (knowing a as aPeer, at aAddr) with fresh keys.
 func pairLane(t *testing.T, a, b *side, aPeer, bPeer PeerID, aAddr, bAddr netip.AddrPort) {
 	t.Helper()
+	pairLaneAs(t, a, b, aPeer, bPeer, aAddr, bAddr, func(*LaneConfig) {})
+}
+
+// pairLaneAs is pairLane with b's lane config adjusted by bCfg (a
+// responder's HoldTx, an initiator's Proven).
+func pairLaneAs(t *testing.T, a, b *side, aPeer, bPeer PeerID, aAddr, bAddr netip.AddrPort, bCfg func(*LaneConfig)) {
+	t.Helper()
 	var k1, k2 [32]byte
 	rand.Read(k1[:])
 	rand.Read(k2[:])
@@ -172,59 +179,149 @@ func pairLane(t *testing.T, a, b *side, aPeer, bPeer PeerID, aAddr, bAddr netip.
 		peer   PeerID
 		remote netip.AddrPort
 	}{{a, ka, bPeer, bAddr}, {b, kb, aPeer, aAddr}} {
-		if err := x.sd.shards[0].InstallLane(LaneConfig{
+		cfg := LaneConfig{
 			Peer: x.peer, Index: 0, Lanes: 1, Remote: x.remote, Conn: 0,
 			Send: x.keys.SendLane(0), Recv: x.keys.RecvLane(0), FEC: fec.EncoderConfig{K: 4},
-		}); err != nil {
+		}
+		if x.sd == b {
+			bCfg(&cfg)
+		}
+		if err := x.sd.shards[0].InstallLane(cfg); err != nil {
 			t.Fatal(err)
 		}
 	}
 }
 
-// Finding: a peer that handshakes from another peer's address (spoofed, or
-// behind the same NAT address) must not take that peer's lane. The
-// address stays with the lane that last proved it; both peers' traffic is
-// delivered throughout.
-func TestInstallKeepsOtherPeersAddress(t *testing.T) {
+// Finding (floods issue, 3): peer X, authenticated under its own keys,
+// sends datagrams with peer C's source address. They are X's and are
+// delivered, but X's lane does not take C's address while C is heard
+// there: C's datagrams keep finding C's lane by lookup, even with no trial
+// budget left (a garbage flood drains it). After C has been silent for
+// addrHold X may take the address; C's next completed handshake from it
+// wins it back, as does an initiator's handshake answered from where it
+// asked.
+func TestAddressHasOneOwner(t *testing.T) {
 	shared := netip.MustParseAddrPort("192.0.2.50:40000")
+	xHome := netip.MustParseAddrPort("198.51.100.3:40000")
 	routes := []Route{{netip.MustParsePrefix("10.1.0.0/16"), 1}, {netip.MustParsePrefix("10.3.0.0/16"), 3}}
 	hub := newSide(t, 1, routes)
 	c := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
 	x := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
 	pairLane(t, c, hub, 1, 9, shared, addrB) // C, the victim, at shared
+	pairLane(t, x, hub, 3, 9, xHome, addrB)  // X at its own address
 	sh := hub.shards[0]
-	feed(sh, shared, sendOne(t, c, 0, "10.1.0.5", "10.9.0.1", 1).data)
-	pairLane(t, x, hub, 3, 9, shared, addrB) // X handshakes "from" shared
-	if sh.lanes[shared].cfg.Peer != 1 {
-		t.Fatalf("X's handshake took C's address")
-	}
-	want := 1
-	check := func(what string) {
+	sh.tick() // starts the trial budget's refill clock
+	want, seq := 0, 0
+	fromC := func(what string, n int) {
 		t.Helper()
+		for range n {
+			seq++
+			feed(sh, shared, sendOne(t, c, 0, "10.1.0.5", "10.9.0.1", seq).data)
+		}
+		want += n
 		if len(hub.tun[0]) != want {
 			t.Fatalf("%s: delivered %d, want %d", what, len(hub.tun[0]), want)
 		}
 	}
-	feed(sh, shared, sendOne(t, c, 0, "10.1.0.5", "10.9.0.1", 2).data)
-	want++
-	check("C after X's handshake")
-	// X really is behind the same address and proves it: it gets the
-	// address; C's next datagram is found by trial and takes it back.
-	feed(sh, shared, sendOne(t, x, 0, "10.3.0.5", "10.9.0.1", 1).data)
-	want++
-	check("X from the shared address")
-	if sh.lanes[shared].cfg.Peer != 3 {
-		t.Fatalf("X proved the address but does not hold it")
+	fromX := func(what string) {
+		t.Helper()
+		seq++
+		feed(sh, shared, sendOne(t, x, 0, "10.3.0.5", "10.9.0.1", seq).data)
+		want++
+		if len(hub.tun[0]) != want {
+			t.Fatalf("%s: X's datagram not delivered", what)
+		}
 	}
-	feed(sh, shared, sendOne(t, c, 0, "10.1.0.5", "10.9.0.1", 3).data)
-	want++
-	check("C after X proved the address")
-	if sh.lanes[shared].cfg.Peer != 1 {
-		t.Fatalf("C proved the address last but does not hold it")
+	owner := func(what string, peer PeerID) {
+		t.Helper()
+		if got := sh.lanes[shared].cfg.Peer; got != peer {
+			t.Fatalf("%s: %s held by peer %d, want %d", what, shared, got, peer)
+		}
 	}
+	fromC("C before", 1)
+	for range 20 {
+		fromX("X spoofing C's address")
+	}
+	owner("after X's datagrams", 1)
+	sh.roamTokens = 0 // a flood drained the trial budget
+	fromC("C after X's datagrams, no trial budget", 200)
 	sh.publish()
-	if sn := sh.Snapshot(); sn.Get(LaneMoved) != 0 || sn.Get(DropBadTag) != 0 {
-		t.Fatalf("lane_moved %d (no remote changed), drop_bad_tag %d", sn.Get(LaneMoved), sn.Get(DropBadTag))
+	if sn := sh.Snapshot(); sn.Get(LaneMoveRefused) != 20 || sn.Get(LaneMoved) != 0 {
+		t.Fatalf("lane_move_refused %d lane_moved %d, want 20 and 0", sn.Get(LaneMoveRefused), sn.Get(LaneMoved))
+	}
+	if d := sendOne(t, hub, 0, "10.9.0.1", "10.3.0.5", 1); d.to != xHome {
+		t.Fatalf("reply to X went to %s, want its own address %s", d.to, xHome)
+	}
+
+	// C silent for addrHold: the address was left, X may take it.
+	sh.now = sh.now.Add(addrHold + time.Second)
+	sh.tick()
+	fromX("X after C fell silent")
+	owner("after C's silence", 3)
+
+	// C handshakes again from the address (hub responds: HoldTx) and its
+	// first datagram under the new keys, found by trial, wins it back.
+	pairLaneAs(t, c, hub, 1, 9, shared, addrB, func(lc *LaneConfig) { lc.HoldTx = true })
+	owner("after C's initiation alone", 3)
+	fromC("C's first datagram after its handshake", 1)
+	owner("after C's completed handshake", 1)
+	fromX("X spoofing again")
+	owner("after X's new datagram", 1)
+
+	// X's handshake answered from the shared address (hub initiated to
+	// it there) takes it at once: X is really behind it.
+	pairLaneAs(t, x, hub, 3, 9, shared, addrB, func(lc *LaneConfig) { lc.Proven = true })
+	owner("after X's proven handshake", 3)
+}
+
+// The rule holds across shards: X's lane on shard 1 proving C's address,
+// which shard 0's lane of C holds (shard 1 has C's hand-over entry there),
+// does not take it.
+func TestAddressOwnerOnAnotherShard(t *testing.T) {
+	shared := netip.MustParseAddrPort("192.0.2.50:40000")
+	xHome := netip.MustParseAddrPort("198.51.100.3:40000")
+	routes := []Route{{netip.MustParsePrefix("10.1.0.0/16"), 1}, {netip.MustParsePrefix("10.3.0.0/16"), 3}}
+	hub := newSide(t, 2, routes)
+	c := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
+	x := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
+	var k1, k2 [32]byte
+	rand.Read(k1[:])
+	rand.Read(k2[:])
+	install := func(sd *side, sh int, peer PeerID, remote netip.AddrPort, keys crypto.SessionKeys) {
+		t.Helper()
+		if err := sd.shards[sh].InstallLane(LaneConfig{
+			Peer: peer, Index: 0, Lanes: 1, Remote: remote, Conn: 0,
+			Send: keys.SendLane(0), Recv: keys.RecvLane(0), FEC: fec.EncoderConfig{K: 4},
+		}); err != nil {
+			t.Fatal(err)
+		}
+		for j, s := range sd.shards {
+			if j != sh {
+				recv := keys.RecvLane(0)
+				s.SetLaneOwner(peer, 1, 0, sh, remote, &recv)
+			}
+		}
+	}
+	install(c, 0, 9, addrB, crypto.NewSessionKeys(k1, k2, true))
+	install(hub, 0, 1, shared, crypto.NewSessionKeys(k1, k2, false))
+	rand.Read(k1[:])
+	install(x, 0, 9, addrB, crypto.NewSessionKeys(k1, k2, true))
+	install(hub, 1, 3, xHome, crypto.NewSessionKeys(k1, k2, false))
+	s1 := hub.shards[1]
+	if _, ok := s1.foreign[shared]; !ok {
+		t.Fatal("shard 1 has no hand-over entry for C's lane")
+	}
+	// As if shard 0 received it and handed it over by X's candidate keys.
+	d := sendOne(t, x, 0, "10.3.0.5", "10.9.0.1", 1).data
+	s1.ingressVia(-1, 0, d, shared)
+	if len(hub.tun[1]) != 1 {
+		t.Fatalf("X's datagram: delivered %d, want 1", len(hub.tun[1]))
+	}
+	if f, ok := s1.foreign[shared]; !ok || f.peer != 1 || s1.lanes[shared] != nil {
+		t.Fatalf("shard 1 gave C's address to X: foreign %+v ok %v lane %v", f, ok, s1.lanes[shared] != nil)
+	}
+	if st := s1.LaneStatuses(); st[0].Remote != xHome {
+		t.Fatalf("X's lane moved to %s", st[0].Remote)
 	}
 }
 
@@ -281,5 +378,31 @@ func TestMoveReportNeverLost(t *testing.T) {
 	sb.tick()
 	if len(got) != 2 {
 		t.Fatalf("reported again without a move: %v", got)
+	}
+}
+
+// Finding (floods issue, 1): a datagram longer than any router sends (up
+// to 65,507 bytes with IP fragments) is dropped before any lookup or tag
+// work: no roam trial, no call into the router, from a lane's address or
+// an unknown one; the lane's traffic flows after it.
+func TestOversizeDroppedBeforeTagWork(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sb := b.shards[0]
+	sb.tick()
+	unmatched := 0
+	sb.cfg.Unmatched = func(int, int, []byte, netip.AddrPort) bool { unmatched++; return false }
+	big := make([]byte, 65507)
+	rand.Read(big)
+	for _, from := range []netip.AddrPort{addrA, addrEvil} {
+		sb.ingress(0, big, from)
+	}
+	sb.publish()
+	if sn := sb.Snapshot(); sn.Get(DropOversize) != 2 || sn.Get(RoamTrials) != 0 || unmatched != 0 {
+		t.Fatalf("drop_oversize %d roam_trials %d unmatched %d, want 2, 0, 0", sn.Get(DropOversize), sn.Get(RoamTrials), unmatched)
+	}
+	feed(sb, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
+	if len(b.tun[0]) != 1 {
+		t.Fatalf("delivered %d after the oversize datagrams, want 1", len(b.tun[0]))
 	}
 }

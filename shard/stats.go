@@ -31,7 +31,7 @@ const (
 	DropPoolEmpty                  // no free packet buffer
 	DropSend                       // socket refused the datagram
 	DropTunWrite                   // TUN refused the packet
-	DropOversize                   // inner packet too large for a datagram
+	DropOversize                   // inner packet too large for a datagram, or a datagram longer than any router sends
 	DropSeal                       // sealing failed (counter exhausted)
 	DropDuplicate                  // FEC: symbol already seen (replays inside the window)
 	DropFECWindow                  // FEC: symbol outside the window, invalid or inconsistent
@@ -49,6 +49,7 @@ const (
 	SteerRefused                   // lanes the listen group's steering map had no room for
 	FECEvicted                     // FEC: open groups evicted to keep a lane's decoder under its byte cap
 	FECNotStored                   // FEC: symbols not kept for recovery because of the byte cap
+	LaneMoveRefused                // authenticated datagrams from an address another peer's lane holds: the lane did not move
 	numCounters
 )
 
@@ -62,7 +63,7 @@ var counterNames = [numCounters]string{
 	"control_in", "control_out", "pool_high_water", "ring_high_water",
 	"tun_super_in", "tun_super_out", "drop_tun_bad", "udp_super_in",
 	"roam_trials", "lane_moved", "lane_adopted", "steer_refused",
-	"fec_evicted", "fec_not_stored",
+	"fec_evicted", "fec_not_stored", "lane_move_refused",
 }
 
 // IsGauge reports whether c is a level (a high-water mark) rather than a

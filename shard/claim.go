@@ -1,0 +1,89 @@
+package shard
+
+import (
+	"net/netip"
+	"time"
+)
+
+// Address ownership. Ingress finds a lane by a datagram's source address
+// (Shard.lanes), the listen group's steering map sends that address to the
+// lane's socket, and a hand-over entry (Shard.foreign) names the shard
+// that owns another shard's lane at it. An address has one owner. Which
+// lane may take an address from another peer's lane depends on what showed
+// that the lane is there, and mayClaim is the one place that decides it,
+// for every caller: a handshake's install, a datagram's move (roam.go), a
+// follow or an operator's move, an adoption (place.go).
+//
+// A peer's keys prove that a datagram is the peer's, not where the peer
+// is: an authenticated peer can put any source address on datagrams under
+// its own keys. So a proven datagram takes an address only from a lane
+// that has gone quiet there; a lane heard from its address within
+// addrHold keeps it. What wins an address back is a completed handshake
+// from it: a message of ours sent to the address was answered from it
+// under keys only that exchange made, which a peer cannot do from an
+// address it does not receive at.
+
+// proof is what shows that a lane's peer is at an address.
+type proof uint8
+
+const (
+	// unproven: a handshake's source (anyone can send an initiation from
+	// any address), an operator's endpoint, another lane's move.
+	unproven proof = iota
+	// datagramProof: a datagram under the lane's keys came from the
+	// address, opened, and was not a replay.
+	datagramProof
+	// handshakeProof: a completed handshake from the address. As
+	// initiator, the response came from the address the initiation was
+	// sent to (LaneConfig.Proven); as responder, the first datagram under
+	// the new keys came from the address the lane was installed at.
+	handshakeProof
+)
+
+// addrHold is how long an address stays with the lane last heard from it
+// against another peer's datagrams. A live lane hears its peer at least
+// every few seconds while either side sends (passive keepalives answer
+// within about 2.5 s), so an address taken after this much silence was
+// left; a shorter hold would let a peer with spoofed sources take a live
+// peer's address between its keepalives, a longer one delays a peer that
+// really took over a left address until its next handshake.
+const addrHold = 15 * time.Second
+
+// mayClaim reports whether ln may own addr on this shard with proof p.
+// An address that no other peer's lane holds here is ln's for any proof.
+// One that another peer's lane holds goes to a completed handshake
+// always, to a proven datagram only if that lane was not heard (nor
+// installed) within addrHold, and never to an unproven claim. A hand-over
+// entry of another peer's lane (owned by another shard, whose last datagram
+// this shard cannot see) counts as heard.
+func (s *Shard) mayClaim(addr netip.AddrPort, ln *lane, p proof) bool {
+	if p == handshakeProof {
+		return true
+	}
+	if cur := s.lanes[addr]; cur != nil && cur != ln && cur.cfg.Peer != ln.cfg.Peer {
+		if p == unproven {
+			return false
+		}
+		last := cur.heard()
+		if cur.installed.After(last) {
+			last = cur.installed
+		}
+		return s.now.Sub(last) >= addrHold
+	}
+	if f, ok := s.foreign[addr]; ok && f.peer != ln.cfg.Peer {
+		return false
+	}
+	return true
+}
+
+// claim makes ln the lane at addr if mayClaim allows, and reports whether
+// it did. The steering map takes the entry from another socket only with
+// proof (bindRemote).
+func (s *Shard) claim(addr netip.AddrPort, ln *lane, p proof) bool {
+	if !s.mayClaim(addr, ln, p) {
+		return false
+	}
+	s.bindRemote(addr, ln, p != unproven)
+	delete(s.foreign, addr)
+	return true
+}
