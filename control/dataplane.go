@@ -27,7 +27,7 @@ type DataPlane interface {
 	LanePorts() []uint16
 	// SendHandshake sends a handshake datagram from shard sh's socket
 	// conn (ConnGroup or ConnLane).
-	SendHandshake(sh, conn int, b []byte, to netip.AddrPort) error
+	SendHandshake(sh, conn int, b []byte, to netip.AddrPort, from netip.Addr) error
 	// InstallLane gives a lane to shard owner. confirm: send a keepalive
 	// under the new keys at once.
 	InstallLane(owner int, lc shard.LaneConfig, confirm bool)

@@ -70,10 +70,10 @@ func TestLaneMisplacedMovesAndSticks(t *testing.T) {
 	// would: lane k's socket to shard k.
 	steer := func() {
 		for _, d := range ini.take() {
-			resp.Unmatched(d.sh, ConnGroup, d.b, netip.AddrPortFrom(ini.addr.Addr(), ini.plane.lanePorts[d.sh]))
+			resp.Unmatched(d.sh, ConnGroup, d.b, netip.AddrPortFrom(ini.addr.Addr(), ini.plane.lanePorts[d.sh]), netip.Addr{})
 		}
 		for _, d := range resp.take() {
-			ini.Unmatched(0, ConnLane, d.b, resp.addr)
+			ini.Unmatched(0, ConnLane, d.b, resp.addr, netip.Addr{})
 		}
 	}
 	ini.kick(t)

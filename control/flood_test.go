@@ -49,7 +49,7 @@ func BenchmarkFloodInitiation(b *testing.B) {
 			b.ResetTimer()
 			for i := range b.N {
 				from = netip.AddrPortFrom(from.Addr().Next(), uint16(i))
-				resp.Unmatched(0, ConnGroup, inits[i%len(inits)], from)
+				resp.Unmatched(0, ConnGroup, inits[i%len(inits)], from, netip.Addr{})
 			}
 		})
 	}
@@ -84,8 +84,8 @@ func TestGarbageCostsNoAllocation(t *testing.T) {
 		for i := range junk {
 			junk[i] = byte(i*7 + n)
 		}
-		resp.Unmatched(0, ConnGroup, junk, from) // warm up
-		if a := testing.AllocsPerRun(100, func() { resp.Unmatched(0, ConnGroup, junk, from) }); a != 0 {
+		resp.Unmatched(0, ConnGroup, junk, from, netip.Addr{}) // warm up
+		if a := testing.AllocsPerRun(100, func() { resp.Unmatched(0, ConnGroup, junk, from, netip.Addr{}) }); a != 0 {
 			t.Errorf("%d-byte garbage datagram: %.1f allocations", n, a)
 		}
 	}
@@ -113,7 +113,7 @@ func TestCookieRepliesCappedExceptKnown(t *testing.T) {
 	from := netip.MustParseAddrPort("10.64.0.1:40000")
 	for i := range flood {
 		from = netip.AddrPortFrom(from.Addr().Next(), uint16(i))
-		resp.Unmatched(0, ConnGroup, inits[i], from)
+		resp.Unmatched(0, ConnGroup, inits[i], from, netip.Addr{})
 	}
 	// A second boundary inside the loop can allow one more cap's worth.
 	if sent == 0 || sent > 2*cookieReplyCap {
@@ -126,7 +126,7 @@ func TestCookieRepliesCappedExceptKnown(t *testing.T) {
 		t.Fatalf("cookie_capped %d + refused %d, want %d", c, r, flood-sent)
 	}
 	sent = 0
-	resp.Unmatched(0, ConnGroup, inits[flood], known)
+	resp.Unmatched(0, ConnGroup, inits[flood], known, netip.Addr{})
 	if sent != 1 || lastTo != known {
 		t.Fatalf("the known peer's address got %d replies past the cap", sent)
 	}

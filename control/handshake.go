@@ -20,12 +20,15 @@ import (
 // its tag), on socket conn of shard sh (conn < 0: handed over by another
 // shard): handshakes are recognised and answered here, on the shard that
 // received them, so handshake work spreads over all cores. It reports
-// whether data was a handshake datagram.
-func (c *Core) Unmatched(sh, conn int, data []byte, from netip.AddrPort) bool {
+// whether data was a handshake datagram. local is the address data was
+// sent to (zero: unknown): answers go out from it, and a responder's
+// lanes send from it (shard.LaneConfig.Local), so a peer that asked one of
+// this host's addresses hears back from that address.
+func (c *Core) Unmatched(sh, conn int, data []byte, from netip.AddrPort, local netip.Addr) bool {
 	typ, idx, key := c.local.Classify(data)
 	switch typ {
 	case crypto.TypeInitiation:
-		c.handleInitiation(sh, conn, data, key, from)
+		c.handleInitiation(sh, conn, data, key, from, local)
 		return true
 	case crypto.TypeResponse:
 		return c.handleResponse(idx, data, from)
@@ -73,7 +76,7 @@ func advanceSlot(cur *atomic.Int64, slot int64) bool {
 	}
 }
 
-func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeKey, from netip.AddrPort) {
+func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeKey, from netip.AddrPort, local netip.Addr) {
 	if c.seenInits.Seen(data) {
 		// A replay (a genuine initiator never repeats one): silence.
 		c.hs.refused.Add(1)
@@ -108,7 +111,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 		}
 		reply, err := c.local.CookieReplyClassified(data, key, c.cookies, from, now, nil)
 		if err == nil {
-			_ = c.dp.SendHandshake(sh, conn, reply, from)
+			_ = c.dp.SendHandshake(sh, conn, reply, from, local)
 			c.hs.cookies.Add(1)
 		}
 		return
@@ -170,8 +173,8 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 		c.setEndpoint(p, netip.AddrPortFrom(from.Addr(), offered[0]))
 	}
 	p.endpointLane = max(k, 0)
-	c.install(p, sess, offered, from.Addr(), netip.AddrPort{}, sh, k, now)
-	if err := c.dp.SendHandshake(sh, conn, resp, from); err != nil {
+	c.install(p, sess, offered, from.Addr(), netip.AddrPort{}, local, sh, k, now)
+	if err := c.dp.SendHandshake(sh, conn, resp, from, local); err != nil {
 		c.log.Warn("sending handshake response", zap.Stringer("to", from), zap.Error(err))
 	}
 	c.hs.answered.Add(1)
@@ -225,7 +228,7 @@ func (c *Core) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool
 	c.clearInit(p)
 	p.attempts = 0
 	c.setEndpoint(p, from)
-	c.install(p, sess, nil, from.Addr(), proven, -1, -1, now)
+	c.install(p, sess, nil, from.Addr(), proven, netip.Addr{}, -1, -1, now)
 	p.endpointLane = 0
 	c.hs.completed.Add(1)
 	c.log.Info("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))

@@ -30,7 +30,7 @@ func TestSpoofedInitiationsDoNotLockOutPeer(t *testing.T) {
 				spoofLen := map[netip.AddrPort]int{}
 				for i, spoof := range spoofs {
 					src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{198, 51, 100, byte(1 + i%250)}), uint16(1024+i))
-					resp.Unmatched(0, ConnGroup, spoof, src)
+					resp.Unmatched(0, ConnGroup, spoof, src, netip.Addr{})
 					spoofLen[src] = len(spoof)
 				}
 				for _, d := range resp.take() {
@@ -122,7 +122,7 @@ func TestForgedResponsesBounded(t *testing.T) {
 	genuine := startHandshake(t, ini, resp)
 	f := forgedResponse(t, ini)
 	for range 50 {
-		if !ini.Unmatched(0, ConnLane, f, resp.addr) {
+		if !ini.Unmatched(0, ConnLane, f, resp.addr, netip.Addr{}) {
 			t.Fatal("forged response not taken as a handshake")
 		}
 	}
@@ -157,7 +157,7 @@ func TestForgedCookieReplyKeepsInitiation(t *testing.T) {
 	}
 	var next time.Time
 	ini.locked(func() { next = ini.peerOf0().nextTry })
-	if !ini.Unmatched(0, ConnLane, forged, resp.addr) {
+	if !ini.Unmatched(0, ConnLane, forged, resp.addr, netip.Addr{}) {
 		t.Fatal("cookie reply not taken")
 	}
 	var kept, same bool
@@ -203,8 +203,8 @@ func TestJunkCostIndependentOfPending(t *testing.T) {
 		const sent = 100
 		for i := range sent {
 			// from nowhere, and from a pending initiation's endpoint
-			m.Unmatched(0, ConnLane, junk, netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}), 9))
-			m.Unmatched(0, ConnLane, junk, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, 0, 0}), 51820))
+			m.Unmatched(0, ConnLane, junk, netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}), 9), netip.Addr{})
+			m.Unmatched(0, ConnLane, junk, netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 1, 0, 0}), 51820), netip.Addr{})
 		}
 		if work := m.cookieScans.Load() - before; work > sent {
 			t.Fatalf("%d pending: %d initiations examined for %d junk datagrams", n, work, 2*sent)
@@ -334,7 +334,7 @@ func TestProvenNeighbourDoesNotLockOutPeer(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resp.Unmatched(0, ConnGroup, d, neighbour)
+			resp.Unmatched(0, ConnGroup, d, neighbour, netip.Addr{})
 			for _, r := range resp.take() {
 				if r.to == neighbour {
 					_ = in.ConsumeCookieReply(r.b, resp.clock.Now())

@@ -65,7 +65,7 @@ func (f *fakePlane) Shards() int         { return f.shards }
 func (f *fakePlane) ListenPort() uint16  { return f.listen }
 func (f *fakePlane) LanePorts() []uint16 { return append([]uint16(nil), f.lanePorts...) }
 
-func (f *fakePlane) SendHandshake(sh, conn int, b []byte, to netip.AddrPort) error {
+func (f *fakePlane) SendHandshake(sh, conn int, b []byte, to netip.AddrPort, _ netip.Addr) error {
 	if f.send != nil {
 		return f.send(sh, conn, b, to)
 	}
@@ -209,7 +209,7 @@ func (m *memCore) take() []sent {
 func (m *memCore) deliver(sends []sent, from netip.AddrPort, conn int) {
 	for _, d := range sends {
 		if d.to == m.addr {
-			m.Unmatched(0, conn, d.b, from)
+			m.Unmatched(0, conn, d.b, from, netip.Addr{})
 		}
 	}
 }

@@ -54,7 +54,7 @@ func silent(t *testing.T, resp *memCore, what string, probes ...[]byte) {
 			resp.seenInits = crypto.InitiationFilter{}
 			resp.setLoaded(loaded)
 			from := netip.AddrPortFrom(netip.AddrFrom4([4]byte{203, 0, 113, byte(i)}), uint16(2000+i))
-			resp.Unmatched(0, ConnGroup, bytes.Clone(d), from)
+			resp.Unmatched(0, ConnGroup, bytes.Clone(d), from, netip.Addr{})
 			if out := resp.take(); len(out) != 0 {
 				t.Fatalf("%s %d (loaded %v): responder sent %d datagrams", what, i, loaded, len(out))
 			}
@@ -130,7 +130,7 @@ func TestPSKRouterSilentToPublicKeyHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.setLoaded(true)
-	resp.Unmatched(0, ConnGroup, attackerInitiation(t, resp), netip.MustParseAddrPort("203.0.113.99:9"))
+	resp.Unmatched(0, ConnGroup, attackerInitiation(t, resp), netip.MustParseAddrPort("203.0.113.99:9"), netip.Addr{})
 	if out := resp.take(); len(out) != 1 {
 		t.Fatalf("public-key-only probe with a PSK-less peer configured: %d replies, want a cookie reply", len(out))
 	}
@@ -139,7 +139,7 @@ func TestPSKRouterSilentToPublicKeyHolder(t *testing.T) {
 	_, stolen, _ = thief.Initiate(tp, 2, crypto.LaneOffer{Ports: []uint16{1000}}, resp.clock.Now())
 	refused := resp.hs.refused.Load()
 	resp.setLoaded(false)
-	resp.Unmatched(0, ConnGroup, stolen, netip.MustParseAddrPort("203.0.113.98:9"))
+	resp.Unmatched(0, ConnGroup, stolen, netip.MustParseAddrPort("203.0.113.98:9"), netip.Addr{})
 	if out := resp.take(); len(out) != 0 || resp.hs.refused.Load() != refused+1 {
 		t.Fatalf("PSK peer's key in the public-key-only form: %d replies, refused +%d", len(out), resp.hs.refused.Load()-refused)
 	}
@@ -172,7 +172,7 @@ func TestProbesOfGenuineInitiation(t *testing.T) {
 
 	// The genuine one, from the initiator's address: answered.
 	resp.setLoaded(false)
-	resp.Unmatched(0, ConnGroup, init, ini.addr)
+	resp.Unmatched(0, ConnGroup, init, ini.addr, netip.Addr{})
 	if out := resp.take(); len(out) != 1 {
 		t.Fatalf("genuine initiation: %d replies", len(out))
 	}
@@ -184,7 +184,7 @@ func TestProbesOfGenuineInitiation(t *testing.T) {
 			from = netip.MustParseAddrPort("203.0.113.50:7")
 		}
 		resp.setLoaded(loaded)
-		resp.Unmatched(0, ConnGroup, init, from)
+		resp.Unmatched(0, ConnGroup, init, from, netip.Addr{})
 		if out := resp.take(); len(out) != 0 {
 			t.Fatalf("replay from %v (loaded %v): %d replies", from, loaded, len(out))
 		}
@@ -199,12 +199,12 @@ func TestPSKHolderGetsCookieReplyUnderLoad(t *testing.T) {
 	_, resp := memPairPSK(t, false, false)
 	d := keyedInitiations(t, resp, testPSK, 2)
 	resp.setLoaded(false)
-	resp.Unmatched(0, ConnGroup, d[0], netip.MustParseAddrPort("203.0.113.1:9"))
+	resp.Unmatched(0, ConnGroup, d[0], netip.MustParseAddrPort("203.0.113.1:9"), netip.Addr{})
 	if out := resp.take(); len(out) != 0 {
 		t.Fatalf("unknown static key with the PSK, unloaded: %d replies", len(out))
 	}
 	resp.setLoaded(true)
-	resp.Unmatched(0, ConnGroup, d[1], netip.MustParseAddrPort("203.0.113.2:9"))
+	resp.Unmatched(0, ConnGroup, d[1], netip.MustParseAddrPort("203.0.113.2:9"), netip.Addr{})
 	if out := resp.take(); len(out) != 1 || !crypto.CookieReplyLen(len(out[0].b)) {
 		t.Fatalf("unknown static key with the PSK, under load: %d replies, want a cookie reply", len(out))
 	}

@@ -21,13 +21,15 @@ import (
 // proven is the address the handshake itself showed the peer at (as
 // initiator: the response came from where the initiation went; invalid
 // otherwise): a lane there takes it from any other peer (shard.LaneConfig).
+// local is the address a responder's initiation arrived at, which its
+// lanes send from (zero: the routing table's choice).
 // Where the group steers by source port, lane fromLane (the one whose
 // socket sent the initiation; -1: none this session runs) goes to the
 // shard the initiation arrived on (arrived): its datagrams come from the
 // same socket through the same NAT mapping. Steered by lane remote, the
 // map sends them to wherever the lane is.
 // Caller holds c.mu.
-func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP netip.Addr, proven netip.AddrPort, arrived, fromLane int, now time.Time) {
+func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP netip.Addr, proven netip.AddrPort, local netip.Addr, arrived, fromLane int, now time.Time) {
 	lanes := min(c.shards, sess.Remote.Lanes())
 	encCfg, mode := c.fecConfig()
 	if p.sess != nil && p.lanes != lanes {
@@ -64,7 +66,7 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 			Send: send, Recv: recv,
 			FEC: encCfg, Mode: mode, HoldTx: !initiator, RTT: p.rtt,
 			Keepalive: p.cfg.PersistentKeepalive, Lens: p.lens,
-			Proven: proven.IsValid() && remote == proven,
+			Proven: proven.IsValid() && remote == proven, Local: local,
 		}
 		if i < len(offered) && offered[i] != remote.Port() {
 			lc.Offered = netip.AddrPortFrom(remoteIP, offered[i])
@@ -159,7 +161,7 @@ func (c *Core) initiate(p *peer, now time.Time) {
 	// The round trip counts from here: a tick that initiates to many peers
 	// spends milliseconds of DH before the last one leaves.
 	p.initSent = c.now()
-	if err := c.dp.SendHandshake(fromLane, ConnLane, dgram, p.endpoint); err != nil {
+	if err := c.dp.SendHandshake(fromLane, ConnLane, dgram, p.endpoint, netip.Addr{}); err != nil {
 		c.log.Debug("sending initiation", zap.Stringer("to", p.endpoint), zap.Error(err))
 	}
 	c.hs.initiated.Add(1)

@@ -350,13 +350,13 @@ func installPlacesLanes(t *testing.T, steered bool) {
 		out := ini.take()
 		from = out[0].sh
 		if from < 3 { // a lane the session will run
-			resp.Unmatched(2, ConnGroup, out[0].b, netip.AddrPortFrom(ini.addr.Addr(), ini.plane.lanePorts[from]))
+			resp.Unmatched(2, ConnGroup, out[0].b, netip.AddrPortFrom(ini.addr.Addr(), ini.plane.lanePorts[from]), netip.Addr{})
 			break
 		}
 		ini.clock.Advance(HandshakeTimeout + 16*time.Second)
 	}
 	for _, d := range resp.take() {
-		ini.Unmatched(from, ConnLane, d.b, resp.addr)
+		ini.Unmatched(from, ConnLane, d.b, resp.addr, netip.Addr{})
 	}
 	if ini.peerOf(t).sess == nil {
 		t.Fatal("no session")

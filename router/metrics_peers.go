@@ -54,12 +54,12 @@ type peerFamily struct {
 }
 
 var peerFamilyDefs = []peerFamily{
-	{"yip_peer_rx_bytes_total", "Underlay bytes received from the peer in its current session (resets with a new session).", false, func(p *PeerStatus) float64 { return float64(p.RxBytes) }},
-	{"yip_peer_tx_bytes_total", "Underlay bytes sent to the peer in its current session (resets with a new session).", false, func(p *PeerStatus) float64 { return float64(p.TxBytes) }},
-	{"yip_peer_rx_packets_total", "Datagrams received from the peer in its current session.", false, func(p *PeerStatus) float64 { return float64(p.RxPackets) }},
-	{"yip_peer_tx_packets_total", "Datagrams sent to the peer in its current session.", false, func(p *PeerStatus) float64 { return float64(p.TxPackets) }},
-	{"yip_peer_fec_recovered_total", "Packets from the peer recovered by FEC in its current session.", false, func(p *PeerStatus) float64 { return float64(p.FECRecovered) }},
-	{"yip_peer_fec_unrecovered_total", "Packets from the peer that FEC could not recover in its current session.", false, func(p *PeerStatus) float64 { return float64(p.FECLost) }},
+	{"yip_peer_rx_bytes_total", "Inner packet bytes received from the peer since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.RxBytes) }},
+	{"yip_peer_tx_bytes_total", "Inner packet bytes sent to the peer since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.TxBytes) }},
+	{"yip_peer_rx_packets_total", "Inner packets received from the peer since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.RxPackets) }},
+	{"yip_peer_tx_packets_total", "Inner packets sent to the peer since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.TxPackets) }},
+	{"yip_peer_fec_recovered_total", "Packets from the peer recovered by FEC since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.FECRecovered) }},
+	{"yip_peer_fec_unrecovered_total", "Packets from the peer that FEC could not recover since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.FECLost) }},
 	{"yip_peer_handshakes_total", "Handshakes completed with the peer.", false, func(p *PeerStatus) float64 { return float64(p.Handshakes) }},
 	{"yip_peer_last_handshake_seconds", "Unix time of the peer's latest completed handshake; 0 = never.", true, func(p *PeerStatus) float64 {
 		if p.LastHandshake.IsZero() {

@@ -29,11 +29,11 @@ func (d plane) LanePorts() []uint16 {
 	return ports
 }
 
-func (d plane) SendHandshake(sh, conn int, b []byte, to netip.AddrPort) error {
+func (d plane) SendHandshake(sh, conn int, b []byte, to netip.AddrPort, from netip.Addr) error {
 	if conn == control.ConnLane {
 		return d.r.laneSk[sh].SendTo(b, to)
 	}
-	return d.r.group[sh].SendTo(b, to)
+	return d.r.group[sh].SendFrom(b, to, from)
 }
 
 func (d plane) InstallLane(owner int, lc shard.LaneConfig, confirm bool) {

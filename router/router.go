@@ -179,6 +179,17 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	for _, c := range r.conns() {
 		c.EnableOffloads(!off.UDPGSO, !off.UDPGRO)
 	}
+	if bind.IsUnspecified() {
+		// Bound to every address: answer each peer from the address it
+		// sent to, or a host with several addresses answers a peer
+		// behind a stateful firewall from one it drops.
+		for _, c := range r.group {
+			if err := c.EnablePktinfo(); err != nil {
+				r.log.Warn("cannot learn which local address a datagram was sent to: answers leave from the address the routing table picks, which a peer that sent to another of this host's addresses may drop", zap.Error(err))
+				break
+			}
+		}
+	}
 	r.warnShortBuffers()
 	if r.mesh, err = shard.NewMesh(nsh); err != nil {
 		return nil, err

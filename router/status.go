@@ -1,6 +1,8 @@
 package router
 
 import (
+	"net/netip"
+
 	"slices"
 	"strconv"
 	"time"
@@ -66,9 +68,13 @@ type PeerStatus struct {
 
 // LaneStatus is one lane as its owning shard sees it.
 type LaneStatus struct {
-	Index     int       `json:"index"`
-	Shard     int       `json:"shard"`
-	Remote    string    `json:"remote"`
+	Index  int    `json:"index"`
+	Shard  int    `json:"shard"`
+	Remote string `json:"remote"`
+	// Local is the address of ours the lane sends from: the one the
+	// peer's handshake was sent to, on a router listening on every
+	// address ("" where the routing table picks).
+	Local     string    `json:"local,omitempty"`
 	RxPackets uint64    `json:"rx_packets"`
 	TxPackets uint64    `json:"tx_packets"`
 	RxBytes   uint64    `json:"rx_bytes"`
@@ -131,7 +137,7 @@ func (r *Router) Status() Status {
 		if p.Session {
 			for _, l := range lanes[p.ID] {
 				ps.Lanes = append(ps.Lanes, LaneStatus{
-					Index: l.Index, Shard: l.Shard, Remote: l.Remote.String(),
+					Index: l.Index, Shard: l.Shard, Remote: l.Remote.String(), Local: addrString(l.Local),
 					RxPackets: l.RxPackets, TxPackets: l.TxPackets, RxBytes: l.RxBytes, TxBytes: l.TxBytes,
 					LastRx: l.LastRx, FEC: fecString(l.K, l.R, l.Depth), Recovered: l.Recovered,
 					Confirmed: l.Confirmed, PrevKeys: l.PrevKeys, Moves: l.Moves, Padded: l.Padded,
@@ -168,4 +174,12 @@ func fecString(k, r, depth int) string {
 		s += " x" + strconv.Itoa(depth)
 	}
 	return s
+}
+
+// addrString is a's text, or "" for the zero Addr.
+func addrString(a netip.Addr) string {
+	if !a.IsValid() {
+		return ""
+	}
+	return a.String()
 }

@@ -126,7 +126,7 @@ func (s *Shard) queue(ln *lane, p *ring.Packet, n int) {
 	c := ln.cfg.Conn
 	i := s.txN[c]
 	b := s.tx[c]
-	b.Bufs[i], b.Sizes[i], b.Addrs[i] = p.Buf[:n], n, ln.cfg.Remote
+	b.Bufs[i], b.Sizes[i], b.Addrs[i], b.Local[i] = p.Buf[:n], n, ln.cfg.Remote, ln.cfg.Local
 	s.txPkts[c][i] = p
 	s.txN[c] = i + 1
 	if i+1 == b.Len() {

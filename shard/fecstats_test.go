@@ -2,6 +2,7 @@ package shard
 
 import (
 	"testing"
+	"time"
 
 	"github.com/yip-router/yip-router/fec"
 )
@@ -38,4 +39,51 @@ func TestFECCapCounters(t *testing.T) {
 		t.Fatalf("fec_evicted %d, fec_not_stored %d after %d unprotected packets", sn.Get(FECEvicted), sn.Get(FECNotStored), n)
 	}
 	t.Logf("fec_evicted %d, fec_not_stored %d", sn.Get(FECEvicted), sn.Get(FECNotStored))
+}
+
+// A lane's FEC counts (show, yip_peer_fec_recovered_total) are counters:
+// a rekey, and the previous keys' expiry after it, never take back what
+// the old keys' decoder recovered.
+func TestLaneFECCountsSurviveRekey(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sb := b.shards[0]
+	recovered := func() uint64 {
+		t.Helper()
+		st := sb.LaneStatuses()
+		if len(st) != 1 {
+			t.Fatalf("%d lanes", len(st))
+		}
+		return st[0].Recovered
+	}
+	// Each session: one group of 4 with its data packet 2 lost, parity
+	// recovers it.
+	session := func(seq int) {
+		t.Helper()
+		connect(t, a, b, fec.EncoderConfig{K: 4, R: 2})
+		for i := range 4 {
+			inject(t, a.shards[0], ipPacket("10.1.0.5", "10.2.0.9", 300, seq+i))
+		}
+		deliverAll(t, a, b, func(k int) bool { return k == 2 })
+	}
+	session(0)
+	if got := recovered(); got != 1 {
+		t.Fatalf("first keys: recovered %d, want 1", got)
+	}
+	session(10) // the rekey: the first keys become the previous ones
+	if got := recovered(); got != 2 {
+		t.Fatalf("after the rekey: recovered %d, want 2", got)
+	}
+	sb.now = sb.now.Add(prevKeep + time.Second)
+	sb.tick()
+	if sb.ownedLane(1, 0).prev != nil {
+		t.Fatal("previous keys kept past prevKeep")
+	}
+	if got := recovered(); got != 2 {
+		t.Fatalf("after the previous keys expired: recovered %d, want 2", got)
+	}
+	session(20)
+	session(30) // two rekeys at once: the oldest keys are dropped at install
+	if got := recovered(); got != 4 {
+		t.Fatalf("after two more rekeys: recovered %d, want 4", got)
+	}
 }

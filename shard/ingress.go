@@ -73,7 +73,11 @@ func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
 	if s.roam(ln, via, data, from) || (via == s.id && s.tryCandidates(data, from)) {
 		return
 	}
-	if s.cfg.Unmatched != nil && s.cfg.Unmatched(s.id, conn, data, from) {
+	var local netip.Addr
+	if via == s.id {
+		local = s.rxLocal // handed over: not known
+	}
+	if s.cfg.Unmatched != nil && s.cfg.Unmatched(s.id, conn, data, from, local) {
 		return
 	}
 	if ln == nil {

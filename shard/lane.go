@@ -52,6 +52,10 @@ type LaneConfig struct {
 	// initiator, the response came from where the initiation went), so
 	// the lane takes the address from any other peer's lane (claim.go).
 	Proven bool
+	// Local is the address of ours the peer's handshake was sent to, which
+	// the lane's datagrams leave from (udp.Batch.Local) on a socket with
+	// per-datagram addresses; zero: the routing table picks.
+	Local netip.Addr
 	// Lens is the peer's sample of sent data lengths, shared by all its
 	// lanes, which the lane adds its data lengths to (nil: none); the
 	// router draws the peer's handshake lengths from it.
@@ -173,6 +177,22 @@ type lane struct {
 	// the shard keeps the totals because a rekey or removal drops the
 	// decoder with its counts (Shard.foldDecoder).
 	folded fec.Stats
+	// fecCarry is what the decoders of keys the lane no longer holds
+	// counted (a rekey drops them: dropKeys), so its FEC counts in show
+	// and the per-peer metrics never go down (Prometheus counters).
+	fecCarry struct{ recovered, lost uint64 }
+}
+
+// fecCounts is ln's data symbols recovered and lost for good, under every
+// key it has held.
+func (ln *lane) fecCounts() (recovered, lost uint64) {
+	recovered, lost = ln.fecCarry.recovered, ln.fecCarry.lost
+	for l := ln; l != nil; l = l.prev {
+		st := l.dec.Stats()
+		recovered += st.Recovered
+		lost += st.LostData
+	}
+	return recovered, lost
 }
 
 // sendKeys is the lane whose keys seal what ln sends: its previous keys
@@ -300,6 +320,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		ln.moves = top.moves
 		ln.steerFull = top.steerFull     // counted once per lane, not per rekey
 		ln.reportsSent = top.reportsSent // a rekey is not a fresh start
+		ln.fecCarry = top.fecCarry
 		if top.adapt != nil && ln.adapt != nil && top.cfg.Mode == cfg.Mode {
 			// Same path, same loss: a rekey keeps what the loss reports
 			// taught the adapter instead of starting over every two
@@ -321,11 +342,11 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 			// The peer never used old's keys (e.g. our response to its
 			// rekey was lost and it retried): the keys it still has are
 			// old.prev's, so keep those as prev.
-			s.foldDecoder(old)
+			s.dropKeys(ln, old)
 			old = old.prev
 		}
 		if old.prev != nil {
-			s.foldDecoder(old.prev)
+			s.dropKeys(ln, old.prev)
 		}
 		old.prev = nil
 		// The peer that holds the previous keys is the one that just

@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"net/netip"
+
 	"fmt"
 	"runtime"
 	"time"
@@ -115,6 +117,7 @@ func (s *Shard) readConn(c int) int {
 	got := 0
 	for i := range n {
 		data, from := s.rx.Bufs[i][:s.rx.Sizes[i]], s.rx.Addrs[i]
+		s.rxLocal = s.rx.Local[i]
 		seg := s.rx.Seg[i]
 		if seg <= 0 || seg >= len(data) {
 			seg = len(data)
@@ -130,6 +133,7 @@ func (s *Shard) readConn(c int) int {
 		}
 	}
 	s.stats.c[UDPIn] += uint64(got)
+	s.rxLocal = netip.Addr{}
 	return got
 }
 

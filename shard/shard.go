@@ -55,7 +55,7 @@ type Config struct {
 	// Unmatched receives datagrams that match no lane or fail its tag,
 	// on the shard's goroutine (the router's handshake path). It reports
 	// whether it took the datagram; otherwise it is counted as dropped.
-	Unmatched func(shard, conn int, data []byte, from netip.AddrPort) bool
+	Unmatched func(shard, conn int, data []byte, from netip.AddrPort, local netip.Addr) bool
 	// NoSession is told (on the shard's goroutine, at most once per
 	// second per peer) that traffic is waiting for a peer without lanes:
 	// the router starts a handshake. The packets wait in a bounded queue.
@@ -123,6 +123,7 @@ type Shard struct {
 
 	// I/O staging, allocated once.
 	rx      *udp.Batch
+	rxLocal netip.Addr       // the local address the datagram in ingress arrived at (zero: unknown)
 	tx      []*udp.Batch     // per conn
 	txPkts  [][]*ring.Packet // per conn: buffers to return after sending
 	txN     []int            // per conn: queued datagrams

@@ -12,6 +12,7 @@ type LaneStatus struct {
 	Index     int
 	Shard     int
 	Remote    netip.AddrPort
+	Local     netip.Addr // the address of ours it sends from (zero: the routing table's choice)
 	TxPackets uint64
 	TxBytes   uint64
 	RxPackets uint64
@@ -40,12 +41,12 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 				continue
 			}
 			k, r := ln.enc.Ratio()
-			st := ln.dec.Stats()
+			rec, lost := ln.fecCounts()
 			out = append(out, LaneStatus{
-				Peer: peer, Index: i, Shard: s.id, Remote: ln.cfg.Remote,
+				Peer: peer, Index: i, Shard: s.id, Remote: ln.cfg.Remote, Local: ln.cfg.Local,
 				TxPackets: ln.txPackets, TxBytes: ln.txBytes, RxPackets: ln.rxPackets, RxBytes: ln.rxBytes,
 				LastRx: ln.heard(), LastTx: ln.lastTx, K: k, R: r, Depth: ln.enc.Depth(),
-				Recovered: st.Recovered, Unrecov: st.LostData,
+				Recovered: rec, Unrecov: lost,
 				Confirmed: ln.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
 				Padded: s.cfg.Padding.Mode != PadOff && ln.padded(),
 			})

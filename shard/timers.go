@@ -56,7 +56,7 @@ func (s *Shard) tick() time.Time {
 			}
 		}
 		if ln.prev != nil && ln.confirmed && s.now.Sub(ln.installed) > prevKeep {
-			s.foldDecoder(ln.prev)
+			s.dropKeys(ln, ln.prev)
 			ln.prev = nil
 		}
 	}
@@ -119,6 +119,15 @@ func (s *Shard) foldDecoder(l *lane) {
 	s.stats.c[FECEvicted] += st.Evicted - l.folded.Evicted
 	s.stats.c[FECNotStored] += st.NotStored - l.folded.NotStored
 	l.folded = st
+}
+
+// dropKeys folds the decoder of l, keys that lane ln is letting go of,
+// into the shard's counters and its counts into ln's carry.
+func (s *Shard) dropKeys(ln, l *lane) {
+	s.foldDecoder(l)
+	st := l.dec.Stats()
+	ln.fecCarry.recovered += st.Recovered
+	ln.fecCarry.lost += st.LostData
 }
 
 // foldLane folds ln's decoder and its previous keys' (ln may be nil).

@@ -209,8 +209,12 @@ func printStatus(w io.Writer, st *router.Status) {
 			if st.Padding != "off" && !l.Padded {
 				pad = ", unpadded (the peer has not said it reads padding)"
 			}
-			fmt.Fprintf(w, "  lane %d on shard %d → %s: rx %d pkts %s, tx %d pkts %s, fec %s, last rx %s%s\n",
-				l.Index, l.Shard, l.Remote, l.RxPackets, human(l.RxBytes), l.TxPackets, human(l.TxBytes), l.FEC, ago(l.LastRx), pad)
+			via := ""
+			if l.Local != "" {
+				via = " from " + l.Local
+			}
+			fmt.Fprintf(w, "  lane %d on shard %d → %s%s: rx %d pkts %s, tx %d pkts %s, fec %s, last rx %s%s\n",
+				l.Index, l.Shard, l.Remote, via, l.RxPackets, human(l.RxBytes), l.TxPackets, human(l.TxBytes), l.FEC, ago(l.LastRx), pad)
 		}
 	}
 	fmt.Fprintln(w)

@@ -23,9 +23,10 @@ const (
 	maxGSOBytes = 65507
 )
 
-// ctrlLen holds one control message with an int: UDP_GRO's segment size
-// on receive, UDP_SEGMENT's uint16 on send.
-var ctrlLen = unix.CmsgSpace(4)
+// ctrlLen holds a message's control messages: UDP_GRO's segment size (an
+// int) on receive, UDP_SEGMENT's uint16 on send, and a local address
+// (pktinfo_linux.go) either way.
+var ctrlLen = unix.CmsgSpace(4) + pktinfoSpace
 
 // EnableOffloads turns on UDP GSO (send) and GRO (receive) as asked, where
 // the kernel has them and none of their known defects, and reports what it
@@ -89,34 +90,6 @@ func setSegment(ctrl []byte, size int) {
 	h.Level, h.Type = unix.IPPROTO_UDP, unix.UDP_SEGMENT
 	h.SetLen(unix.CmsgLen(2))
 	binary.NativeEndian.PutUint16(ctrl[unix.CmsgLen(0):], uint16(size))
-}
-
-// groSize reads the UDP_GRO control message among the n bytes of ctrl: the
-// size of the datagrams a coalesced message carries, or 0.
-func groSize(ctrl []byte, n int) int {
-	hl := unix.CmsgLen(0)
-	for n >= hl {
-		h := (*unix.Cmsghdr)(unsafe.Pointer(&ctrl[0]))
-		l := int(h.Len)
-		if l < hl || l > n {
-			return 0
-		}
-		if h.Level == unix.IPPROTO_UDP && h.Type == unix.UDP_GRO {
-			switch l - hl {
-			case 2:
-				return int(binary.NativeEndian.Uint16(ctrl[hl:]))
-			case 4:
-				return int(binary.NativeEndian.Uint32(ctrl[hl:]))
-			}
-			return 0
-		}
-		sp := unix.CmsgSpace(l - hl)
-		if sp > n {
-			return 0
-		}
-		ctrl, n = ctrl[sp:], n-sp
-	}
-	return 0
 }
 
 // kernelRelease is uname -r's version triple (0s when unreadable).

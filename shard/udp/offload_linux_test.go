@@ -183,24 +183,31 @@ func TestKernelDefects(t *testing.T) {
 	}
 }
 
-// groSize finds UDP_GRO among control messages and ignores anything
+// parseCtrl finds UDP_GRO among control messages and ignores anything
 // malformed.
 func TestGROSizeParse(t *testing.T) {
+	seg := func(ctrl []byte, n int) int {
+		s, local := parseCtrl(ctrl, n)
+		if local.IsValid() {
+			t.Fatalf("a local address %s in a UDP_GRO message", local)
+		}
+		return s
+	}
 	buf := make([]byte, 64)
 	setSegment(buf, 1234) // a UDP_SEGMENT message: not UDP_GRO
-	if groSize(buf, unix.CmsgSpace(2)) != 0 {
+	if seg(buf, unix.CmsgSpace(2)) != 0 {
 		t.Fatal("UDP_SEGMENT read as UDP_GRO")
 	}
 	h := (*unix.Cmsghdr)(unsafe.Pointer(&buf[0]))
 	h.Type = unix.UDP_GRO
-	if got := groSize(buf, unix.CmsgSpace(2)); got != 1234 {
+	if got := seg(buf, unix.CmsgSpace(2)); got != 1234 {
 		t.Fatalf("2-byte UDP_GRO: %d", got)
 	}
 	h.SetLen(1000)
-	if groSize(buf, 64) != 0 {
+	if seg(buf, 64) != 0 {
 		t.Fatal("over-long control message accepted")
 	}
-	if groSize(buf, 3) != 0 {
+	if seg(buf, 3) != 0 {
 		t.Fatal("truncated control message accepted")
 	}
 }

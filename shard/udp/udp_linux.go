@@ -45,9 +45,12 @@ type Conn struct {
 	local netip.AddrPort
 	// gso is read and cleared by the owning shard's Send, read by
 	// status from other goroutines; gro is set before the shard runs.
-	gso    atomic.Bool
-	gro    bool
-	gsoErr atomic.Pointer[error] // why GSO went off at run time
+	gso atomic.Bool
+	gro bool
+	// pktinfo: Recv reports local addresses, Send sets them
+	// (pktinfo_linux.go); set before the shard runs.
+	pktinfo bool
+	gsoErr  atomic.Pointer[error] // why GSO went off at run time
 }
 
 // Fd is the socket for poll(2).
@@ -293,9 +296,13 @@ type Batch struct {
 	// send); Addrs the peers; Sent, after Send, which datagrams the
 	// kernel took; Seg, after Recv, the size of the datagrams a UDP GRO
 	// message carries back to back (0: the message is one datagram).
+	// Local, on a socket with EnablePktinfo, is each datagram's local
+	// address: the one it arrived at (Recv), the one to send it from
+	// (Send; the zero Addr: the routing table's choice).
 	Bufs  [][]byte
 	Sizes []int
 	Addrs []netip.AddrPort
+	Local []netip.Addr
 	Sent  []bool
 	Seg   []int
 }
@@ -311,6 +318,7 @@ func NewBatch(n int) *Batch {
 		Bufs:  make([][]byte, n),
 		Sizes: make([]int, n),
 		Addrs: make([]netip.AddrPort, n),
+		Local: make([]netip.Addr, n),
 		Sent:  make([]bool, n),
 		Seg:   make([]int, n),
 	}
@@ -331,7 +339,7 @@ func (c *Conn) Recv(b *Batch, n int) (int, error) {
 		b.iovs[i].SetLen(len(buf))
 		h := &b.msgs[i].Hdr
 		*h = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&b.names[i])), Namelen: unix.SizeofSockaddrInet6, Iov: &b.iovs[i], Iovlen: 1}
-		if c.gro {
+		if c.gro || c.pktinfo {
 			h.Control = &b.ctrl[i*ctrlLen]
 			h.SetControllen(ctrlLen)
 		}
@@ -351,9 +359,9 @@ func (c *Conn) Recv(b *Batch, n int) (int, error) {
 		for i := range got {
 			b.Sizes[i] = int(b.msgs[i].Len)
 			b.Addrs[i] = fromRaw(&b.names[i])
-			b.Seg[i] = 0
-			if c.gro {
-				b.Seg[i] = groSize(b.ctrl[i*ctrlLen:(i+1)*ctrlLen], int(b.msgs[i].Hdr.Controllen))
+			b.Seg[i], b.Local[i] = 0, netip.Addr{}
+			if c.gro || c.pktinfo {
+				b.Seg[i], b.Local[i] = parseCtrl(b.ctrl[i*ctrlLen:(i+1)*ctrlLen], int(b.msgs[i].Hdr.Controllen))
 			}
 		}
 		return got, nil
@@ -436,7 +444,7 @@ func (c *Conn) buildSend(b *Batch, start, n int, gso bool) int {
 		j := i + 1
 		if gso {
 			size, total := b.Sizes[i], b.Sizes[i]
-			for j < n && j-i < maxGSOSegments && b.Addrs[j] == b.Addrs[i] &&
+			for j < n && j-i < maxGSOSegments && b.Addrs[j] == b.Addrs[i] && b.Local[j] == b.Local[i] &&
 				b.Sizes[j] <= size && total+b.Sizes[j] <= maxGSOBytes {
 				total += b.Sizes[j]
 				j++
@@ -449,10 +457,17 @@ func (c *Conn) buildSend(b *Batch, start, n int, gso bool) int {
 		h := &b.msgs[m].Hdr
 		*h = unix.Msghdr{Name: (*byte)(unsafe.Pointer(&b.names[m])), Namelen: nl, Iov: &b.iovs[i]}
 		h.SetIovlen(j - i)
+		ctrl, cl := b.ctrl[m*ctrlLen:(m+1)*ctrlLen], 0
 		if j-i > 1 {
-			setSegment(b.ctrl[m*ctrlLen:(m+1)*ctrlLen], b.Sizes[i])
-			h.Control = &b.ctrl[m*ctrlLen]
-			h.SetControllen(unix.CmsgSpace(2))
+			setSegment(ctrl, b.Sizes[i])
+			cl = unix.CmsgSpace(2)
+		}
+		if c.pktinfo && b.Local[i].IsValid() {
+			cl += c.putPktinfo(ctrl[cl:], b.Local[i])
+		}
+		if cl > 0 {
+			h.Control = &ctrl[0]
+			h.SetControllen(cl)
 		}
 		b.first[m] = i
 		i = j
@@ -491,13 +506,18 @@ func toRaw(rs *unix.RawSockaddrInet6, ap netip.AddrPort, v6 bool) uint32 {
 // SendTo sends one datagram; for the control plane (handshakes), which may
 // call it from any goroutine: the kernel serialises sends on a socket.
 func (c *Conn) SendTo(b []byte, to netip.AddrPort) error {
-	sa, v6 := sockaddr(to)
-	if c.v6 && !v6 {
-		// An IPv6 socket sends to IPv4 as a v4-mapped address.
-		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
-	}
-	if err := unix.Sendto(c.fd, b, unix.MSG_DONTWAIT, sa); err != nil {
+	if err := unix.Sendto(c.fd, b, unix.MSG_DONTWAIT, c.sockaddrTo(to)); err != nil {
 		return os.NewSyscallError("sendto", err)
 	}
 	return nil
+}
+
+// sockaddrTo is to as this socket's family addresses it: an IPv6 socket
+// sends to IPv4 as a v4-mapped address.
+func (c *Conn) sockaddrTo(to netip.AddrPort) unix.Sockaddr {
+	sa, v6 := sockaddr(to)
+	if c.v6 && !v6 {
+		sa = &unix.SockaddrInet6{Port: int(to.Port()), Addr: to.Addr().As16()}
+	}
+	return sa
 }

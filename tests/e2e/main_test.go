@@ -41,6 +41,13 @@ func TestMain(m *testing.M) {
 // tunnel. The routers' logs are printed if the test fails.
 func newLab(t *testing.T, opts lab.Options) *lab.Lab {
 	t.Helper()
+	return newLabWith(t, opts, nil)
+}
+
+// newLabWith is newLab with before run on the lab before the routers
+// start (addresses, firewalls, configuration changes).
+func newLabWith(t *testing.T, opts lab.Options, before func(*lab.Lab) error) *lab.Lab {
+	t.Helper()
 	if err := netns.Available(); err != nil {
 		t.Skip("end-to-end test skipped: ", err)
 	}
@@ -59,6 +66,11 @@ func newLab(t *testing.T, opts lab.Options) *lab.Lab {
 		l.Close()
 		os.RemoveAll(l.Dir)
 	})
+	if before != nil {
+		if err := before(l); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, s := range []lab.Side{lab.B, lab.A} {
 		if err := l.Start(s); err != nil {
 			t.Fatal(err)
