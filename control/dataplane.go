@@ -44,9 +44,11 @@ type DataPlane interface {
 	// MoveRemote moves peer's lanes that talk to from over to to, on
 	// every shard.
 	MoveRemote(peer shard.PeerID, from, to netip.AddrPort)
-	// FollowPeer has peer's lanes on every shard but except follow the
-	// peer from one IP to another (shard.Shard.FollowPeer).
-	FollowPeer(except int, peer shard.PeerID, from, to netip.Addr)
+	// FollowPeer tells every shard but except that lane index of peer
+	// moved from one address to another: their hand-over entry for it
+	// follows (shard.Shard.FollowLane), and if the IP changed the peer's
+	// lanes there follow it too (shard.Shard.FollowPeer).
+	FollowPeer(except int, peer shard.PeerID, index int, from, to netip.AddrPort)
 	// SetRoutes installs the route table (prefix → peer).
 	SetRoutes(t *shard.Table)
 }

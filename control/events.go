@@ -26,15 +26,15 @@ func (c *Core) NoSession(_ int, id shard.PeerID) {
 	}
 }
 
-// FollowMoved: an authenticated datagram moved a lane of peer, on shard
-// sh, from one address to another. A new IP means the peer moved: its lanes
-// on the other shards follow (same ports). It takes no lock, so package
-// router calls it on the shard's goroutine, keeping moves in their order;
-// PeerMoved then updates the endpoint.
-func (c *Core) FollowMoved(sh int, peer shard.PeerID, from, to netip.AddrPort) {
-	if from.Addr() != to.Addr() {
-		c.dp.FollowPeer(sh, peer, from.Addr(), to.Addr())
-	}
+// FollowMoved: an authenticated datagram moved lane index of peer, on
+// shard sh, from one address to another. The other shards learn where the
+// lane is now (their hand-over entry for it: a NAT's new port too, so no
+// other peer's datagram can take that address there), and a new IP means
+// the peer moved: its lanes on the other shards follow (same ports). It
+// takes no lock, so package router calls it on the shard's goroutine,
+// keeping moves in their order; PeerMoved then updates the endpoint.
+func (c *Core) FollowMoved(sh int, peer shard.PeerID, index int, from, to netip.AddrPort) {
+	c.dp.FollowPeer(sh, peer, index, from, to)
 }
 
 // PeerMoved: lane index of peer moved from one address to another (see

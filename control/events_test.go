@@ -26,7 +26,7 @@ func TestPeerMovedEndpoint(t *testing.T) {
 	// The endpoint's lane moves (new IP and port): the endpoint follows,
 	// the other shards' lanes follow the IP.
 	to := netip.MustParseAddrPort("203.0.113.5:41000")
-	resp.FollowMoved(0, p.id, ini.addr, to)
+	resp.FollowMoved(0, p.id, lane, ini.addr, to)
 	resp.PeerMoved(0, p.id, lane, ini.addr, to)
 	if ep() != to || len(resp.plane.follows) != 1 || resp.plane.follows[0] != 0 {
 		t.Fatalf("endpoint %s, follows %v", ep(), resp.plane.follows)
@@ -46,7 +46,7 @@ func TestPeerMovedEndpoint(t *testing.T) {
 	// A port change of another lane (a NAT rebinding): nothing follows,
 	// the endpoint stays.
 	before, follows := ep(), len(resp.plane.follows)
-	resp.FollowMoved(0, p.id, netip.AddrPortFrom(to2.Addr(), 40001), netip.AddrPortFrom(to2.Addr(), 40002))
+	resp.FollowMoved(0, p.id, lane+1, netip.AddrPortFrom(to2.Addr(), 40001), netip.AddrPortFrom(to2.Addr(), 40002))
 	resp.PeerMoved(0, p.id, lane+1, netip.AddrPortFrom(to2.Addr(), 40001), netip.AddrPortFrom(to2.Addr(), 40002))
 	if ep() != before || len(resp.plane.follows) != follows {
 		t.Fatalf("port change moved the endpoint to %s or lanes (%d follows)", ep(), len(resp.plane.follows)-follows)

@@ -47,7 +47,7 @@ type fakePlane struct {
 	owners    map[laneAt]map[int]int // shard → owner it was told
 	moved     []laneAt               // MoveLane calls
 	remotes   [][2]netip.AddrPort    // MoveRemote calls
-	follows   []int                  // FollowPeer: the shard left out
+	follows   []int                  // FollowPeer with a new IP: the shard left out
 	table     *shard.Table
 }
 
@@ -130,10 +130,12 @@ func (f *fakePlane) MoveRemote(_ shard.PeerID, from, to netip.AddrPort) {
 	f.remotes = append(f.remotes, [2]netip.AddrPort{from, to})
 }
 
-func (f *fakePlane) FollowPeer(except int, _ shard.PeerID, _, _ netip.Addr) {
+func (f *fakePlane) FollowPeer(except int, _ shard.PeerID, _ int, from, to netip.AddrPort) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.follows = append(f.follows, except)
+	if from.Addr() != to.Addr() {
+		f.follows = append(f.follows, except)
+	}
 }
 
 func (f *fakePlane) SetRoutes(t *shard.Table) {

@@ -67,6 +67,7 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 			FEC: encCfg, Mode: mode, HoldTx: !initiator, RTT: p.rtt,
 			Keepalive: p.cfg.PersistentKeepalive, Lens: p.lens,
 			Proven: proven.IsValid() && remote == proven, Local: local,
+			Asked: !initiator && i == fromLane,
 		}
 		if i < len(offered) && offered[i] != remote.Port() {
 			lc.Offered = netip.AddrPortFrom(remoteIP, offered[i])

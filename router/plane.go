@@ -77,10 +77,15 @@ func (d plane) MoveRemote(peer shard.PeerID, from, to netip.AddrPort) {
 	d.each(func(s *shard.Shard) { s.MoveRemote(peer, from, to) })
 }
 
-func (d plane) FollowPeer(except int, peer shard.PeerID, from, to netip.Addr) {
+func (d plane) FollowPeer(except int, peer shard.PeerID, index int, from, to netip.AddrPort) {
 	for i, s := range d.r.shards {
 		if i != except {
-			s.Do(func(x *shard.Shard) { x.FollowPeer(peer, from, to) })
+			s.Do(func(x *shard.Shard) {
+				x.FollowLane(peer, index, to)
+				if from.Addr() != to.Addr() {
+					x.FollowPeer(peer, from.Addr(), to.Addr())
+				}
+			})
 		}
 	}
 }

@@ -208,7 +208,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 			// These take the core's lock: on a goroutine of their
 			// own, so a shard never waits for it.
 			Moved: func(sh int, p shard.PeerID, i int, from, to netip.AddrPort) {
-				c.FollowMoved(sh, p, from, to) // in order, no lock
+				c.FollowMoved(sh, p, i, from, to) // in order, no lock
 				go c.PeerMoved(sh, p, i, from, to)
 			},
 			Silent:    func(sh int, p shard.PeerID, oldFraming bool) { go c.PeerSilent(sh, p, oldFraming) },

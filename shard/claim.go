@@ -36,7 +36,8 @@ const (
 	// handshakeProof: a completed handshake from the address. As
 	// initiator, the response came from the address the initiation was
 	// sent to (LaneConfig.Proven); as responder, the first datagram under
-	// the new keys came from the address the lane was installed at.
+	// the new keys came from the address the initiation came from and the
+	// response went to (LaneConfig.Asked).
 	handshakeProof
 )
 

@@ -52,6 +52,12 @@ type LaneConfig struct {
 	// initiator, the response came from where the initiation went), so
 	// the lane takes the address from any other peer's lane (claim.go).
 	Proven bool
+	// Asked: Remote is where the initiation of this (responder's) session
+	// came from, and so where the response went: the first datagram
+	// under the new keys from Remote completes the handshake there
+	// (claim.go). The session's other lanes' remotes are offered ports
+	// our response never reached.
+	Asked bool
 	// Local is the address of ours the peer's handshake was sent to, which
 	// the lane's datagrams leave from (udp.Batch.Local) on a socket with
 	// per-datagram addresses; zero: the routing table picks.
@@ -303,6 +309,9 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		// send to a port the NAT does not map.
 		cfg.Remote = top.cfg.Remote
 		ln.cfg.Remote = cfg.Remote
+		// The handshake proved nothing about that address.
+		cfg.Proven, cfg.Asked = false, false
+		ln.cfg.Proven, ln.cfg.Asked = false, false
 		// The router steered the offered address before the response
 		// (router/plane.go); the lane stays at the proven one.
 		if s.cfg.Steer != nil && s.lanes[ln.offered] == nil {

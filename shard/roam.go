@@ -64,12 +64,16 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 		if s.authed != before {
 			if s.lanes[from] != ln {
 				p := datagramProof
-				if confirming && keys == ln && from == ln.cfg.Remote {
+				if confirming && keys == ln && ln.cfg.Asked && from == ln.cfg.Remote {
 					// The first datagram under a responder's new keys,
 					// from where the handshake came: it completes it.
 					p = handshakeProof
 				}
-				s.moveLane(ln, from, p)
+				var local netip.Addr
+				if via == s.id {
+					local = s.rxLocal // handed over: not known
+				}
+				s.moveLane(ln, from, local, p)
 			}
 			if via != s.id {
 				s.misplaced(ln, via)
@@ -84,14 +88,21 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 // proof p may take it (claim.go); a lane of another peer that held it is
 // reached by trial until it completes a handshake. A refused move is
 // counted (lane_move_refused) and changes nothing: the datagram was
-// delivered, and ln keeps its address.
-func (s *Shard) moveLane(ln *lane, to netip.AddrPort, p proof) {
+// delivered, and ln keeps its address. local is the address of ours the
+// datagram was sent to (zero: unknown): the lane answers from it now.
+func (s *Shard) moveLane(ln *lane, to netip.AddrPort, local netip.Addr, p proof) {
 	if !s.mayClaim(to, ln, p) {
 		s.count(LaneMoveRefused)
 		return
 	}
 	s.unbindLane(ln)
 	s.claim(to, ln, p)
+	if local.IsValid() {
+		ln.cfg.Local = local
+		if ln.prev != nil {
+			ln.prev.cfg.Local = local
+		}
+	}
 	from := ln.cfg.Remote
 	if from == to {
 		return
@@ -149,6 +160,22 @@ func (s *Shard) FollowPeer(peer PeerID, from, to netip.Addr) {
 	})
 }
 
+// FollowLane records that lane index of peer, owned by another shard, is
+// now at to (it moved there on an authenticated datagram, Config.Moved):
+// its hand-over entry follows, at most one per lane (setForeign), so this
+// shard hands the lane's datagrams on and never lets another peer's
+// datagram claim the address (claim.go). Call it through Do.
+func (s *Shard) FollowLane(peer PeerID, index int, to netip.AddrPort) {
+	pl := s.peers[peer]
+	if pl == nil || index < 0 || index >= len(pl.owners) || pl.owners[index] == s.id {
+		return
+	}
+	if _, bound := s.lanes[to]; bound {
+		return // a lane of this shard is there: it keeps the address
+	}
+	s.setForeign(pl, peer, index, pl.owners[index], to)
+}
+
 // MoveRemote moves peer's lanes on this shard that talk to from over to to
 // (the operator changed the peer's Endpoint). Call it through Do.
 func (s *Shard) MoveRemote(peer PeerID, from, to netip.AddrPort) {
@@ -175,6 +202,9 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 		if follow && s.now.Sub(ln.heard()) < followQuiet {
 			ln.followTo, ln.followAt = next, s.now
 			continue
+		}
+		if !s.mayClaim(next, ln, unproven) {
+			continue // another peer's address: the lane stays where it is
 		}
 		s.unbindLane(ln)
 		s.claim(next, ln, unproven)
@@ -207,6 +237,9 @@ func (s *Shard) followPending(ln *lane) {
 	}
 	next := ln.followTo
 	ln.followTo = netip.AddrPort{}
+	if !s.mayClaim(next, ln, unproven) {
+		return // another peer's address: the lane stays where it is
+	}
 	s.unbindLane(ln)
 	s.claim(next, ln, unproven)
 	s.setRemote(ln, next, true)

@@ -259,9 +259,18 @@ func TestAddressHasOneOwner(t *testing.T) {
 	fromX("X after C fell silent")
 	owner("after C's silence", 3)
 
-	// C handshakes again from the address (hub responds: HoldTx) and its
-	// first datagram under the new keys, found by trial, wins it back.
+	// A session's lane whose remote is only an offered port (not where
+	// the initiation came from, so not where our response went) proves
+	// nothing by its first datagram: X keeps the address.
 	pairLaneAs(t, c, hub, 1, 9, shared, addrB, func(lc *LaneConfig) { lc.HoldTx = true })
+	owner("after C's initiation alone", 3)
+	fromC("C's first datagram on a lane it was not asked on", 1)
+	owner("after a first datagram on an offered port", 3)
+
+	// C handshakes again from the address (hub responds: HoldTx; the
+	// initiation came from there: Asked) and its first datagram under the
+	// new keys, found by trial, wins it back.
+	pairLaneAs(t, c, hub, 1, 9, shared, addrB, func(lc *LaneConfig) { lc.HoldTx, lc.Asked = true, true })
 	owner("after C's initiation alone", 3)
 	fromC("C's first datagram after its handshake", 1)
 	owner("after C's completed handshake", 1)
@@ -322,6 +331,26 @@ func TestAddressOwnerOnAnotherShard(t *testing.T) {
 	}
 	if st := s1.LaneStatuses(); st[0].Remote != xHome {
 		t.Fatalf("X's lane moved to %s", st[0].Remote)
+	}
+
+	// C's lane moves (a NAT gave it a new port): shard 1 learns it
+	// (FollowLane, as the router relays Config.Moved) and the new
+	// address is C's there too.
+	rebound := netip.AddrPortFrom(shared.Addr(), shared.Port()+1)
+	feed(hub.shards[0], rebound, sendOne(t, c, 0, "10.1.0.5", "10.9.0.1", 1).data)
+	if st := hub.shards[0].LaneStatuses(); st[0].Remote != rebound {
+		t.Fatalf("C's lane at %s after its NAT rebinding, want %s", st[0].Remote, rebound)
+	}
+	s1.FollowLane(1, 0, rebound)
+	if f, ok := s1.foreign[rebound]; !ok || f.peer != 1 {
+		t.Fatalf("shard 1 has no hand-over entry for C's new address")
+	}
+	if _, ok := s1.foreign[shared]; ok {
+		t.Fatalf("shard 1 kept C's old hand-over entry")
+	}
+	s1.ingressVia(-1, 0, sendOne(t, x, 0, "10.3.0.5", "10.9.0.1", 2).data, rebound)
+	if s1.lanes[rebound] != nil || s1.LaneStatuses()[0].Remote != xHome {
+		t.Fatalf("X took C's new address on shard 1")
 	}
 }
 

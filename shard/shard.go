@@ -190,7 +190,9 @@ func New(cfg Config) (*Shard, error) {
 	// Receive buffers are the shard's own, not the pool's: ingress works
 	// on them in place and copies only what it hands to another shard.
 	// With UDP GRO a message carries up to 64 KB of datagrams.
-	rxSize := BufSize
+	// One byte more than any router's datagram, so a longer one shows as
+	// longer (and is refused, ingress.go) instead of truncated.
+	rxSize := BufSize + 1
 	for _, c := range cfg.Conns {
 		if c.GRO() {
 			rxSize = offload.MaxPacket

@@ -65,9 +65,10 @@ func (c *Conn) putPktinfo(ctrl []byte, src netip.Addr) int {
 }
 
 // SendFrom sends one datagram to to from the local address from (the zero
-// Addr: as SendTo); for handshakes, from any goroutine.
+// Addr, or one of the other family: as SendTo); for handshakes, from any
+// goroutine.
 func (c *Conn) SendFrom(b []byte, to netip.AddrPort, from netip.Addr) error {
-	if !c.pktinfo || !from.IsValid() {
+	if !c.pktinfo || !from.IsValid() || from.Unmap().Is4() != to.Addr().Unmap().Is4() {
 		return c.SendTo(b, to)
 	}
 	var ctrl [64]byte
@@ -99,8 +100,11 @@ func parseCtrl(ctrl []byte, n int) (seg int, local netip.Addr) {
 				seg = int(binary.NativeEndian.Uint32(body))
 			}
 		case h.Level == unix.IPPROTO_IP && h.Type == unix.IP_PKTINFO && len(body) >= unix.SizeofInet4Pktinfo:
+			// Spec_dst, the local address the kernel routed the
+			// datagram to (for unicast the header's destination), is
+			// what a reply goes out from.
 			pi := (*unix.Inet4Pktinfo)(unsafe.Pointer(&body[0]))
-			local = netip.AddrFrom4(pi.Addr)
+			local = netip.AddrFrom4(pi.Spec_dst)
 		case h.Level == unix.IPPROTO_IPV6 && h.Type == unix.IPV6_PKTINFO && len(body) >= unix.SizeofInet6Pktinfo:
 			pi := (*unix.Inet6Pktinfo)(unsafe.Pointer(&body[0]))
 			local = netip.AddrFrom16(pi.Addr).Unmap()

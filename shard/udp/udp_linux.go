@@ -462,7 +462,10 @@ func (c *Conn) buildSend(b *Batch, start, n int, gso bool) int {
 			setSegment(ctrl, b.Sizes[i])
 			cl = unix.CmsgSpace(2)
 		}
-		if c.pktinfo && b.Local[i].IsValid() {
+		if c.pktinfo && b.Local[i].IsValid() && b.Local[i].Unmap().Is4() == b.Addrs[i].Addr().Unmap().Is4() {
+			// (A lane that moved to the other family since keeps
+			// the routing table's choice: the kernel refuses a
+			// source of the wrong family.)
 			cl += c.putPktinfo(ctrl[cl:], b.Local[i])
 		}
 		if cl > 0 {
