@@ -127,6 +127,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		return nil, err
 	}
 	nsh := len(r.cpus)
+	reserveProcs(nsh)
 
 	r.local = crypto.NewLocal(cfg.Interface.PrivateKey, true)
 	off := cfg.Interface.DisableOffload

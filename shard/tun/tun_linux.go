@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -161,31 +162,42 @@ func (q *Queue) Fd() int { return q.fd }
 func (q *Queue) VnetHdr() bool { return q.vnet }
 
 // Read reads one packet. It returns (0, nil) when the queue is empty.
+//
+// Read and Write are raw system calls: the queue is non-blocking, so they
+// never block, and a raw call skips the runtime's system call bookkeeping
+// and keeps its monitor from taking the shard's P away mid-call (see
+// udp.Conn.Recv).
 func (q *Queue) Read(b []byte) (int, error) {
+	if len(b) == 0 {
+		return 0, nil
+	}
 	for {
-		n, err := unix.Read(q.fd, b)
-		switch {
-		case err == nil:
-			return n, nil
-		case err == unix.EINTR:
+		r, _, errno := unix.RawSyscall(unix.SYS_READ, uintptr(q.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		switch errno {
+		case 0:
+			return int(r), nil
+		case unix.EINTR:
 			continue
-		case err == unix.EAGAIN:
+		case unix.EAGAIN:
 			return 0, nil
 		}
-		return 0, os.NewSyscallError("read tun", err)
+		return 0, os.NewSyscallError("read tun", errno)
 	}
 }
 
 // Write writes one packet. A full queue (EAGAIN) or a packet the kernel
 // refuses (EINVAL, e.g. not IP) is reported so the caller can count a drop.
 func (q *Queue) Write(b []byte) error {
+	if len(b) == 0 {
+		return nil
+	}
 	for {
-		_, err := unix.Write(q.fd, b)
-		if err == unix.EINTR {
+		_, _, errno := unix.RawSyscall(unix.SYS_WRITE, uintptr(q.fd), uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
+		if errno == unix.EINTR {
 			continue
 		}
-		if err != nil {
-			return os.NewSyscallError("write tun", err)
+		if errno != 0 {
+			return os.NewSyscallError("write tun", errno)
 		}
 		return nil
 	}
