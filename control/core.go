@@ -155,6 +155,10 @@ type peer struct {
 	// previous wire version (PeerSilent), and the WARN saying so went out;
 	// once per peer while it stays configured.
 	mismatchWarned bool
+	// failing: our initiations to the peer went unanswered
+	// failWarnAttempts times and a WARN said so; a completed handshake
+	// clears it (and says so).
+	failing bool
 	// rtt is the last handshake's round trip as its initiator, from
 	// initiation to response (0: we answered it); the lanes' FEC aims
 	// for less residual loss on longer paths.

@@ -173,12 +173,13 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 		c.setEndpoint(p, netip.AddrPortFrom(from.Addr(), offered[0]))
 	}
 	p.endpointLane = max(k, 0)
+	logf := c.sessionLog(p)
 	c.install(p, sess, offered, from.Addr(), netip.AddrPort{}, local, sh, k, now)
 	if err := c.dp.SendHandshake(sh, conn, resp, from, local); err != nil {
 		c.log.Warn("sending handshake response", zap.Stringer("to", from), zap.Error(err))
 	}
 	c.hs.answered.Add(1)
-	c.log.Info("handshake answered", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", from), zap.Int("lanes", p.lanes))
+	logf("handshake answered", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", from), zap.Int("lanes", p.lanes))
 }
 
 // handleResponse reads a response to one of our pending initiations. Anyone
@@ -228,10 +229,11 @@ func (c *Core) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool
 	c.clearInit(p)
 	p.attempts = 0
 	c.setEndpoint(p, from)
+	logf := c.sessionLog(p)
 	c.install(p, sess, nil, from.Addr(), proven, netip.Addr{}, -1, -1, now)
 	p.endpointLane = 0
 	c.hs.completed.Add(1)
-	c.log.Info("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))
+	logf("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))
 	return true
 }
 

@@ -85,6 +85,10 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 	}
 	// Shards beyond the lane count still read TUN packets for the peer:
 	// they learn the owners too (done above for every j).
+	if p.failing {
+		p.failing = false
+		c.log.Info("handshakes with peer work again", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", p.endpoint))
+	}
 	p.sess, p.sessAt, p.lanes, p.remoteIP, p.initiator = sess, now, lanes, remoteIP, initiator
 	// Rekeys come at no fixed period either: up to a tenth later.
 	p.rekeyJitter = time.Duration(c.rnd.IntN(int(c.rekeyAfter/rekeyJitterDiv) + 1))
@@ -155,6 +159,11 @@ func (c *Core) initiate(p *peer, now time.Time) {
 	c.pendMu.Unlock()
 	c.npending.Store(int32(len(c.pending)))
 	p.attempts++
+	if p.attempts == failWarnAttempts+1 && !p.failing {
+		p.failing = true
+		c.log.Warn("handshakes with peer keep failing: no response to initiations for 15 s; check that it runs, that its Endpoint is right and that UDP to it passes",
+			zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", p.endpoint), zap.Int("attempts", p.attempts-1))
+	}
 	// Backoff with jitter: 1, 2, 4, 8 s … capped at 15 s, ±10%.
 	back := min(retryFirst<<min(p.attempts-1, 4), retryMax)
 	back += time.Duration(c.rnd.IntN(int(2*back/retryJitterDiv)+1)) - back/retryJitterDiv
@@ -166,4 +175,15 @@ func (c *Core) initiate(p *peer, now time.Time) {
 		c.log.Debug("sending initiation", zap.Stringer("to", p.endpoint), zap.Error(err))
 	}
 	c.hs.initiated.Add(1)
+}
+
+// sessionLog is the level a completed handshake of p is logged at: INFO
+// for a new session, DEBUG for a rekey of a working one (every two
+// minutes per peer: 720 lines a day each at INFO). Call it before install.
+// Caller holds c.mu.
+func (c *Core) sessionLog(p *peer) func(string, ...zap.Field) {
+	if p.sess != nil && !p.failing {
+		return c.log.Debug
+	}
+	return c.log.Info
 }

@@ -512,3 +512,47 @@ func TestInitiatorLanesProvenOnlyFromAskedAddress(t *testing.T) {
 		}
 	}
 }
+
+// A peer that does not answer gets one WARN once failWarnAttempts
+// initiations went unanswered, however long it stays silent; its next
+// completed handshake logs one INFO that handshakes work again. A new
+// session is logged at INFO, a rekey of a working one at DEBUG only.
+func TestHandshakeFailuresLoggedOnce(t *testing.T) {
+	ini, resp := memPair(t, "198.51.100.7:40000")
+	core, logs := observer.New(zap.DebugLevel)
+	ini.Core.log = zap.New(core)
+	start := ini.clock.Now()
+	for ini.clock.Now().Sub(start) < 60*time.Second {
+		ini.kick(t)
+		ini.take() // lost on the way
+		ini.clock.Advance(TimerPeriod)
+	}
+	warns := logs.FilterMessageSnippet("keep failing")
+	if warns.Len() != 1 || warns.All()[0].Level != zap.WarnLevel {
+		t.Fatalf("%d failure warnings in 60 s of silence, want 1", warns.Len())
+	}
+	if f := warns.All()[0].ContextMap(); f["peer"] != ini.peerOf(t).cfg.PublicKey.String() || f["attempts"] != int64(failWarnAttempts) {
+		t.Fatalf("warning fields %v", f)
+	}
+	handshake(t, ini, resp)
+	if n := logs.FilterMessageSnippet("work again").Len(); n != 1 {
+		t.Fatalf("%d recovery messages, want 1", n)
+	}
+	if n := logs.FilterMessage("handshake completed").FilterLevelExact(zap.InfoLevel).Len(); n != 1 {
+		t.Fatalf("first session: %d INFO completions, want 1", n)
+	}
+	// A rekey of the working session: DEBUG.
+	ini.clock.Advance(DefaultRekeyAfter + DefaultRekeyAfter/rekeyJitterDiv + time.Second)
+	ini.Tick(ini.clock.Now())
+	resp.deliver(ini.take(), ini.addr, ConnGroup)
+	ini.deliver(resp.take(), resp.addr, ConnLane)
+	if n := logs.FilterMessage("handshake completed").Len(); n != 2 {
+		t.Fatalf("%d completions after the rekey, want 2", n)
+	}
+	if n := logs.FilterMessage("handshake completed").FilterLevelExact(zap.InfoLevel).Len(); n != 1 {
+		t.Fatalf("the rekey logged at INFO (%d INFO completions)", n)
+	}
+	if n := logs.FilterMessageSnippet("keep failing").Len() + logs.FilterMessageSnippet("work again").Len(); n != 2 {
+		t.Fatalf("%d failure/recovery messages after the rekey, want 2", n)
+	}
+}

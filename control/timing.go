@@ -28,6 +28,11 @@ const (
 	// Retry backoff: retryFirst doubling per attempt up to retryMax,
 	// ±retryJitterDiv⁻¹ of it at random.
 	retryFirst     = time.Second
+	// failWarnAttempts: the initiation that follows this many unanswered
+	// ones (about 15 s of retries) logs one WARN that the peer's
+	// handshakes keep failing; the next completed handshake logs that
+	// they work again.
+	failWarnAttempts = 4
 	retryMax       = 15 * time.Second
 	retryJitterDiv = 10
 	// rttMax: a response later than this after its initiation says
