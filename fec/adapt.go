@@ -71,8 +71,10 @@ type AdaptConfig struct {
 	// before a loss is recovered; the rule takes the cheapest K:R that
 	// meets its target and, at equal cost, the smaller K.
 	Ks []int
-	// MinR and MaxR are the floor and ceiling for R (default 1 and 16).
-	// The floor stays ≥1 so loss remains measurable on a clean path.
+	// MinR and MaxR are the floor and ceiling for R (default 1 and 24)
+	// while the path loses anything; a path clean for cleanReports
+	// reports in a row gets no parity at all (the data symbols' indices
+	// still show loss).
 	MinR, MaxR int
 	// MaxOverhead caps R/K, the parity share the rule may spend
 	// (default 0.4).
@@ -149,7 +151,18 @@ type Adapter struct {
 	// symbols (Partial), set from the first report on.
 	partial   [MaxK]uint8
 	partialOK bool
+	// clean counts the reports in a row that lost nothing; from
+	// cleanReports on the lane sends no parity.
+	clean int
 }
+
+// cleanReports is how many loss reports in a row (about a second each,
+// however little each carried) must lose nothing before a lane stops
+// sending parity: a few seconds of a clean path, so a sparse lane (pings,
+// a TCP flow's ACKs) pays nothing for protection it does not use. The
+// first report that lost anything brings back MinR at once, and the rule
+// sizes R for the loss at its next interval of MinExpected symbols.
+const cleanReports = 3
 
 // lossWindow is how many intervals (about a second each) p is taken
 // over: enough that one quiet second does not drop protection, few enough
@@ -446,6 +459,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		return a.k, a.r
 	}
 	a.pending = a.pending.Add(rep)
+	a.trackClean(rep)
 	if a.burstSkip > 0 {
 		// Runs counted at a depth no longer in force would be converted
 		// back with the wrong one.
@@ -511,9 +525,46 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	}
 	a.k, a.r, a.d = cur.k, cur.r, cur.d
 	goal := max(a.target, predict(cur))
-	partialParity(p, spacedBurst(p, a.burst, a.d), goal, a.cfg.MinR, a.r, a.partial[:a.k])
+	partialParity(p, spacedBurst(p, a.burst, a.d), goal, a.cfg.MinR, a.r, a.partial[:a.k], a.sparse())
 	a.partialOK = true
+	if a.clean >= cleanReports {
+		a.parityOff()
+	}
 	return a.k, a.r
+}
+
+// trackClean counts rep into the run of clean reports: after cleanReports
+// of them parity goes off; a report that lost anything ends the run and,
+// if parity was off, brings back MinR (and MinR for early-closing groups)
+// before the rule has an interval to act on.
+func (a *Adapter) trackClean(rep LossReport) {
+	switch {
+	case rep.Expected > rep.Received:
+		a.clean = 0
+		if a.r < a.cfg.MinR {
+			a.r = a.cfg.MinR
+			for i := range a.partial {
+				a.partial[i] = uint8(a.cfg.MinR)
+			}
+		}
+	case rep.Expected > 0:
+		if a.clean++; a.clean >= cleanReports {
+			a.parityOff()
+		}
+	}
+}
+
+// sparse reports whether the lane's groups close early with a packet or
+// two (fewer than two data symbols per flush timeout, or a rate not yet
+// known): a ping lane, an ACK stream.
+func (a *Adapter) sparse() bool { return a.fill < 2 }
+
+// parityOff stops parity: a clean path (and with no parity, nothing to
+// interleave).
+func (a *Adapter) parityOff() {
+	a.r, a.d = 0, 1
+	clear(a.partial[:])
+	a.partialOK = true
 }
 
 // minBurstSample is the fewest lost symbols a mean burst length is taken
@@ -674,14 +725,21 @@ func (g *gilbert) sum() {
 // partialParity sets out[n], for 1 ≤ n < len(out), to the least r in
 // [minR, maxR] whose group of n data symbols is predicted to lose at most
 // goal of its inner packets at wire loss p in bursts of mean length burst,
-// or maxR if none is. One walk of the chain serves every n and r.
-func partialParity(p, burst, goal float64, minR, maxR int, out []uint8) {
+// or maxR if none is. With sparse (the lane's groups close early with a
+// packet or two: a ping, a lone ACK) never more than n unless minR asks
+// for more: at most one parity per data symbol, never more protection
+// bytes than data. A busy lane's early groups (the end of a burst) keep
+// what their loss needs. One walk of the chain serves every n and r.
+func partialParity(p, burst, goal float64, minR, maxR int, out []uint8, sparse bool) {
 	fill := maxR
 	if p <= 0 {
 		fill = minR
 	}
 	for n := range out {
 		out[n] = uint8(fill)
+		if sparse {
+			out[n] = uint8(min(fill, max(n, minR)))
+		}
 	}
 	if len(out) < 2 || p <= 0 || p >= 1 || minR >= maxR {
 		return
@@ -692,7 +750,7 @@ func partialParity(p, burst, goal float64, minR, maxR int, out []uint8) {
 	for i := 1; ; i++ {
 		for r := minR; r <= maxR; r++ {
 			// For one n, r grows with i: the first r found is the least.
-			if n := i - r; n >= 1 && n < len(out) && !found[n] && g.tail[r+1]/float64(i) <= goal {
+			if n := i - r; n >= 1 && n < len(out) && !found[n] && (sparse && r >= n || g.tail[r+1]/float64(i) <= goal) {
 				out[n], found[n] = uint8(r), true
 			}
 		}

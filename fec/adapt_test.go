@@ -110,7 +110,8 @@ func TestAdapterRule(t *testing.T) {
 		t.Fatalf("50%% loss: %d:%d, want the cheapest 64:1", k, r)
 	}
 	a.Observe(rep(0.2))
-	// Loss gone: the parity share only falls, down to the floor.
+	// Loss gone: the parity share only falls, down to none once
+	// cleanReports reports in a row lost nothing.
 	prevK, prevR := a.Ratio()
 	for range 20 {
 		k, r := a.Observe(rep(0))
@@ -119,8 +120,8 @@ func TestAdapterRule(t *testing.T) {
 		}
 		prevK, prevR = k, r
 	}
-	if prevK != 64 || prevR != 1 {
-		t.Fatalf("%d:%d after a long clean stretch, want 64:1", prevK, prevR)
+	if prevR != 0 {
+		t.Fatalf("%d:%d after a long clean stretch, want no parity", prevK, prevR)
 	}
 	// A long path: the target falls to what TCP needs there, and the
 	// ratio chosen at 1% loss meets it.
@@ -415,10 +416,10 @@ func TestAdapterPartial(t *testing.T) {
 		cheaper := 0
 		for n := 1; n < k; n++ {
 			rn := int(tbl[n])
-			if rn < 1 || rn > r {
-				t.Fatalf("burst %g: %d data symbols get %d parity, want 1..%d", burst, n, rn, r)
+			if rn < 1 || rn > min(r, n) {
+				t.Fatalf("burst %g: %d data symbols get %d parity, want 1..%d (at most one per data symbol)", burst, n, rn, min(r, n))
 			}
-			if rn < r && ResidualLossBurst(n, rn, p, b) > goal {
+			if rn < min(r, n) && ResidualLossBurst(n, rn, p, b) > goal {
 				t.Errorf("burst %g: %d:%d predicts %.2g, over the goal %.2g", burst, n, rn, ResidualLossBurst(n, rn, p, b), goal)
 			}
 			if rn > 1 && ResidualLossBurst(n, rn-1, p, b) <= goal {
@@ -600,5 +601,118 @@ func TestAdapterSmallGroupsAndBlockBudget(t *testing.T) {
 				t.Errorf("fill %g, runs %d: %d:%d x%d holds %d symbols per block, over %d", fill, runs, k, r, a.Depth(), n, blockBudget)
 			}
 		}
+	}
+}
+
+// A lane whose reports lose nothing for cleanReports in a row sends no
+// parity, however little each report carried (a ping or ACK lane); the
+// first report that loses anything brings MinR back at once, and the next
+// full interval sizes R for the loss it shows.
+func TestAdapterParityOffWhenClean(t *testing.T) {
+	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, r := a.Ratio(); r == 0 {
+		t.Fatal("a new lane starts without parity: its first loss is unprotected")
+	}
+	for i := range cleanReports {
+		if _, r := a.Observe(LossReport{Expected: 4, Received: 4}); (r == 0) != (i == cleanReports-1) {
+			t.Fatalf("after %d clean sparse reports: R %d", i+1, r)
+		}
+	}
+	for n, p := range a.Partial() {
+		if p != 0 {
+			t.Fatalf("clean: %d parity for an early group of %d", p, n)
+		}
+	}
+	if _, r := a.Observe(LossReport{}); r != 0 {
+		t.Fatalf("an empty report (nothing sent) brought parity back: R %d", r)
+	}
+	// Loss on a sparse lane: one of five lost.
+	if _, r := a.Observe(LossReport{Expected: 5, Received: 4, Runs: 1}); r != DefaultAdaptConfig.MinR {
+		t.Fatalf("first loss after a clean run: R %d, want MinR %d at once", r, DefaultAdaptConfig.MinR)
+	}
+	if p := a.Partial(); len(p) < 2 || p[1] != uint8(DefaultAdaptConfig.MinR) {
+		t.Fatalf("first loss after a clean run: early groups get %v", p)
+	}
+	// Then a full interval at 5% random loss: the rule's choice.
+	k, r := a.Observe(LossReport{Expected: 4000, Received: 3800, Runs: 190})
+	if got := ResidualLoss(k, r, 0.05); got > a.Target() {
+		t.Fatalf("after a 5%% interval: %d:%d predicts %.2g, target %.2g", k, r, got, a.Target())
+	}
+}
+
+// On a sparse lane an early-closing group of n data symbols gets at most n
+// parity (one per data symbol) whatever the loss, unless MinR asks for
+// more.
+func TestPartialParityAtMostOnePerSymbol(t *testing.T) {
+	for _, p := range []float64{0, 0.01, 0.05, 0.2, 0.5} {
+		for _, minR := range []int{1, 2} {
+			out := make([]uint8, MaxK)
+			partialParity(p, 1, 1e-7, minR, 16, out, true)
+			for n := 1; n < len(out); n++ {
+				if int(out[n]) > max(n, minR) || int(out[n]) < minR {
+					t.Fatalf("p %.2f minR %d: %d parity for %d data symbols", p, minR, out[n], n)
+				}
+			}
+		}
+	}
+	// A busy lane's early groups (a burst's tail) keep what the loss needs.
+	out := make([]uint8, MaxK)
+	partialParity(0.2, 1, 1e-7, 1, 16, out, false)
+	if out[1] <= 1 {
+		t.Fatalf("busy lane at 20%% loss: %d parity for a group of 1", out[1])
+	}
+}
+
+// A group that never arrives at all (a single-packet group, as a ping or a
+// lane without parity sends, lost whole) counts as one lost data symbol
+// once it leaves the window, also when the window jumps past it; groups
+// before the first one seen do not count.
+func TestDecoderCountsUnseenGroups(t *testing.T) {
+	d := NewDecoder(DecoderConfig{MaxGroups: 8, MaxAhead: 32})
+	ok := func([]byte) bool { return true }
+	push := func(g uint32) {
+		d.Push(Meta{Kind: KindData, Group: g, Index: 0, K: 16, R: 0}, []byte{byte(g), 1, 2, 3}, t0, ok)
+	}
+	for _, g := range []uint32{1000, 1001, 1003, 1004, 1006} { // 1002 and 1005 lost
+		push(g)
+	}
+	for g := uint32(1007); g < 1030; g++ {
+		push(g)
+	}
+	rep := d.TakeLossReport()
+	if lost := rep.Expected - rep.Received; lost != 2 || rep.Runs != 0 || rep.Unrecovered != 2 {
+		t.Fatalf("report %+v: want 2 lost, 2 unrecovered, no runs (their bursts are unknown)", rep)
+	}
+	// A jump well past the window (1030..1049 lost): the groups it
+	// skipped never had a slot.
+	for g := uint32(1050); g <= 1060; g++ {
+		push(g)
+	}
+	rep = d.TakeLossReport()
+	if lost := rep.Expected - rep.Received; lost != 20 {
+		t.Fatalf("after a jump over 20 groups: report %+v, %d lost, want 20", rep, lost)
+	}
+}
+
+// A group skipped inside the window counts as lost at its GroupTTL, while
+// the window has not moved past it (a sparse lane's next packet may be
+// seconds away); one that arrives within the TTL (reordered) does not.
+func TestDecoderCountsSkippedGroupAtTTL(t *testing.T) {
+	d := NewDecoder(DecoderConfig{MaxGroups: 64})
+	ok := func([]byte) bool { return true }
+	push := func(g uint32, at time.Time) {
+		d.Push(Meta{Kind: KindData, Group: g, Index: 0, K: 16, R: 0}, []byte{byte(g), 1, 2, 3}, at, ok)
+	}
+	push(2000, t0)
+	push(2002, t0) // 2001 skipped
+	push(2004, t0) // 2003 skipped
+	push(2003, t0.Add(10*time.Millisecond)) // reordered, in time
+	d.Tick(t0.Add(DefaultGroupTTL + time.Millisecond))
+	rep := d.TakeLossReport()
+	if lost := rep.Expected - rep.Received; lost != 1 {
+		t.Fatalf("report %+v: want exactly group 2001 lost", rep)
 	}
 }

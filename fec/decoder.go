@@ -70,6 +70,9 @@ const (
 	stateDone              // all data delivered; only dedup bookkeeping left
 	stateCorrupt           // inconsistent; pass-through only
 	stateClosed            // expired or evicted with data missing
+	// stateMissing: a group the window moved past without a symbol of it
+	// (start is when): counted lost at its GroupTTL unless one arrives.
+	stateMissing
 )
 
 // slot is one group in the window. It is fixed-size: the per-group variable
@@ -102,6 +105,10 @@ type Decoder struct {
 	slots   []slot
 	head    uint32
 	started bool
+	// first is the first group of the current run (start, or the last
+	// resynchronisation): groups after it that never arrived are counted
+	// lost (slotFor), those before it are not ours to count.
+	first uint32
 	// nextExpiry is when the oldest group not yet accounted for expires
 	// (zero: none), so Tick has nothing to scan before then. A group
 	// finishing early leaves it early, which only costs one scan.
@@ -243,7 +250,7 @@ func (d *Decoder) validMeta(m Meta, n int) bool {
 // needed. It returns nil (and counts why) for symbols outside the window.
 func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 	if !d.started {
-		d.started, d.head = true, g
+		d.started, d.head, d.first = true, g, g
 	}
 	// Serial-number arithmetic: ids wrap, so g is ahead of head when the
 	// signed 32-bit difference is positive and behind when negative.
@@ -269,20 +276,47 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 		for i := range d.slots {
 			d.retire(&d.slots[i])
 		}
-		d.head = g
+		d.head, d.first = g, g
 	case ahead > 0:
 		// Slide: every slot the new groups map to holds a group that now
 		// falls behind the window.
-		steps := min(ahead, int64(len(d.slots)))
+		n := int64(len(d.slots))
+		steps := min(ahead, n)
 		for i := int64(1); i <= steps; i++ {
-			d.retire(&d.slots[(d.head+uint32(i))&d.mask])
+			s := &d.slots[(d.head+uint32(i))&d.mask]
+			if leaving := d.head + uint32(i) - uint32(n); s.start.IsZero() || s.group != leaving {
+				d.unseen(leaving)
+			}
+			d.retire(s)
+		}
+		for id := d.head + 1; int32(g-uint32(n)-id) >= 0; id++ {
+			d.unseen(id) // jumped over without ever having a slot
+		}
+		// The groups between the old head and g that keep a slot: a
+		// symbol of each may still arrive (reordering) within GroupTTL;
+		// Tick counts those that do not.
+		first := d.head + 1
+		if ahead > n {
+			first = g - uint32(n) + 1
+		}
+		for id := first; id != g; id++ {
+			s := &d.slots[id&d.mask]
+			*s = slot{group: id, state: stateMissing, start: now}
+			for i := range s.bufs {
+				s.bufs[i] = -1
+			}
+			if exp := now.Add(d.cfg.GroupTTL); d.nextExpiry.IsZero() || exp.Before(d.nextExpiry) {
+				d.nextExpiry = exp
+			}
 		}
 		d.head = g
 	}
 	d.lastSeen = now
 	s := &d.slots[g&d.mask]
-	if s.state == stateFree || s.group != g {
-		d.retire(s)
+	if s.state == stateFree || s.state == stateMissing || s.group != g {
+		if s.state != stateMissing || s.group != g {
+			d.retire(s) // (a missing group that arrives is not lost)
+		}
 		*s = slot{group: g, state: stateOpen, start: now}
 		for i := range s.bufs {
 			s.bufs[i] = -1
@@ -582,6 +616,13 @@ func (d *Decoder) freeBufs(s *slot) {
 // close gives up on recovering s (expired or evicted) but keeps its
 // bitmaps, so a late original is still delivered once and never twice.
 func (d *Decoder) close(s *slot) {
+	if s.state == stateMissing {
+		if !s.accounted {
+			s.accounted = true
+			d.unseen(s.group)
+		}
+		return
+	}
 	if s.state == stateOpen {
 		s.state = stateClosed
 	}
@@ -596,6 +637,23 @@ func (d *Decoder) retire(s *slot) {
 	}
 	d.close(s)
 	s.state = stateFree
+}
+
+// unseen counts group id, which never arrived, as lost: at least one data
+// symbol (a group gets its id with its first). Without it a lane whose
+// groups are single packets (pings, a sparse flow, a lane without parity)
+// would report no loss however much it lost. It adds no run: how long
+// the burst that took a whole group was is unknown, and counting it as
+// one symbol would make bursty loss look independent. Groups before the
+// decoder's first are not counted.
+func (d *Decoder) unseen(id uint32) {
+	if int32(id-d.first) <= 0 {
+		return
+	}
+	d.stats.Unrecoverable++
+	d.stats.LostData++
+	d.loss.Expected = satAdd(d.loss.Expected, 1)
+	d.loss.Unrecovered = satAdd(d.loss.Unrecovered, 1)
 }
 
 // account adds a finished group to the loss counters, once.

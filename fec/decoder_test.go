@@ -231,11 +231,13 @@ func TestWindowBounds(t *testing.T) {
 		t.Fatalf("stored %d bytes for 2 held symbols", d.StoredBytes())
 	}
 	// Group 108 (K=4 per its parity) expires with 2 data missing: its
-	// storage returns to the free list and the loss is counted.
+	// storage returns to the free list and the loss is counted; so are
+	// groups 101..107, which never arrived (one data symbol each, at
+	// least).
 	d.Push(data(108, 1), []byte("e"), t0, count)
 	d.Push(Meta{KindParity, 108, 4, 4, 2}, []byte("pp"+"x"), t0, count)
 	d.Tick(t0.Add(100 * time.Millisecond))
-	if st := d.Stats(); st.Expired != 1 || st.Unrecoverable != 1 || st.LostData != 2 {
+	if st := d.Stats(); st.Expired != 1 || st.Unrecoverable != 1+7 || st.LostData != 2+7 {
 		t.Fatalf("expiry: %+v", st)
 	}
 	if len(d.free) != len(d.arena) {

@@ -122,7 +122,7 @@ func simRun(t testing.TB, c simConfig) simResult {
 	}
 	if c.partial {
 		var tbl [MaxK]uint8
-		partialParity(p, burst, ResidualLossBurst(k, r, p, burst), 1, r, tbl[:k])
+		partialParity(p, burst, ResidualLossBurst(k, r, p, burst), 1, r, tbl[:k], false)
 		e.SetPartialParity(tbl[:k])
 	}
 	d := NewDecoder(DecoderConfig{})
