@@ -27,14 +27,14 @@ const (
 	TimerPeriod = 250 * time.Millisecond
 	// Retry backoff: retryFirst doubling per attempt up to retryMax,
 	// ±retryJitterDiv⁻¹ of it at random.
-	retryFirst     = time.Second
+	retryFirst = time.Second
 	// failWarnAttempts: the initiation that follows this many unanswered
 	// ones (about 15 s of retries) logs one WARN that the peer's
 	// handshakes keep failing; the next completed handshake logs that
 	// they work again.
 	failWarnAttempts = 4
-	retryMax       = 15 * time.Second
-	retryJitterDiv = 10
+	retryMax         = 15 * time.Second
+	retryJitterDiv   = 10
 	// rttMax: a response later than this after its initiation says
 	// nothing about the path (it waited in a queue, or answered a retry's
 	// predecessor): the lanes get no round trip from it.

@@ -707,8 +707,8 @@ func TestDecoderCountsSkippedGroupAtTTL(t *testing.T) {
 		d.Push(Meta{Kind: KindData, Group: g, Index: 0, K: 16, R: 0}, []byte{byte(g), 1, 2, 3}, at, ok)
 	}
 	push(2000, t0)
-	push(2002, t0) // 2001 skipped
-	push(2004, t0) // 2003 skipped
+	push(2002, t0)                          // 2001 skipped
+	push(2004, t0)                          // 2003 skipped
 	push(2003, t0.Add(10*time.Millisecond)) // reordered, in time
 	d.Tick(t0.Add(DefaultGroupTTL + time.Millisecond))
 	rep := d.TakeLossReport()
