@@ -1,6 +1,8 @@
 package shard
 
 import (
+	"net/netip"
+
 	"runtime"
 
 	"github.com/yip-router/yip-router/crypto"
@@ -134,6 +136,21 @@ func (s *Shard) queue(ln *lane, p *ring.Packet, n int) {
 	}
 }
 
+// forgetLocal stops the lanes that answer from local (LaneConfig.Local)
+// doing so: the host no longer has that address (udp.Batch.LocalGone).
+// They send from the routing table's choice, as a roaming peer would see
+// after a renumbering; the peer follows their datagrams. Rare: only after
+// the host lost an address.
+func (s *Shard) forgetLocal(local netip.Addr) {
+	for _, ln := range s.owned {
+		for l := ln; l != nil; l = l.prev {
+			if l.cfg.Local == local {
+				l.cfg.Local = netip.Addr{}
+			}
+		}
+	}
+}
+
 // flushConn sends a conn's staged datagrams with one sendmmsg (or hands them
 // to the test sink) and frees their buffers.
 func (s *Shard) flushConn(c int) {
@@ -151,6 +168,9 @@ func (s *Shard) flushConn(c int) {
 		// What the kernel refused (anywhere in the batch) is left
 		// unmarked in b.Sent and counted as drop_send below.
 		_, _ = s.cfg.Conns[c].Send(b, n)
+		if b.LocalGone.IsValid() {
+			s.forgetLocal(b.LocalGone)
+		}
 	}
 	sent := 0
 	for i := range n {

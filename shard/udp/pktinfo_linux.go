@@ -73,7 +73,11 @@ func (c *Conn) SendFrom(b []byte, to netip.AddrPort, from netip.Addr) error {
 	}
 	var ctrl [64]byte
 	n := c.putPktinfo(ctrl[:], from)
-	if err := unix.Sendmsg(c.fd, b, ctrl[:n], c.sockaddrTo(to), unix.MSG_DONTWAIT); err != nil {
+	err := unix.Sendmsg(c.fd, b, ctrl[:n], c.sockaddrTo(to), unix.MSG_DONTWAIT)
+	if err == unix.EINVAL || err == unix.EADDRNOTAVAIL || err == unix.ENETUNREACH {
+		return c.SendTo(b, to) // from may not be ours any more
+	}
+	if err != nil {
 		return os.NewSyscallError("sendmsg", err)
 	}
 	return nil

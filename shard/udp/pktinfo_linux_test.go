@@ -82,3 +82,46 @@ func TestPktinfoAnswersFromAskedAddress(t *testing.T) {
 		})
 	}
 }
+
+// A local address the host no longer has (renumbered, failed over) is not
+// the end of the lane: the datagram goes from the routing table's choice,
+// and Send reports the address gone (Batch.LocalGone).
+func TestPktinfoLocalGone(t *testing.T) {
+	for _, bind := range []string{"0.0.0.0", "::"} {
+		srv, err := newSocket(netip.AddrPortFrom(netip.MustParseAddr(bind), 0), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer srv.Close()
+		if err := srv.EnablePktinfo(); err != nil {
+			t.Fatal(err)
+		}
+		cli, err := newSocket(netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), 0), false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cli.Close()
+		gone := netip.MustParseAddr("192.0.2.77") // not this host's
+		b := NewBatch(2)
+		for i := range 2 {
+			b.Bufs[i], b.Sizes[i], b.Addrs[i], b.Local[i] = []byte("two"), 3, cli.LocalAddr(), gone
+		}
+		if n, err := srv.Send(b, 2); n != 2 {
+			t.Fatalf("%s: Send with a gone local address: %d sent, %v", bind, n, err)
+		}
+		if b.LocalGone != gone {
+			t.Fatalf("%s: LocalGone %v, want %v", bind, b.LocalGone, gone)
+		}
+		for range 2 {
+			if msg, _, _ := recvOne(t, cli); msg != "two" {
+				t.Fatalf("%s: got %q", bind, msg)
+			}
+		}
+		if err := srv.SendFrom([]byte("one"), cli.LocalAddr(), gone); err != nil {
+			t.Fatalf("%s: SendFrom a gone address: %v", bind, err)
+		}
+		if msg, _, _ := recvOne(t, cli); msg != "one" {
+			t.Fatalf("%s: got %q", bind, msg)
+		}
+	}
+}

@@ -292,6 +292,7 @@ type Batch struct {
 	names []unix.RawSockaddrInet6
 	ctrl  []byte // one control buffer (ctrlLen) per message
 	first []int  // Send: the first datagram of each message
+	info  []bool // Send: the message carries a local address (pktinfo)
 	// Bufs are the caller's buffers; Sizes the lengths received (or to
 	// send); Addrs the peers; Sent, after Send, which datagrams the
 	// kernel took; Seg, after Recv, the size of the datagrams a UDP GRO
@@ -305,6 +306,11 @@ type Batch struct {
 	Local []netip.Addr
 	Sent  []bool
 	Seg   []int
+	// LocalGone, after Send, is a local address the kernel refused as a
+	// source (the host no longer has it: renumbered, failed over); the
+	// datagrams that asked for it went from the routing table's choice
+	// instead, and the caller should stop asking for it.
+	LocalGone netip.Addr
 }
 
 // NewBatch makes a batch of n messages.
@@ -315,6 +321,7 @@ func NewBatch(n int) *Batch {
 		names: make([]unix.RawSockaddrInet6, n),
 		ctrl:  make([]byte, n*ctrlLen),
 		first: make([]int, n),
+		info:  make([]bool, n),
 		Bufs:  make([][]byte, n),
 		Sizes: make([]int, n),
 		Addrs: make([]netip.AddrPort, n),
@@ -399,6 +406,8 @@ func (c *Conn) Send(b *Batch, n int) (int, error) {
 	}
 	sent := 0
 	var refused error
+	b.LocalGone = netip.Addr{}
+	retried := -1 // a message resent without its local address
 	gso := c.gso.Load()
 	failFirst, failLen, failErr := -1, 0, unix.Errno(0)
 	for start := 0; start < n; {
@@ -418,12 +427,33 @@ func (c *Conn) Send(b *Batch, n int) (int, error) {
 						sent++
 					}
 				}
+				if retried == next {
+					// Refused with its local address, taken without:
+					// the address is gone.
+					b.LocalGone = b.Local[b.first[next]]
+				}
 				next += int(r)
 				continue
 			case unix.EINTR:
 				continue
 			case unix.EAGAIN, unix.ENOBUFS:
 				return sent, refused
+			case unix.EINVAL, unix.EADDRNOTAVAIL, unix.ENETUNREACH:
+				if b.info[next] {
+					// The source asked for may not be ours any more
+					// (the kernel says EINVAL, or ENETUNREACH when no
+					// route leaves from it): try from the routing
+					// table's choice.
+					retried = next
+					b.info[next] = false
+					if h := &b.msgs[next].Hdr; int(b.msgs[next].Hdr.Iovlen) > 1 {
+						h.SetControllen(unix.CmsgSpace(2)) // the segment size, which comes first
+					} else {
+						h.Control = nil
+						h.SetControllen(0)
+					}
+					continue
+				}
 			}
 			if l := int(b.msgs[next].Hdr.Iovlen); l > 1 {
 				failFirst, failLen, failErr = b.first[next], l, errno
@@ -469,11 +499,13 @@ func (c *Conn) buildSend(b *Batch, start, n int, gso bool) int {
 			setSegment(ctrl, b.Sizes[i])
 			cl = unix.CmsgSpace(2)
 		}
+		b.info[m] = false
 		if c.pktinfo && b.Local[i].IsValid() && b.Local[i].Unmap().Is4() == b.Addrs[i].Addr().Unmap().Is4() {
 			// (A lane that moved to the other family since keeps
 			// the routing table's choice: the kernel refuses a
 			// source of the wrong family.)
 			cl += c.putPktinfo(ctrl[cl:], b.Local[i])
+			b.info[m] = true
 		}
 		if cl > 0 {
 			h.Control = &ctrl[0]
