@@ -546,6 +546,7 @@ func (a *Adapter) trackClean(rep LossReport) {
 			for i := range a.partial {
 				a.partial[i] = uint8(a.cfg.MinR)
 			}
+			a.partialOK = true
 		}
 	case rep.Expected > 0:
 		if a.clean++; a.clean >= cleanReports {
@@ -555,16 +556,15 @@ func (a *Adapter) trackClean(rep LossReport) {
 }
 
 // sparse reports whether the lane's groups close early with a packet or
-// two (fewer than two data symbols per flush timeout, or a rate not yet
-// known): a ping lane, an ACK stream.
-func (a *Adapter) sparse() bool { return a.fill < 2 }
+// two (fewer than two data symbols per flush timeout): a ping lane, an
+// ACK stream.
+func (a *Adapter) sparse() bool { return a.fill > 0 && a.fill < 2 }
 
 // parityOff stops parity: a clean path (and with no parity, nothing to
-// interleave).
+// interleave). The partial table stays: a block still open under the
+// previous R closes with it (a 0 there would mean the full R).
 func (a *Adapter) parityOff() {
 	a.r, a.d = 0, 1
-	clear(a.partial[:])
-	a.partialOK = true
 }
 
 // minBurstSample is the fewest lost symbols a mean burst length is taken

@@ -81,16 +81,19 @@ type slot struct {
 	group     uint32
 	state     slotState
 	accounted bool
-	kKnown    bool // K and R come from a parity symbol
-	k, r      uint8
-	dataK     uint8 // largest K announced by a data symbol
-	dataR     uint8
-	maxIdx    uint8  // 1 + highest data index seen
-	shardLen  uint16 // parity length once known
-	start     time.Time
-	present   [2]uint64 // distinct indices received
-	delivered uint64    // data indices handed out
-	nStored   uint8
+	// countedLost: the group was counted lost whole (stateMissing at its
+	// TTL) before a symbol of it arrived; account adds nothing more.
+	countedLost bool
+	kKnown      bool // K and R come from a parity symbol
+	k, r        uint8
+	dataK       uint8 // largest K announced by a data symbol
+	dataR       uint8
+	maxIdx      uint8  // 1 + highest data index seen
+	shardLen    uint16 // parity length once known
+	start       time.Time
+	present     [2]uint64 // distinct indices received
+	delivered   uint64    // data indices handed out
+	nStored     uint8
 	// spoiled counts reconstructions whose output failed to open: a parity
 	// symbol was changed on the path (see tryRecover).
 	spoiled uint8
@@ -299,6 +302,9 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 		if ahead > n {
 			first = g - uint32(n) + 1
 		}
+		if lo := g - uint32(n); int32(lo-d.first) > 0 {
+			d.first = lo // the ids before the window are never counted again: keep first near them, so its serial comparison never wraps
+		}
 		for id := first; id != g; id++ {
 			s := &d.slots[id&d.mask]
 			*s = slot{group: id, state: stateMissing, start: now}
@@ -314,10 +320,16 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 	d.lastSeen = now
 	s := &d.slots[g&d.mask]
 	if s.state == stateFree || s.state == stateMissing || s.group != g {
+		counted := false
 		if s.state != stateMissing || s.group != g {
-			d.retire(s) // (a missing group that arrives is not lost)
+			d.retire(s)
+		} else {
+			// A missing group that arrives after all. If Tick already
+			// counted it lost, its loss report may be out: it is not
+			// counted again (account).
+			counted = s.accounted
 		}
-		*s = slot{group: g, state: stateOpen, start: now}
+		*s = slot{group: g, state: stateOpen, start: now, countedLost: counted}
 		for i := range s.bufs {
 			s.bufs[i] = -1
 		}
@@ -662,6 +674,9 @@ func (d *Decoder) account(s *slot) {
 		return
 	}
 	s.accounted = true
+	if s.countedLost {
+		return
+	}
 	// Without parity the group's true K is unknown (a flushed group is
 	// shorter than its data symbols announce); assume it ended at the
 	// highest data index seen, so a lost parity never counts as lost data.

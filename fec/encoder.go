@@ -225,6 +225,14 @@ func (e *Encoder) Add(sym []byte, now time.Time) (Meta, error) {
 		return Meta{}, ErrSymbolLen
 	}
 	c := &e.cls[classOf(len(sym))]
+	if c.open && c.r == 0 && (e.nextR != 0 || e.nextK != c.k || !now.Before(c.start.Add(e.flush))) {
+		// A block without parity has nothing to flush, but it must not
+		// outlive the flush timeout either: a sparse lane then gives each
+		// packet its own group (the decoder counts a group lost whole, so
+		// its loss shows without parity), and parity asked for since
+		// (SetRatio) starts with the next packet, not K packets later.
+		e.closeBlock(c)
+	}
 	if !c.open {
 		e.beginBlock(c, now)
 	}
@@ -334,7 +342,8 @@ func (e *Encoder) Tick(now time.Time) bool {
 
 // Flush closes the open blocks now (e.g. the lane goes idle or rekeys) and
 // reports whether parity is waiting. With R=0 there is nothing to protect,
-// so such a block stays open and keeps numbering symbols.
+// so such a block stays open and keeps numbering symbols until its flush
+// timeout passes (Add closes it then).
 func (e *Encoder) Flush() bool {
 	for i := range e.cls {
 		if c := &e.cls[i]; c.open && c.r > 0 {
