@@ -4,6 +4,8 @@
 package config
 
 import (
+	"errors"
+
 	"fmt"
 	"net"
 	"net/netip"
@@ -257,6 +259,15 @@ func parsePort(s string) (uint16, string) {
 		return 0, fmt.Sprintf("%q is not a port (want 1..65535)", s)
 	}
 	return uint16(n), ""
+}
+
+// CheckInterfaceName checks a Linux interface name given outside a file
+// (yip-router up --name), by the rules Name follows.
+func CheckInterfaceName(s string) error {
+	if msg := checkIfName(s); msg != "" {
+		return errors.New(msg)
+	}
+	return nil
 }
 
 // checkIfName checks a Linux interface name; "" means valid.

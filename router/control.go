@@ -148,7 +148,30 @@ func QueryStatus(path string) (*Status, error) {
 	return &st, nil
 }
 
-// Sockets lists the control sockets of running routers.
-func Sockets() ([]string, error) {
-	return filepath.Glob(filepath.Join(RunDir, "*.sock"))
+// Sockets lists the control sockets of the routers running in this
+// process's network namespace (SocketPath's names), or with all, in every
+// namespace: two namespaces may each run a yip0, and `show` in one of
+// them means its own.
+func Sockets(all bool) ([]string, error) {
+	return socketsIn(RunDir, netnsID(), all)
+}
+
+// socketsIn is Sockets for the sockets in dir of namespace id (0: PID 1's).
+func socketsIn(dir string, id uint64, all bool) ([]string, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.sock"))
+	if err != nil || all {
+		return paths, err
+	}
+	suffix := ""
+	if id != 0 {
+		suffix = ":net" + strconv.FormatUint(id, 10)
+	}
+	var mine []string
+	for _, p := range paths {
+		base := strings.TrimSuffix(filepath.Base(p), ".sock")
+		if i := strings.IndexByte(base, ':'); (i < 0 && suffix == "") || (i >= 0 && base[i:] == suffix) {
+			mine = append(mine, p)
+		}
+	}
+	return mine, nil
 }

@@ -76,3 +76,39 @@ func TestSocketPathPerNetns(t *testing.T) {
 		t.Fatalf("host %s, namespace %s", host, ns)
 	}
 }
+
+// Sockets lists the routers of the caller's namespace only, unless asked
+// for all: two namespaces may each run a yip0.
+func TestSocketsOfThisNamespace(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"yip0.sock", "wg1.sock", "yip0:net4026532281.sock", "yip0:net4026532999.sock", "notes.txt"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	names := func(id uint64, all bool) string {
+		ps, err := socketsIn(dir, id, all)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b []string
+		for _, p := range ps {
+			b = append(b, filepath.Base(p))
+		}
+		return strings.Join(b, " ")
+	}
+	for _, c := range []struct {
+		id   uint64
+		all  bool
+		want string
+	}{
+		{0, false, "wg1.sock yip0.sock"},
+		{4026532281, false, "yip0:net4026532281.sock"},
+		{4026532000, false, ""},
+		{0, true, "wg1.sock yip0.sock yip0:net4026532281.sock yip0:net4026532999.sock"},
+	} {
+		if got := names(c.id, c.all); got != c.want {
+			t.Errorf("namespace %d, all %v: %q, want %q", c.id, c.all, got, c.want)
+		}
+	}
+}

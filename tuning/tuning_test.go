@@ -541,7 +541,10 @@ func TestUnit(t *testing.T) {
 	}
 	unit := string(b)
 	for _, want := range []string{
-		"ExecStart=/usr/local/bin/yip-router up -c /etc/yip-router/%i.conf",
+		"ExecStart=/usr/local/bin/yip-router up -c /etc/yip-router/%i.conf --name %i",
+		"Type=notify",
+		"NotifyAccess=main",
+		"RuntimeDirectoryPreserve=yes",
 		"ExecReload=/bin/kill -HUP $MAINPID",
 		"Restart=on-failure",
 		"AmbientCapabilities=CAP_NET_ADMIN CAP_BPF",
@@ -585,5 +588,37 @@ func TestShellcheck(t *testing.T) {
 	out, err := exec.Command(sc, "yip-tune").CombinedOutput()
 	if err != nil {
 		t.Errorf("shellcheck yip-tune: %v\n%s", err, out)
+	}
+}
+
+// systemd-analyze verify accepts the unit, as an instance (the template
+// itself is not a unit), with ExecStart pointing at an executable that
+// exists here.
+func TestUnitVerifies(t *testing.T) {
+	sa, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Skip("systemd-analyze not installed (package systemd)")
+	}
+	b, err := os.ReadFile("yip-router@.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin, err := exec.LookPath("true")
+	if err != nil {
+		t.Skip("no true(1) to stand in for the binary")
+	}
+	unit := strings.ReplaceAll(string(b), "/usr/local/bin/yip-router", bin)
+	path := filepath.Join(t.TempDir(), "yip-router@wg0.service")
+	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(sa, "verify", path).CombinedOutput()
+	if err != nil {
+		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
+	}
+	if len(out) > 0 {
+		// It exits 0 on what it ignores (an unknown Type=, a bad
+		// directive): anything it says is a finding.
+		t.Errorf("systemd-analyze verify:\n%s", out)
 	}
 }

@@ -19,6 +19,7 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	watchF := fs.Bool("watch", false, "refresh per-shard and per-lane rates until Ctrl-C, like top")
 	every := fs.Duration("interval", time.Second, "refresh interval of --watch")
 	dump := fs.Bool("dump", false, "print the versioned tab-separated dump for scripts (docs/SHOW.md); same as the dump view")
+	allNS := fs.Bool("all-namespaces", false, "list the routers of every network namespace, not only this one's")
 	// As wg spells it: `show [NAME | all] [VIEW]`, before the flags or
 	// after them.
 	name, args := showTarget(args)
@@ -71,7 +72,7 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		paths = []string{router.FindSocket(*iface)}
 	default:
 		var err error
-		paths, err = router.Sockets()
+		paths, err = router.Sockets(*allNS)
 		if err != nil || len(paths) == 0 {
 			fmt.Fprintln(stderr, "yip-router show:", errNoRouters)
 			return 1

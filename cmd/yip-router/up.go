@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap/zapcore"
 
 	"github.com/yip-router/yip-router/config"
+	"github.com/yip-router/yip-router/internal/sdnotify"
 	"github.com/yip-router/yip-router/router"
 )
 
@@ -34,6 +35,15 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 		enc = zapcore.NewJSONEncoder(ec)
 	default:
 		return nil, fmt.Errorf("--log-format %q: want console or json", format)
+	}
+	if toJournal(w) {
+		// The journal stamps each line itself.
+		ec.TimeKey = ""
+		enc = zapcore.NewConsoleEncoder(ec)
+		if format == "json" {
+			enc = zapcore.NewJSONEncoder(ec)
+		}
+		return zap.New(&priorityCore{lvl, enc, zapcore.AddSync(w)}), nil
 	}
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
 }
@@ -56,11 +66,12 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	shards := fs.String("shards", "", "auto (one per physical core of the CPU affinity mask) or N (first N CPUs of the mask); overrides the config's Shards")
 	level := fs.String("log-level", "info", "debug, info, warn or error")
 	format := fs.String("log-format", "console", "console or json")
+	name := fs.String("name", "", "interface name; overrides the config's Name (the systemd unit passes its instance name)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *conf == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: yip-router up -c FILE [--shards auto|N] [--log-level L] [--log-format console|json]")
+		fmt.Fprintln(stderr, "usage: yip-router up -c FILE [--name IFNAME] [--shards auto|N] [--log-level L] [--log-format console|json]")
 		return 2
 	}
 	log, err := newLogger(*level, *format, stderr)
@@ -69,21 +80,32 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		return 2
 	}
 	defer log.Sync()
+	// From here every error that stops the router goes through the log,
+	// in its format: a pipeline reading JSON gets JSON to the end.
+	fail := func(err error) int {
+		log.Error("yip-router up: " + err.Error())
+		return 1
+	}
 	setGCPercent()
 	opts := router.Options{Log: log}
 	if *shards != "" {
 		auto, n, err := parseShards(*shards)
 		if err != nil {
-			fmt.Fprintln(stderr, "yip-router up:", err)
+			log.Error("yip-router up: " + err.Error())
 			return 2
 		}
 		opts.ShardsSet, opts.ShardsAuto, opts.Shards = true, auto, n
 	}
 	cfg, err := config.Load(*conf)
 	if err != nil {
-		fmt.Fprintln(stderr, "yip-router up: configuration errors:")
-		fmt.Fprintln(stderr, err)
-		return 1
+		return fail(fmt.Errorf("configuration errors:\n%w", err))
+	}
+	if *name != "" {
+		if err := config.CheckInterfaceName(*name); err != nil {
+			log.Error("yip-router up: --name: " + err.Error())
+			return 2
+		}
+		cfg.Interface.Name = *name
 	}
 	warned := map[string]bool{}
 	warnExposed := func(c *config.Config) {
@@ -100,30 +122,39 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	r, err := router.New(cfg, opts)
 	if err != nil {
-		fmt.Fprintln(stderr, "yip-router up:", err)
-		return 1
+		return fail(err)
 	}
 	sock := router.SocketPath(r.Name())
 	if err := r.ServeControl(sock); err != nil {
 		r.Close()
-		fmt.Fprintln(stderr, "yip-router up:", err)
-		return 1
+		return fail(err)
 	}
 	if _, err := router.StartMetrics(r, cfg, log); err != nil {
 		r.Close()
-		fmt.Fprintln(stderr, "yip-router up:", err)
-		return 1
+		return fail(err)
 	}
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
 	r.Start()
 	log.Info("control socket", zap.String("path", sock))
+	notify := func(f func() (bool, error)) {
+		if _, err := f(); err != nil {
+			log.Warn("telling systemd", zap.Error(err))
+		}
+	}
+	// The interface, its addresses and routes, and the sockets are up:
+	// units ordered after this one (Type=notify) may start.
+	notify(sdnotify.Ready)
 	for {
 		select {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
+				notify(sdnotify.Reloading)
 				nc, err := config.Load(*conf)
+				if err == nil && *name != "" {
+					nc.Interface.Name = *name
+				}
 				var restart []string
 				if err == nil {
 					warnExposed(nc)
@@ -138,14 +169,17 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				if len(restart) > 0 {
 					log.Warn("reload: these changed settings need a restart; still running with the old values", zap.Strings("settings", restart))
 				}
+				notify(sdnotify.Ready)
 				continue
 			}
 			log.Info("shutting down", zap.Stringer("signal", sig))
+			notify(sdnotify.Stopping)
 			r.Close()
 			return 0
 		case err, ok := <-r.Errors():
 			if ok && err != nil {
 				log.Error("shard failed", zap.Error(err))
+				notify(sdnotify.Stopping)
 				r.Close()
 				return 1
 			}
@@ -153,7 +187,7 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 }
 
-var errNoRouters = errors.New("no yip-router is running here (no control socket in " + router.RunDir + ")")
+var errNoRouters = errors.New("no yip-router is running in this network namespace (no control socket of it in " + router.RunDir + "; show --all-namespaces lists every namespace's)")
 
 // gcPercent is the router's GOGC unless the environment sets one. Most of
 // its heap is buffers allocated once at start (packet pool, receive and
