@@ -52,10 +52,17 @@ func TestReloadReportsAndIsWhole(t *testing.T) {
 		t.Fatalf("a refused reload applied peers: %v", m.core.Peers())
 	}
 
+	// An MTU change and a new peer in one edit: the peer applies, the MTU
+	// is reported and stays (issue: the whole reload used to be refused).
 	mtu := *m.cfg
 	mtu.Interface.MTU = 1300
-	if _, err := m.Reload(&mtu); err == nil {
-		t.Fatal("MTU change reloaded")
+	mtu.Peers = []config.Peer{p1, {PublicKey: k2.Public()}} // no routes: this test router has no device
+	restart, err = m.Reload(&mtu)
+	if err != nil || !slices.Contains(restart, "MTU") {
+		t.Fatalf("MTU change with a new peer: restart %v, %v", restart, err)
+	}
+	if m.local.Peer(k2.Public()) == nil || m.cfg.Interface.MTU != 1400 {
+		t.Fatalf("the new peer was not added (%v) or the MTU changed to %d", m.local.Peer(k2.Public()) != nil, m.cfg.Interface.MTU)
 	}
 }
 

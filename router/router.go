@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -358,25 +357,15 @@ func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 	defer r.reloadMu.Unlock()
 	old := r.cfg.Interface
 	nw := cfg.Interface
-	var refuse []string
+	// [Interface] settings a running router cannot change: reported, kept
+	// at their old values until a restart, while the peers (and FEC) of
+	// the same edit still apply.
 	for _, c := range []struct {
 		name    string
 		changed bool
 	}{
 		{"PrivateKey", old.PrivateKey != nw.PrivateKey}, {"ListenPort", old.ListenPort != nw.ListenPort},
 		{"Name", old.Name != nw.Name}, {"MTU", old.MTU != nw.MTU}, {"Padding", old.Padding != nw.Padding},
-	} {
-		if c.changed {
-			refuse = append(refuse, c.name)
-		}
-	}
-	if len(refuse) > 0 {
-		return nil, fmt.Errorf("reload: changing [Interface] %s needs a restart", strings.Join(refuse, ", "))
-	}
-	for _, c := range []struct {
-		name    string
-		changed bool
-	}{
 		{"Address", !slices.Equal(old.Addresses, nw.Addresses)},
 		{"ListenAddress", old.ListenAddress != nw.ListenAddress},
 		{"Shards", old.ShardsAuto != nw.ShardsAuto || old.Shards != nw.Shards},
