@@ -185,10 +185,12 @@ func (p *parser) peerAt(l int) int {
 	return 0
 }
 
-// overlaps reports AllowedIPs prefixes that equal or contain another, within
-// a peer or between peers. Prefixes are either nested or disjoint, so after
-// sorting by (family, address, length) a stack of enclosing prefixes finds
-// every overlapping one in O(n log n).
+// overlaps reports AllowedIPs prefixes listed twice, within a peer or
+// between peers: which peer owns the prefix would be ambiguous. Nested
+// prefixes are fine, as in WireGuard: the longest prefix wins (a hub's
+// 10.0.0.0/8 and a site's 10.1.0.0/16), for the routes out and for the
+// source a peer's packets may have. After sorting by (family, address,
+// length), equal prefixes are neighbours.
 func (p *parser) overlaps() {
 	type entry struct {
 		pf   netip.Prefix
@@ -211,32 +213,16 @@ func (p *parser) overlaps() {
 		}
 		return a.seq - b.seq
 	})
-	var stack []entry
-	for _, e := range all {
-		for len(stack) > 0 && !stack[len(stack)-1].pf.Contains(e.pf.Addr()) {
-			stack = stack[:len(stack)-1]
+	for i := 1; i < len(all); i++ {
+		first, second := all[i-1], all[i]
+		if first.pf != second.pf {
+			continue
 		}
-		if len(stack) > 0 {
-			first, second := stack[len(stack)-1], e // first contains second
-			if first.seq > second.seq {
-				first, second = second, first
-			}
-			whose := fmt.Sprintf("peer at line %d", first.peer)
-			if first.peer == second.peer {
-				whose = "same peer"
-			}
-			var rel string
-			switch {
-			case first.pf == second.pf:
-				rel = "is also listed at"
-			case second.pf.Bits() < first.pf.Bits():
-				rel = "contains " + first.pf.String() + " from"
-			default:
-				rel = "is inside " + first.pf.String() + " from"
-			}
-			p.errorf(second.line, secPeer, "AllowedIPs", "%s %s line %d (%s); AllowedIPs must not overlap",
-				second.pf, rel, first.line, whose)
+		whose := fmt.Sprintf("peer at line %d", first.peer)
+		if first.peer == second.peer {
+			whose = "same peer"
 		}
-		stack = append(stack, e)
+		p.errorf(second.line, secPeer, "AllowedIPs", "%s is also listed at line %d (%s); a prefix belongs to one peer (nested prefixes are fine: the longest wins)",
+			second.pf, first.line, whose)
 	}
 }

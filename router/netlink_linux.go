@@ -61,11 +61,51 @@ func replaceRoutes(name string, add, del []netip.Prefix) error {
 	}
 	for _, p := range add {
 		r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(p)}
-		if err := netlink.RouteAdd(r); err != nil && !errors.Is(err, unix.EEXIST) {
+		err := netlink.RouteAdd(r)
+		if errors.Is(err, unix.EEXIST) {
+			err = routeTaken(link, p)
+		}
+		if err != nil {
 			return fmt.Errorf("interface %s: route %s: %w", name, p, err)
 		}
 	}
 	return nil
+}
+
+// routeTaken explains a route the kernel says exists: fine if it already
+// leads into link (a leftover of this interface), else an error naming the
+// interface that has it. Ignoring it gave a half tunnel: a peer's
+// AllowedIPs 0.0.0.0/0 on a host with a default route left IPv4 on the
+// host's default while IPv6 moved into the tunnel, and nothing said so.
+func routeTaken(link netlink.Link, p netip.Prefix) error {
+	family := netlink.FAMILY_V4
+	if p.Addr().Is6() {
+		family = netlink.FAMILY_V6
+	}
+	rs, err := netlink.RouteListFiltered(family, &netlink.Route{Dst: ipNet(p), Table: unix.RT_TABLE_MAIN},
+		netlink.RT_FILTER_DST|netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return fmt.Errorf("already routed elsewhere (listing it: %w)", err)
+	}
+	via := "another route"
+	for _, r := range rs {
+		if r.LinkIndex == link.Attrs().Index {
+			return nil
+		}
+		if l, err := netlink.LinkByIndex(r.LinkIndex); err == nil {
+			via = "dev " + l.Attrs().Name
+		}
+	}
+	if p.Bits() == 0 {
+		half := "0.0.0.0/1, 128.0.0.0/1"
+		if p.Addr().Is6() {
+			half = "::/1, 8000::/1"
+		}
+		return fmt.Errorf("the main table already has a default route (%s), which yip-router does not replace: "+
+			"for a full tunnel list %s in AllowedIPs instead (more specific, so they win over the default), "+
+			"and keep the peer's Endpoint reachable outside the tunnel with a host route (ip route add ENDPOINT via GATEWAY)", via, half)
+	}
+	return fmt.Errorf("already routed through %s in the main table: remove that route, or leave %s out of AllowedIPs", via, p)
 }
 
 func ipNet(p netip.Prefix) *net.IPNet {

@@ -39,7 +39,8 @@ type v6key struct {
 }
 
 // NewTable builds a table. Later duplicates of a prefix replace earlier
-// ones; the router rejects overlapping AllowedIPs before it gets here.
+// ones; the configuration refuses a prefix listed twice before it gets
+// here (nested prefixes are fine: the longest wins).
 func NewTable(routes []Route) *Table {
 	t := &Table{v4: map[uint64]PeerID{}, v6: map[v6key]PeerID{}}
 	seen4, seen6 := map[int]bool{}, map[int]bool{}

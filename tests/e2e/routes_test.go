@@ -1,0 +1,56 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/lab"
+	"github.com/yip-router/yip-router/internal/netns"
+)
+
+// TestRouteConflictRefused: a peer's AllowedIPs that the main table
+// already routes through another interface used to be skipped in silence
+// (a full tunnel on a host with a default route left IPv4 outside the
+// tunnel). up now stops with an error naming the interface that has the
+// route and the fix; for a default route, the two halves.
+func TestRouteConflictRefused(t *testing.T) {
+	if err := netns.Available(); err != nil {
+		t.Skip("end-to-end test skipped: ", err)
+	}
+	for _, tc := range []struct {
+		name, route, peer, want string
+	}{
+		{"prefix", "10.202.0.0/16", "", "already routed through dev "},
+		{"default", "default", "0.0.0.0/0", "0.0.0.0/1, 128.0.0.0/1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := lab.New(lab.Options{Bin: bin, Shards: [2]int{1, 1}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close(); os.RemoveAll(l.Dir) })
+			if err := netns.IP("-n", l.NS[lab.A], "route", "add", tc.route, "dev", l.Veth(lab.A)); err != nil {
+				t.Fatal(err)
+			}
+			if tc.peer != "" {
+				k, err := crypto.GeneratePrivateKey()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := l.WriteConfig(lab.A, fmt.Sprintf("\n[Peer]\nPublicKey = %s\nAllowedIPs = %s\n", k.Public(), tc.peer)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err = l.Start(lab.A)
+			if err == nil {
+				t.Fatal("up started with a route another interface has")
+			}
+			if msg := err.Error(); !strings.Contains(msg, tc.want) || !strings.Contains(msg, l.Veth(lab.A)) {
+				t.Fatalf("error does not name %q and the other interface:\n%s", tc.want, msg)
+			}
+		})
+	}
+}
