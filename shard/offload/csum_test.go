@@ -6,19 +6,7 @@ import (
 )
 
 // refChecksum is RFC 1071 the slow way: 16-bit words, fold at the end.
-func refChecksum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(b[i])<<8 | uint32(b[i+1])
-	}
-	if len(b)%2 == 1 {
-		s += uint32(b[len(b)-1]) << 8
-	}
-	for s > 0xffff {
-		s = s>>16 + s&0xffff
-	}
-	return ^uint16(s)
-}
+func refChecksum(b []byte) uint16 { return ^refFold(b, 0) }
 
 // refFold is the folded one's-complement sum of an unfolded initial sum
 // acc and b's 16-bit words, the slow way.
