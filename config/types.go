@@ -24,6 +24,9 @@ const DefaultMTU = 1410
 // largest FEC data symbol.
 const MaxMTU = fec.MaxSymbolLen - crypto.SymbolOverhead // 1576
 
+// DefaultName is the interface name when the file sets none.
+const DefaultName = "yip0"
+
 const (
 	maxFileSize   = 1 << 20 // bytes
 	maxLineLen    = 4096    // bytes, without the line terminator
@@ -32,7 +35,7 @@ const (
 	minMTU        = 576
 	minIPv6MTU    = 1280
 	maxShards     = 64
-	defaultName   = "yip0"
+	defaultName   = DefaultName
 	defaultPort   = 0 // no well-known port: a DPI box maps 51820 to WireGuard
 	lookupTimeout = 5 * time.Second
 	ifNameMax     = 15 // IFNAMSIZ - 1
@@ -106,7 +109,7 @@ type Peer struct {
 	PresharedKey        crypto.PresharedKey // zero = none
 	Endpoint            netip.AddrPort      // zero = none (responder only)
 	EndpointText        string              // as written
-	AllowedIPs          []netip.Prefix      // masked; no overlaps within or between peers
+	AllowedIPs          []netip.Prefix      // masked; nested prefixes allowed (longest wins), none listed twice
 	PersistentKeepalive time.Duration       // 0 = off
 	// LegacyMAC (key LegacyMAC = on; default off, only with a
 	// PresharedKey): handshakes with this peer, both ways, are masked and

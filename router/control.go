@@ -153,23 +153,26 @@ func QueryStatus(path string) (*Status, error) {
 // namespace: two namespaces may each run a yip0, and `show` in one of
 // them means its own.
 func Sockets(all bool) ([]string, error) {
-	return socketsIn(RunDir, netnsID(), all)
+	var self unix.Stat_t
+	_ = unix.Stat("/proc/thread-self/ns/net", &self)
+	return socketsIn(RunDir, self.Ino, netnsID() == 0, all)
 }
 
-// socketsIn is Sockets for the sockets in dir of namespace id (0: PID 1's).
-func socketsIn(dir string, id uint64, all bool) ([]string, error) {
+// socketsIn is Sockets for the sockets in dir of the namespace whose inode
+// is self (init: it is PID 1's). A router names its socket after its
+// namespace's inode whenever it cannot tell it is PID 1's (a systemd unit
+// without CAP_SYS_PTRACE cannot read /proc/1/ns/net), so a suffix of our
+// own inode is ours in every namespace, and a bare name is ours in PID 1's.
+func socketsIn(dir string, self uint64, init, all bool) ([]string, error) {
 	paths, err := filepath.Glob(filepath.Join(dir, "*.sock"))
 	if err != nil || all {
 		return paths, err
 	}
-	suffix := ""
-	if id != 0 {
-		suffix = ":net" + strconv.FormatUint(id, 10)
-	}
+	own := ":net" + strconv.FormatUint(self, 10)
 	var mine []string
 	for _, p := range paths {
 		base := strings.TrimSuffix(filepath.Base(p), ".sock")
-		if i := strings.IndexByte(base, ':'); (i < 0 && suffix == "") || (i >= 0 && base[i:] == suffix) {
+		if i := strings.IndexByte(base, ':'); (i < 0 && init) || (i >= 0 && base[i:] == own) {
 			mine = append(mine, p)
 		}
 	}

@@ -86,8 +86,8 @@ func TestSocketsOfThisNamespace(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	names := func(id uint64, all bool) string {
-		ps, err := socketsIn(dir, id, all)
+	names := func(self uint64, init, all bool) string {
+		ps, err := socketsIn(dir, self, init, all)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,17 +98,20 @@ func TestSocketsOfThisNamespace(t *testing.T) {
 		return strings.Join(b, " ")
 	}
 	for _, c := range []struct {
-		id   uint64
-		all  bool
-		want string
+		self      uint64
+		init, all bool
+		want      string
 	}{
-		{0, false, "wg1.sock yip0.sock"},
-		{4026532281, false, "yip0:net4026532281.sock"},
-		{4026532000, false, ""},
-		{0, true, "wg1.sock yip0.sock yip0:net4026532281.sock yip0:net4026532999.sock"},
+		{4026531840, true, false, "wg1.sock yip0.sock"},
+		{4026532281, false, false, "yip0:net4026532281.sock"},
+		{4026532000, false, false, ""},
+		{4026531840, true, true, "wg1.sock yip0.sock yip0:net4026532281.sock yip0:net4026532999.sock"},
+		// PID 1's namespace, and a router (a systemd unit without
+		// CAP_SYS_PTRACE) that named its socket after the inode.
+		{4026532999, true, false, "wg1.sock yip0.sock yip0:net4026532999.sock"},
 	} {
-		if got := names(c.id, c.all); got != c.want {
-			t.Errorf("namespace %d, all %v: %q, want %q", c.id, c.all, got, c.want)
+		if got := names(c.self, c.init, c.all); got != c.want {
+			t.Errorf("namespace %d (init %v), all %v: %q, want %q", c.self, c.init, c.all, got, c.want)
 		}
 	}
 }

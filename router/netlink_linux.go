@@ -45,7 +45,33 @@ func configureLink(name string, mtu int, addrs []netip.Prefix, routes []netip.Pr
 	if err := netlink.LinkSetUp(link); err != nil {
 		return fmt.Errorf("interface %s: set up: %w", name, err)
 	}
+	if err := routeConflicts(name, routes); err != nil {
+		return err
+	}
 	return replaceRoutes(name, routes, nil)
+}
+
+// routeConflicts reports the prefixes that the main table already routes
+// through another interface, at any metric: ours would lose to a lower
+// metric (IPv6 routes get 1024, a NetworkManager default 100) or win over
+// a higher one and route the peer's own endpoint into the tunnel. Either
+// way part of the traffic is not where AllowedIPs says, so up and a
+// reload refuse before changing anything.
+func routeConflicts(name string, prefixes []netip.Prefix) error {
+	if len(prefixes) == 0 {
+		return nil
+	}
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, p := range prefixes {
+		if err := routeTaken(link, p); err != nil {
+			errs = append(errs, fmt.Errorf("interface %s: route %s: %w", name, p, err))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // replaceRoutes adds routes for added prefixes (an existing one is fine)
@@ -59,6 +85,7 @@ func replaceRoutes(name string, add, del []netip.Prefix) error {
 		r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(p)}
 		_ = netlink.RouteDel(r)
 	}
+	var errs []error
 	for _, p := range add {
 		r := &netlink.Route{LinkIndex: link.Attrs().Index, Dst: ipNet(p)}
 		err := netlink.RouteAdd(r)
@@ -66,15 +93,17 @@ func replaceRoutes(name string, add, del []netip.Prefix) error {
 			err = routeTaken(link, p)
 		}
 		if err != nil {
-			return fmt.Errorf("interface %s: route %s: %w", name, p, err)
+			// The others are still tried: one failure does not leave
+			// the rest unrouted.
+			errs = append(errs, fmt.Errorf("interface %s: route %s: %w", name, p, err))
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
-// routeTaken explains a route the kernel says exists: fine if it already
-// leads into link (a leftover of this interface), else an error naming the
-// interface that has it. Ignoring it gave a half tunnel: a peer's
+// routeTaken checks p in the main table: fine if no route has it or one
+// already leads into link, else an error naming the interface that has it
+// and the fix. Ignoring it gave a half tunnel: a peer's
 // AllowedIPs 0.0.0.0/0 on a host with a default route left IPv4 on the
 // host's default while IPv6 moved into the tunnel, and nothing said so.
 func routeTaken(link netlink.Link, p netip.Prefix) error {
@@ -87,14 +116,18 @@ func routeTaken(link netlink.Link, p netip.Prefix) error {
 	if err != nil {
 		return fmt.Errorf("already routed elsewhere (listing it: %w)", err)
 	}
-	via := "another route"
+	via := ""
 	for _, r := range rs {
 		if r.LinkIndex == link.Attrs().Index {
 			return nil
 		}
+		via = "another route"
 		if l, err := netlink.LinkByIndex(r.LinkIndex); err == nil {
 			via = "dev " + l.Attrs().Name
 		}
+	}
+	if via == "" {
+		return nil
 	}
 	if p.Bits() == 0 {
 		half := "0.0.0.0/1, 128.0.0.0/1"

@@ -346,12 +346,12 @@ func sameFamily(p config.Peer, bind netip.Addr) error {
 var ErrReloadPartial = errors.New("reload partly applied")
 
 // Reload applies a new configuration's peers, routes and FEC mode (SIGHUP).
-// A change to PrivateKey, ListenPort, Name, MTU or Padding (the TUN MTU
-// depends on it) refuses the whole reload
-// (nothing is applied). Address, ListenAddress, Shards, MetricsListen and
-// DisableOffload are not applied either but do not block the rest: they are returned so the
-// caller can say they need a restart. The peers are checked whole before
-// any is applied.
+// [Interface] settings a running router cannot change (PrivateKey,
+// ListenPort, Name, MTU, Padding, Address, ListenAddress, Shards,
+// MetricsListen, DisableOffload) keep their old values and are returned,
+// so the caller can say they need a restart; the rest still applies. The
+// peers, and the routes their new AllowedIPs need, are checked whole
+// before anything is applied.
 func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
@@ -396,12 +396,17 @@ func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 	for _, p := range cfg.Peers {
 		newRoutes = append(newRoutes, p.AllowedIPs...)
 	}
+	add, del := diffPrefixes(oldRoutes, newRoutes)
+	if len(add) > 0 {
+		if err := routeConflicts(r.dev.Name, add); err != nil {
+			return needRestart, fmt.Errorf("reload: %w", err)
+		}
+	}
 	if err := r.core.SetPeers(cfg.Peers); err != nil {
 		return needRestart, fmt.Errorf("%w: %w", ErrReloadPartial, err)
 	}
 	r.core.SetFEC(nw.FEC)
 	r.cfg = &run
-	add, del := diffPrefixes(oldRoutes, newRoutes)
 	if len(add)+len(del) > 0 {
 		if err := replaceRoutes(r.dev.Name, add, del); err != nil {
 			return needRestart, fmt.Errorf("%w: peers applied, routes not: %w", ErrReloadPartial, err)

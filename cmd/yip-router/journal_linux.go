@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -61,8 +62,13 @@ func (c *priorityCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 		return err
 	}
 	defer buf.Free()
-	line := append([]byte(fmt.Sprintf("<%d>", syslogPriority(e.Level))), buf.Bytes()...)
-	_, err = c.out.Write(line)
+	// Every line of the entry gets the prefix: the journal reads it per
+	// line, and a multi-line message (the configuration's errors, one a
+	// line) would otherwise go in at the default priority after its first.
+	prefix := []byte(fmt.Sprintf("<%d>", syslogPriority(e.Level)))
+	body := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	out := append(append([]byte(nil), prefix...), bytes.ReplaceAll(body, []byte("\n"), append([]byte("\n"), prefix...))...)
+	_, err = c.out.Write(append(out, '\n'))
 	return err
 }
 

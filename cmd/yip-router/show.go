@@ -2,10 +2,12 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/yip-router/yip-router/router"
@@ -83,8 +85,14 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	code := 0
 	var all []*router.Status
+	listing := *sock == "" && *iface == ""
 	for _, p := range paths {
 		st, err := router.QueryStatus(p)
+		if listing && errors.Is(err, syscall.ECONNREFUSED) {
+			// The socket of a router that was killed before it could
+			// remove it (the unit keeps the directory): not running.
+			continue
+		}
 		if err != nil {
 			fmt.Fprintln(stderr, "yip-router show:", err)
 			code = 1

@@ -37,11 +37,11 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 		return nil, fmt.Errorf("--log-format %q: want console or json", format)
 	}
 	if toJournal(w) {
-		// The journal stamps each line itself.
-		ec.TimeKey = ""
-		enc = zapcore.NewConsoleEncoder(ec)
-		if format == "json" {
-			enc = zapcore.NewJSONEncoder(ec)
+		if format == "console" {
+			// The journal stamps each line itself; JSON keeps its
+			// "ts" for whatever parses the message.
+			ec.TimeKey = ""
+			enc = zapcore.NewConsoleEncoder(ec)
 		}
 		return zap.New(&priorityCore{lvl, enc, zapcore.AddSync(w)}), nil
 	}
@@ -104,6 +104,10 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		if err := config.CheckInterfaceName(*name); err != nil {
 			log.Error("yip-router up: --name: " + err.Error())
 			return 2
+		}
+		if file := cfg.Interface.Name; file != *name && file != config.DefaultName {
+			log.Warn("the interface is named by --name (the systemd unit's instance), not by the file's Name",
+				zap.String("name", *name), zap.String("file_name", file))
 		}
 		cfg.Interface.Name = *name
 	}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/internal/lab"
@@ -53,4 +55,44 @@ func TestRouteConflictRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A reload whose new AllowedIPs the main table already routes through
+// another interface is refused whole: no peer added, no route changed.
+func TestRouteConflictReloadRefused(t *testing.T) {
+	l := newLab(t, lab.Options{Shards: [2]int{1, 1}})
+	if err := l.WaitTunnel(lab.A, l.Inner4[lab.B], 15*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := netns.IP("-n", l.NS[lab.A], "route", "add", "10.203.0.0/16", "dev", l.Veth(lab.A)); err != nil {
+		t.Fatal(err)
+	}
+	k, err := crypto.GeneratePrivateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.WriteConfig(lab.A, fmt.Sprintf("\n[Peer]\nPublicKey = %s\nAllowedIPs = 10.203.0.0/16, 10.204.0.0/16\n", k.Public())); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Signal(lab.A, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for !strings.Contains(l.Log(lab.A), "reload failed") && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if log := l.Log(lab.A); !strings.Contains(log, "already routed through dev "+l.Veth(lab.A)) {
+		t.Fatalf("no refusal naming the other interface in the log:\n%s", tail(log, 20))
+	}
+	st, err := l.Status(lab.A)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Peers) != 1 {
+		t.Fatalf("%d peers after a refused reload, want 1", len(st.Peers))
+	}
+	if out, _ := l.Exec(lab.A, "ip", "route", "show", "10.204.0.0/16"); strings.TrimSpace(string(out)) != "" {
+		t.Fatalf("a refused reload installed a route: %s", out)
+	}
+	pingAll(t, l, lab.A, l.Inner4[lab.B], 10)
 }
