@@ -43,7 +43,7 @@ func check(args []string, env hostcheck.Env, stdout, stderr io.Writer) int {
 	if errs == 0 && warns == 0 {
 		fmt.Fprint(stdout, ": ready")
 	}
-	fmt.Fprintln(stdout, " (for the sysctl details: tuning/yip-tune check)")
+	fmt.Fprintf(stdout, " (for the sysctl details: %s check)\n", env.TuneCmd())
 	if errs > 0 {
 		return 1
 	}

@@ -74,6 +74,12 @@ type Env struct {
 	Sys  string // "/sys"
 	Dev  string // "/dev"
 	Root bool   // running as root or with CAP_NET_ADMIN: up can run, TUN can be probed
+	// NoBPF: the process holds neither CAP_BPF nor CAP_SYS_ADMIN, so up
+	// could not load the eBPF steering program.
+	NoBPF bool
+	// Tune is how fixes name yip-tune: "yip-tune" where it is installed
+	// on PATH, else its path in the source tree.
+	Tune string
 	// AffinityCPUs is the process's CPU affinity mask.
 	AffinityCPUs func() ([]int, error)
 	// OpenTUN creates and removes a TUN device with the given queues
@@ -140,6 +146,10 @@ func Check(path string, env Env, opts Options) []Finding {
 		out[len(out)-1].Fix = "edit " + path + " (every key is described in docs/CONFIG.md)"
 	} else {
 		add(OK, "config", "", "%s: interface %s, listen port %d, %d peer(s), MTU %d", path, cfg.Interface.Name, cfg.Interface.ListenPort, len(cfg.Peers), cfg.Interface.MTU)
+		for _, f := range cfg.ExposedSecretFiles() {
+			file, _, _ := strings.Cut(f, " (mode ")
+			add(Warn, "config", "chmod 600 "+file, "key file %s is readable by group or others (up warns too)", f)
+		}
 	}
 	out = append(out, env.privileges()...)
 	out = append(out, env.socketBuffers()...)
@@ -154,8 +164,14 @@ func Check(path string, env Env, opts Options) []Finding {
 	return out
 }
 
+// TuneCmd is how a fix names yip-tune on this machine.
+func (e Env) TuneCmd() string { return e.withDefaults().Tune }
+
 func (e Env) withDefaults() Env {
 	r := Real()
+	if e.Tune == "" {
+		e.Tune = r.Tune
+	}
 	if e.Proc == "" {
 		e.Proc = r.Proc
 	}
@@ -199,7 +215,13 @@ func (e Env) readInt(path string) (int64, error) {
 
 func (e Env) privileges() []Finding {
 	if e.Root {
-		return []Finding{{Level: OK, Topic: "privileges", Msg: "root or CAP_NET_ADMIN: yip-router up can create the TUN device"}}
+		out := []Finding{{Level: OK, Topic: "privileges", Msg: "root or CAP_NET_ADMIN: yip-router up can create the TUN device"}}
+		if e.NoBPF {
+			out = append(out, Finding{Level: Warn, Topic: "privileges",
+				Msg: "no CAP_BPF (nor CAP_SYS_ADMIN): up cannot load the eBPF steering program and steers datagrams by source port; lanes whose ports a NAT rewrites then take a hop between shards",
+				Fix: "grant CAP_BPF (the systemd unit does: AmbientCapabilities=CAP_NET_ADMIN CAP_BPF), or run as root"})
+		}
+		return out
 	}
 	// up would fail on TUNSETIFF: an error, so check exits 1 (a config
 	// can still be checked this way; its findings come first).
@@ -227,11 +249,11 @@ func (e Env) socketBuffers() []Finding {
 		case forced:
 			out = append(out, Finding{Level: Info, Topic: "socket buffers",
 				Msg: fmt.Sprintf("%s %d < %d: yip-router forces its 4 MiB per socket past it (CAP_NET_ADMIN); other UDP services are capped at it", k, v, SocketBuffer),
-				Fix: fmt.Sprintf("run: tuning/yip-tune apply (or: sysctl -w net.core.%s=%d)", k, SocketBuffer)})
+				Fix: fmt.Sprintf("run: %s apply (or: sysctl -w net.core.%s=%d)", e.Tune, k, SocketBuffer)})
 		default:
 			out = append(out, Finding{Level: Warn, Topic: "socket buffers",
 				Msg: fmt.Sprintf("%s %d < %d: this process cannot force a socket's 4 MiB past it (no CAP_NET_ADMIN in the host's user namespace, e.g. an unprivileged container), so neither can yip-router run like it: the kernel gives each socket %d and bursts will be dropped", k, v, SocketBuffer, v),
-				Fix: fmt.Sprintf("on the host, run: tuning/yip-tune apply (or: sysctl -w net.core.%s=%d)", k, SocketBuffer)})
+				Fix: fmt.Sprintf("on the host, run: %s apply (or: sysctl -w net.core.%s=%d)", e.Tune, k, SocketBuffer)})
 		}
 	}
 	return out
@@ -426,7 +448,7 @@ func (e Env) forwarding(cfg *config.Config) []Finding {
 		default:
 			out = append(out, Finding{Level: Warn, Topic: "forwarding",
 				Msg: fmt.Sprintf("%s = %d: this host reaches the peers' AllowedIPs itself, but will not route its LAN's packets through the tunnel", f.name, v),
-				Fix: fmt.Sprintf("on a gateway, run: tuning/yip-tune apply (or: sysctl -w %s=1)", f.name)})
+				Fix: fmt.Sprintf("on a gateway, run: %s apply (or: sysctl -w %s=1)", e.Tune, f.name)})
 		}
 	}
 	return out

@@ -348,3 +348,39 @@ func TestListenPortChoice(t *testing.T) {
 		t.Errorf("no warning for a peer on the old default port:\n%s", r)
 	}
 }
+
+// check says "ready" only when up would run as asked: a key file others
+// may read, and no CAP_BPF for the steering program, are WARNs; fixes name
+// yip-tune as this machine has it.
+func TestKeyFileBPFAndTuneName(t *testing.T) {
+	f := newFake(t)
+	f.files["proc/sys/net/core/rmem_max"] = "212992\n"
+	env := f.env(t)
+	env.NoBPF = true
+	env.Tune = "yip-tune"
+	dir := t.TempDir()
+	key := filepath.Join(dir, "gw.key")
+	if err := os.WriteFile(key, []byte("mEktyZiojIy60rG4S9RRaZ7YANfmaKua/Unus6HfIGg=\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "gw.conf")
+	text := strings.Replace(fmt.Sprintf(confTmpl, ""), "PrivateKey = mEktyZiojIy60rG4S9RRaZ7YANfmaKua/Unus6HfIGg=", "PrivateKeyFile = "+key, 1)
+	if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := Check(conf, env, Options{})
+	rep := report(fs)
+	for _, want := range []string{
+		"WARN  config: key file " + key + " (mode 0644) is readable by group or others",
+		"fix: chmod 600 " + key + "\n",
+		"WARN  privileges: no CAP_BPF",
+		"run: yip-tune apply",
+	} {
+		if !strings.Contains(rep, want) {
+			t.Errorf("report lacks %q:\n%s", want, rep)
+		}
+	}
+	if strings.Contains(rep, "tuning/yip-tune") {
+		t.Errorf("a fix names the source tree's path where yip-tune is installed:\n%s", rep)
+	}
+}

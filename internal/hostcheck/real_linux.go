@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"unsafe"
 
 	"github.com/vishvananda/netlink"
@@ -22,6 +23,8 @@ func Real() Env {
 	return Env{
 		Proc: "/proc", Sys: "/sys", Dev: "/dev",
 		Root:          os.Geteuid() == 0 || hasNetAdmin(),
+		NoBPF:         !hasCap(unix.CAP_BPF) && !hasCap(unix.CAP_SYS_ADMIN),
+		Tune:          tuneCmd(),
 		AffinityCPUs:  router.AffinityCPUs,
 		OpenTUN:       openTUN,
 		RouteTo:       routeTo,
@@ -35,13 +38,26 @@ func Real() Env {
 
 // hasNetAdmin reports whether this process holds CAP_NET_ADMIN in its
 // effective set (a non-root user the systemd unit grants it to).
-func hasNetAdmin() bool {
+func hasNetAdmin() bool { return hasCap(unix.CAP_NET_ADMIN) }
+
+// hasCap reports whether this process holds capability c in its effective
+// set.
+func hasCap(c int) bool {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
 	if err := unix.Capget(&hdr, &data[0]); err != nil {
 		return false
 	}
-	return data[unix.CAP_NET_ADMIN/32].Effective&(1<<(unix.CAP_NET_ADMIN%32)) != 0
+	return data[c/32].Effective&(1<<(uint(c)%32)) != 0
+}
+
+// tuneCmd is how fixes name yip-tune: by name where it is on PATH (an
+// installed router), else by its path in the source tree.
+func tuneCmd() string {
+	if _, err := exec.LookPath("yip-tune"); err == nil {
+		return "yip-tune"
+	}
+	return "tuning/yip-tune"
 }
 
 // probeOffloads opens a TUN device and a loopback UDP socket asking for
