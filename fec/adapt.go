@@ -127,6 +127,8 @@ const maxKs = 4
 // flap on noise, and the window lets it fall within a few seconds once the
 // path is clean. The target is Target until SetRTT gives the path's
 // round-trip time, then TCPResidual of it, within [MinTarget, Target].
+// A path whose last cleanReports reports lost nothing gets no parity at
+// all (trackClean); its first loss brings back MinR at once.
 // ModeFixed and ModeOff ignore reports.
 type Adapter struct {
 	mode  Mode
