@@ -73,11 +73,7 @@ func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
 	if s.roam(ln, via, data, from) || (via == s.id && s.tryCandidates(data, from)) {
 		return
 	}
-	var local netip.Addr
-	if via == s.id {
-		local = s.rxLocal // handed over: not known
-	}
-	if s.cfg.Unmatched != nil && s.cfg.Unmatched(s.id, conn, data, from, local) {
+	if s.cfg.Unmatched != nil && s.cfg.Unmatched(s.id, conn, data, from, s.localOf(via)) {
 		return
 	}
 	if ln == nil {
@@ -85,6 +81,16 @@ func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
 	} else {
 		s.count(DropBadTag)
 	}
+}
+
+// localOf is the local address the datagram in ingress was sent to, if it
+// arrived on this shard's socket (via): one handed over from another
+// shard does not carry it.
+func (s *Shard) localOf(via int) netip.Addr {
+	if via != s.id {
+		return netip.Addr{}
+	}
+	return s.rxLocal
 }
 
 // noteOldFraming tries data, which came from ln's address and failed its

@@ -405,7 +405,7 @@ func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.
 	if recv != nil {
 		s.setCandidate(pl, peer, index, recv)
 	}
-	if _, mine := s.lanes[remote]; !mine && remote.IsValid() {
+	if remote.IsValid() {
 		s.setForeign(pl, peer, index, owner, remote)
 	}
 	s.releaseWaiting(peer)
@@ -413,12 +413,18 @@ func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.
 
 // setForeign makes addr the hand-over entry of lane index of peer (owned
 // by shard owner), dropping the entry it had at another address: the one
-// place that adds to Shard.foreign.
+// place that adds to Shard.foreign. An address a lane of this shard is
+// bound to keeps that lane (an initiator's lanes all talk to the
+// responder's one port, told apart by our local socket): no entry then.
 func (s *Shard) setForeign(pl *peerLanes, peer PeerID, index, owner int, addr netip.AddrPort) {
 	if old := pl.away[index]; old.IsValid() && old != addr {
 		if f, ok := s.foreign[old]; ok && f.peer == peer && f.index == index {
 			delete(s.foreign, old)
 		}
+	}
+	if _, bound := s.lanes[addr]; bound {
+		pl.away[index] = netip.AddrPort{}
+		return
 	}
 	s.foreign[addr] = foreignLane{owner: owner, peer: peer, index: index}
 	pl.away[index] = addr

@@ -69,11 +69,7 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 					// from where the handshake came: it completes it.
 					p = handshakeProof
 				}
-				var local netip.Addr
-				if via == s.id {
-					local = s.rxLocal // handed over: not known
-				}
-				s.moveLane(ln, from, local, p)
+				s.moveLane(ln, from, s.localOf(via), p)
 			}
 			if via != s.id {
 				s.misplaced(ln, via)
@@ -170,9 +166,6 @@ func (s *Shard) FollowLane(peer PeerID, index int, to netip.AddrPort) {
 	if pl == nil || index < 0 || index >= len(pl.owners) || pl.owners[index] == s.id {
 		return
 	}
-	if _, bound := s.lanes[to]; bound {
-		return // a lane of this shard is there: it keeps the address
-	}
 	s.setForeign(pl, peer, index, pl.owners[index], to)
 }
 
@@ -214,9 +207,7 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 	for addr, f := range s.foreign {
 		if next, ok := move(addr); ok && f.peer == peer {
 			delete(s.foreign, addr)
-			if _, mine := s.lanes[next]; !mine {
-				s.setForeign(pl, peer, f.index, f.owner, next)
-			}
+			s.setForeign(pl, peer, f.index, f.owner, next)
 		}
 	}
 }

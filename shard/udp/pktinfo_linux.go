@@ -68,19 +68,34 @@ func (c *Conn) putPktinfo(ctrl []byte, src netip.Addr) int {
 // Addr, or one of the other family: as SendTo); for handshakes, from any
 // goroutine.
 func (c *Conn) SendFrom(b []byte, to netip.AddrPort, from netip.Addr) error {
-	if !c.pktinfo || !from.IsValid() || from.Unmap().Is4() != to.Addr().Unmap().Is4() {
+	if !c.pktinfo || !sendableFrom(from, to) {
 		return c.SendTo(b, to)
 	}
 	var ctrl [64]byte
 	n := c.putPktinfo(ctrl[:], from)
 	err := unix.Sendmsg(c.fd, b, ctrl[:n], c.sockaddrTo(to), unix.MSG_DONTWAIT)
-	if err == unix.EINVAL || err == unix.EADDRNOTAVAIL || err == unix.ENETUNREACH {
+	if localRefused(err) {
 		return c.SendTo(b, to) // from may not be ours any more
 	}
 	if err != nil {
 		return os.NewSyscallError("sendmsg", err)
 	}
 	return nil
+}
+
+// sendableFrom reports whether a datagram to to may carry local as its
+// source: a valid address of to's family (the kernel refuses a source of
+// the other family; a lane that moved families keeps the routing table's
+// choice).
+func sendableFrom(local netip.Addr, to netip.AddrPort) bool {
+	return local.IsValid() && local.Unmap().Is4() == to.Addr().Unmap().Is4()
+}
+
+// localRefused reports whether err is how the kernel refuses a source
+// address the host may no longer have (EINVAL, EADDRNOTAVAIL, or
+// ENETUNREACH when no route leaves from it).
+func localRefused(err error) bool {
+	return err == unix.EINVAL || err == unix.EADDRNOTAVAIL || err == unix.ENETUNREACH
 }
 
 // parseCtrl reads the control messages among the n bytes of ctrl: the

@@ -438,22 +438,19 @@ func (c *Conn) Send(b *Batch, n int) (int, error) {
 				continue
 			case unix.EAGAIN, unix.ENOBUFS:
 				return sent, refused
-			case unix.EINVAL, unix.EADDRNOTAVAIL, unix.ENETUNREACH:
-				if b.info[next] {
-					// The source asked for may not be ours any more
-					// (the kernel says EINVAL, or ENETUNREACH when no
-					// route leaves from it): try from the routing
-					// table's choice.
-					retried = next
-					b.info[next] = false
-					if h := &b.msgs[next].Hdr; int(b.msgs[next].Hdr.Iovlen) > 1 {
-						h.SetControllen(unix.CmsgSpace(2)) // the segment size, which comes first
-					} else {
-						h.Control = nil
-						h.SetControllen(0)
-					}
-					continue
+			}
+			if b.info[next] && localRefused(errno) {
+				// The source asked for may not be ours any more: try
+				// from the routing table's choice.
+				retried = next
+				b.info[next] = false
+				if h := &b.msgs[next].Hdr; int(h.Iovlen) > 1 {
+					h.SetControllen(unix.CmsgSpace(2)) // the segment size, which comes first
+				} else {
+					h.Control = nil
+					h.SetControllen(0)
 				}
+				continue
 			}
 			if l := int(b.msgs[next].Hdr.Iovlen); l > 1 {
 				failFirst, failLen, failErr = b.first[next], l, errno
@@ -500,10 +497,7 @@ func (c *Conn) buildSend(b *Batch, start, n int, gso bool) int {
 			cl = unix.CmsgSpace(2)
 		}
 		b.info[m] = false
-		if c.pktinfo && b.Local[i].IsValid() && b.Local[i].Unmap().Is4() == b.Addrs[i].Addr().Unmap().Is4() {
-			// (A lane that moved to the other family since keeps
-			// the routing table's choice: the kernel refuses a
-			// source of the wrong family.)
+		if c.pktinfo && sendableFrom(b.Local[i], b.Addrs[i]) {
 			cl += c.putPktinfo(ctrl[cl:], b.Local[i])
 			b.info[m] = true
 		}
