@@ -21,12 +21,16 @@ func TestCleanPathParity(t *testing.T) {
 	if _, err := l.Ping(lab.A, l.Inner4[lab.B], 50, 100*time.Millisecond); err != nil {
 		t.Fatal(err)
 	}
-	type mark struct{ parity, out [2]uint64 }
+	// drops: what the receiving kernel dropped (socket buffers full): on
+	// a busy machine that is loss the adapter rightly answers with parity,
+	// so a window with drops is not a clean path and is only logged.
+	type mark struct{ parity, out, drops [2]uint64 }
 	take := func() (m mark) {
 		time.Sleep(150 * time.Millisecond) // counters are published every 50 ms
 		for s := range 2 {
 			m.parity[s] = counter(t, l, lab.Side(s), "parity_out")
 			m.out[s] = counter(t, l, lab.Side(s), "udp_out")
+			m.drops[s] = snmp(t, l, lab.Side(s), "Udp", "RcvbufErrors") + snmp6(t, l, lab.Side(s), "Udp6RcvbufErrors")
 		}
 		return m
 	}
@@ -34,11 +38,12 @@ func TestCleanPathParity(t *testing.T) {
 		t.Helper()
 		for s := range 2 {
 			p, out := b.parity[s]-a.parity[s], b.out[s]-a.out[s]
-			t.Logf("%s: %c sent %d datagrams, %d parity", what, 'A'+s, out, p)
+			drops := b.drops[1-s] - a.drops[1-s]
+			t.Logf("%s: %c sent %d datagrams, %d parity; the peer's kernel dropped %d", what, 'A'+s, out, p, drops)
 			if out == 0 {
 				t.Fatalf("%s: %c sent nothing", what, 'A'+s)
 			}
-			if float64(p) > 0.01*float64(out) {
+			if drops == 0 && float64(p) > 0.01*float64(out) {
 				t.Errorf("%s: %c sent %d parity in %d datagrams, want ≤ 1%%", what, 'A'+s, p, out)
 			}
 		}
