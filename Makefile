@@ -25,7 +25,7 @@ SCALE_EXTRA ?=
 VERSION     := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test test-deps promtool-check bench-e2e bench-compare bench-scale unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
+.PHONY: all build test test-deps promtool-check bench-e2e bench-compare bench-wan bench-tools bench-scale unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
 
 all: build
 
@@ -131,7 +131,41 @@ bench-e2e: build test-deps
 # only the tests whose names start with its comma-separated prefixes
 # (e.g. TESTS=tcp1,udp-100M). Results go to docs/bench/compare-*
 # (compare-*-wan.* with IMPAIR).
-bench-compare: build test-deps $(WG_GO)
+bench-compare: build bench-tools
+	$(BIN)/bench-compare -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) \
+	  -rounds $(ROUNDS) -duration $(DURATION) $(if $(UDP_RATE),-rate $(UDP_RATE)) -cc '$(TCP_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick) \
+	  $(if $(YIP_EXTRA),-yip-extra '$(YIP_EXTRA)') $(if $(TESTS),-tests '$(TESTS)') $(IMPAIR)
+
+# bench-wan: both implementations through a WAN with a bottleneck, one
+# bench-compare run per path in WAN_PATHS: clean, 1% and 5% random loss,
+# 5% in bursts of 4 frames (mean), each direction, applied before the
+# bottleneck (WAN_LINK: 25 ms each way, 200 Mbit/s, a tail-drop queue of
+# one bandwidth-delay product). One TCP flow under each of WAN_CC, UDP at
+# 100 Mbit/s and pings; unpinned; ROUNDS rounds of WAN_DURATION s.
+# Results go to docs/bench/compare-*-wan.* (docs/BENCHMARKS.md, "At a
+# bottleneck").
+WAN_LINK     ?= -delay 25ms -bottleneck 200M
+WAN_PATHS    ?= clean loss1 loss5 burst5
+WAN_CC       ?= cubic,bbr,reno
+WAN_DURATION ?= 15
+bench-wan: build bench-tools
+	@for p in $(WAN_PATHS); do \
+	  case $$p in \
+	    clean) loss="";; \
+	    loss1) loss="-loss 0.01";; \
+	    loss5) loss="-loss 0.05";; \
+	    burst5) loss="-ge-burst 4 -ge-rate 0.05";; \
+	    *) echo "WAN_PATHS: unknown path $$p (clean, loss1, loss5, burst5)"; exit 2;; \
+	  esac; \
+	  echo "== bench-wan: $$p"; \
+	  $(BIN)/bench-compare -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) -placement unpinned \
+	    -rounds $(ROUNDS) -duration $(WAN_DURATION) -cc '$(WAN_CC)' -tests tcp1,udp-100M,ping \
+	    $(WAN_LINK) $$loss $(IMPAIR) || exit 1; \
+	done
+
+# bench-tools: what bench-compare and bench-wan need besides the router:
+# root, iperf3, wg, taskset, wireguard-go and the harness itself.
+bench-tools: test-deps $(WG_GO)
 	@if [ "$$(id -u)" -ne 0 ]; then echo "make bench-compare creates network namespaces and TUN devices: run it as root"; exit 1; fi
 	@missing=""; \
 	  command -v iperf3 >/dev/null 2>&1 || missing="$$missing iperf3"; \
@@ -139,9 +173,6 @@ bench-compare: build test-deps $(WG_GO)
 	  command -v taskset >/dev/null 2>&1 || missing="$$missing util-linux"; \
 	  if [ -n "$$missing" ]; then apt-get update >/dev/null && apt-get install -y --no-install-recommends $$missing; fi
 	$(GO) build -o $(BIN)/bench-compare ./tests/bench/compare
-	$(BIN)/bench-compare -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) \
-	  -rounds $(ROUNDS) -duration $(DURATION) $(if $(UDP_RATE),-rate $(UDP_RATE)) -cc '$(TCP_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick) \
-	  $(if $(YIP_EXTRA),-yip-extra '$(YIP_EXTRA)') $(if $(TESTS),-tests '$(TESTS)') $(IMPAIR)
 
 # bench-scale: one yip-router hub against PEERS simulated peers (each its
 # own key, /24 and socket) in a second namespace: start time and memory per

@@ -23,7 +23,7 @@ func TestParseIperfTCP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r.UDP || !near(r.RecvGbps, 1.9966605706801684) || !near(r.SentGbps, 2.0001987239744794) || r.Retransmits != 2 || r.CC != "bbr" {
+	if r.UDP || !near(r.RecvGbps, 1.9966605706801684) || !near(r.SentGbps, 2.0001987239744794) || r.Retransmits != 2 || r.CC != "bbr" || !near(r.RTTms, 0.081) {
 		t.Fatalf("got %+v", r)
 	}
 }

@@ -33,6 +33,11 @@ type iperfJSON struct {
 			Packets       int64   `json:"packets"`
 		} `json:"sum_received"`
 		SenderCC string `json:"sender_tcp_congestion"`
+		Streams  []struct {
+			Sender struct {
+				MeanRTT float64 `json:"mean_rtt"` // µs, TCP only
+			} `json:"sender"`
+		} `json:"streams"`
 	} `json:"end"`
 }
 
@@ -45,6 +50,9 @@ type iperfResult struct {
 	LostPct     float64 // UDP: 1 - received/sent bytes, in percent
 	IperfLost   float64 // UDP: iperf3's own lost_percent (see parseIperf)
 	CC          string  // TCP congestion control the sender used
+	// RTTms is the inner TCP flows' round-trip time as the sending
+	// kernel smoothed it, iperf3's mean_rtt averaged over streams (ms).
+	RTTms float64
 }
 
 // parseIperf reads an iperf3 --json client report.
@@ -75,6 +83,14 @@ func parseIperf(b []byte) (iperfResult, error) {
 		}
 	} else {
 		r.Retransmits = j.End.SumSent.Retransmits
+		var n float64
+		for _, st := range j.End.Streams {
+			if st.Sender.MeanRTT > 0 {
+				r.RTTms += st.Sender.MeanRTT / 1000
+				n++
+			}
+		}
+		r.RTTms = div(r.RTTms, n)
 	}
 	return r, nil
 }

@@ -42,6 +42,9 @@ type config struct {
 	// TCPBuf is the ceiling of TCP buffer autotuning set in both
 	// gateway namespaces (bytes; 0: the host's settings).
 	TCPBuf int `json:"tcp_buf,omitempty"`
+	// Placement keeps one placement ("unpinned" or "pinned"; empty:
+	// both).
+	Placement string `json:"placement,omitempty"`
 	// Tests are the name prefixes of the tests run (empty: all).
 	Tests []string `json:"tests,omitempty"`
 	// WAN is the impairment both implementations run through; nil: a
@@ -73,6 +76,7 @@ func main() {
 	flag.StringVar(&c.YipExtra, "yip-extra", "", "lines added to both yip-router configs' [Interface] (e.g. 'DisableOffload = all'; \\n separates lines)")
 	flag.StringVar(&tcpBufFlag, "tcp-buf", "", "ceiling of the endpoints' TCP buffers (tcp_rmem/tcp_wmem max, e.g. 32M; 0: the host's; default 32M with a WAN flag, else 0)")
 	flag.StringVar(&tests, "tests", "", "run only the tests whose names start with these, comma-separated (e.g. tcp1,udp-100M)")
+	flag.StringVar(&c.Placement, "placement", "", "run one placement only: unpinned or pinned (default both)")
 	flag.BoolVar(&c.Quick, "quick", false, "smoke test: 1 round, 3 s runs, 50 pings")
 	flag.StringVar(&c.out, "out", "docs/bench", "directory for the results")
 	flag.StringVar(&c.commit, "commit", "", "yip-router version to record (default: git describe)")
@@ -131,6 +135,10 @@ func check(c *config, secs int) error {
 		return fmt.Errorf("udp-len %d: %d bytes with headers exceed the inner MTU %d", c.UDPLen, c.UDPLen+28, min(c.MTU, c.WGMTU))
 	case len(c.CCs) == 0:
 		return fmt.Errorf("no congestion control given")
+	case c.Placement != "" && c.Placement != "unpinned" && c.Placement != "pinned":
+		return fmt.Errorf("placement %q: want unpinned or pinned", c.Placement)
+	case len(placements(runtime.NumCPU(), c.Placement)) == 0:
+		return fmt.Errorf("placement %q needs at least 2 CPUs", c.Placement)
 	}
 	if _, err := selectTests(testSpecs(c), c.Tests); err != nil {
 		return err
@@ -160,7 +168,7 @@ func run(ctx context.Context, c *config) []Record {
 	specs, _ := selectTests(testSpecs(c), c.Tests) // check has refused a selection of none
 	impls := []string{implWG, implYip}
 	for round := 1; round <= c.Rounds; round++ {
-		for _, p := range placements(runtime.NumCPU()) {
+		for _, p := range placements(runtime.NumCPU(), c.Placement) {
 			for k := range impls {
 				impl := impls[(k+round+1)%2]
 				if ctx.Err() != nil {
@@ -208,6 +216,9 @@ func runImpl(ctx context.Context, c *config, round int, impl string, p placement
 			break // interrupted: the run is not a result
 		}
 		r.Round, r.Impl, r.Placement, r.Test = round, impl, p.name, s.name
+		if c.WAN != nil {
+			r.LinkBps = c.WAN.Bottleneck
+		}
 		fmt.Fprintf(os.Stderr, "round %d  %-26s %-13s %-11s %s\n", round, p.name, impl, s.name, summary(r))
 		recs = append(recs, r)
 	}

@@ -28,9 +28,14 @@ type placement struct {
 	others  []string  // command prefix for iperf3 and ping
 }
 
-func placements(cpus int) []placement {
-	ps := []placement{{name: placeUnpinned}}
-	if cpus >= 2 {
+// placements are the placements run on a machine with cpus CPUs; only
+// (the -placement flag: "unpinned", "pinned" or "" for both) keeps one.
+func placements(cpus int, only string) []placement {
+	var ps []placement
+	if only != "pinned" {
+		ps = append(ps, placement{name: placeUnpinned})
+	}
+	if cpus >= 2 && only != "unpinned" {
 		// The receiving daemon alone on core 0; the sender and the
 		// traffic tools on core 1.
 		ps = append(ps, placement{name: placePinned,
@@ -230,6 +235,7 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 		return fmt.Errorf("CPU sampling: %w", w.err)
 	}
 	r.RecvGbps, r.SentGbps, r.Retransmits, r.LostPct, r.IperfLost, r.CC = res.RecvGbps, res.SentGbps, res.Retransmits, res.LostPct, res.IperfLost, res.CC
+	r.TCPRTTms = res.RTTms
 	r.WindowSec = w.to.cpuWhen.Sub(w.from.cpuWhen).Seconds()
 	r.RxCPUSec = w.to.cpuRx - w.from.cpuRx
 	r.TxCPUSec = w.to.cpuTx - w.from.cpuTx

@@ -43,7 +43,7 @@ func report(c *config, m *meta, recs []Record, interrupted bool) error {
 		tests = append(tests, s.name)
 	}
 	var places []string
-	for _, p := range placements(runtime.NumCPU()) {
+	for _, p := range placements(runtime.NumCPU(), c.Placement) {
 		places = append(places, p.name)
 	}
 	var md bytes.Buffer

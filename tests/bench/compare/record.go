@@ -18,6 +18,11 @@ type Record struct {
 	LostPct     float64 `json:"lost_pct,omitempty"`    // UDP, from bytes sent and received
 	IperfLost   float64 `json:"iperf3_lost_pct,omitempty"`
 	CC          string  `json:"cc,omitempty"` // TCP congestion control used
+	// TCPRTTms is the inner TCP flows' mean smoothed RTT (sender side).
+	TCPRTTms float64 `json:"tcp_rtt_ms,omitempty"`
+	// LinkBps is the WAN bottleneck's rate (0: none), for goodput as a
+	// share of the link.
+	LinkBps int64 `json:"link_bps,omitempty"`
 
 	// Daemons' CPU time (utime+stime from /proc/PID/stat) over a steady
 	// window inside the measured part of the run.
@@ -91,7 +96,45 @@ func (r Record) BridgeDropPct(dir int) float64 {
 		return 0
 	}
 	b := r.Bridge[dir]
-	return 100 * div(float64(b.DropLoss+b.DropBurst+b.DropFull+b.DropOther), float64(b.Seen))
+	return 100 * div(float64(b.DropLoss+b.DropBurst+b.DropFull+b.DropQueue+b.DropOther), float64(b.Seen))
+}
+
+// ChannelLossPct is the share of frames the emulated channel lost in
+// direction dir (random and burst loss), %.
+func (r Record) ChannelLossPct(dir int) float64 {
+	if dir >= len(r.Bridge) {
+		return 0
+	}
+	b := r.Bridge[dir]
+	return 100 * div(float64(b.DropLoss+b.DropBurst), float64(b.Seen))
+}
+
+// QueueDropPct is the share of frames the bottleneck's queue dropped in
+// direction dir, % (NaN without a bottleneck).
+func (r Record) QueueDropPct(dir int) float64 {
+	if dir >= len(r.Bridge) || r.LinkBps == 0 {
+		return math.NaN()
+	}
+	b := r.Bridge[dir]
+	return 100 * div(float64(b.DropQueue), float64(b.Seen))
+}
+
+// WANDelayMs is the mean time frames that passed spent in the bridge in
+// direction dir (propagation delay plus the bottleneck's queueing), ms.
+func (r Record) WANDelayMs(dir int) float64 {
+	if dir >= len(r.Bridge) {
+		return math.NaN()
+	}
+	return r.Bridge[dir].MeanDelayMs
+}
+
+// LinkPct is goodput as a share of the WAN bottleneck, % (NaN without
+// one).
+func (r Record) LinkPct() float64 {
+	if r.LinkBps == 0 {
+		return math.NaN()
+	}
+	return 100 * r.RecvGbps * 1e9 / float64(r.LinkBps)
 }
 
 // BridgeOverruns is the frames the bridge dropped because its buffers

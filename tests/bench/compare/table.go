@@ -37,6 +37,7 @@ var metrics = []metric{
 	{"Gbit/s per receiving core", "Gbit/s", 2, kindTCP | kindUDP, Record.GbpsPerRxCore},
 	{"receiving daemon CPU", "cores", 2, kindTCP | kindUDP, Record.RxCores},
 	{"sending daemon CPU", "cores", 2, kindTCP | kindUDP, Record.TxCores},
+	{"inner TCP RTT (sender's smoothed, mean)", "ms", 2, kindTCP, func(r Record) float64 { return r.TCPRTTms }},
 	{"retransmits (iperf3)", "", 0, kindTCP, func(r Record) float64 { return float64(r.Retransmits) }},
 	{"retransmitted segments", "%", 3, kindTCP, Record.RetransPct},
 	{"UDP loss", "%", 2, kindUDP, func(r Record) float64 { return r.LostPct }},
@@ -58,8 +59,17 @@ var fecMetrics = []metric{
 // bridge's counters (WAN runs).
 var bridgeMetrics = []metric{
 	{"WAN frames dropped A→B", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.BridgeDropPct(0) }},
+	{"of which channel loss A→B", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.ChannelLossPct(0) }},
 	{"WAN frames dropped B→A", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.BridgeDropPct(1) }},
+	{"WAN delay A→B (propagation + queue), mean", "ms", 1, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.WANDelayMs(0) }},
 	{"bridge overruns (buffers full)", "", 0, kindTCP | kindUDP | kindPing, Record.BridgeOverruns},
+}
+
+// bottleneckMetrics follow where the WAN had a bottleneck.
+var bottleneckMetrics = []metric{
+	{"goodput, share of the bottleneck", "%", 1, kindTCP | kindUDP, Record.LinkPct},
+	{"bottleneck queue full, A→B frames", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.QueueDropPct(0) }},
+	{"bottleneck queue full, B→A frames", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.QueueDropPct(1) }},
 }
 
 func kindOf(test string) testKind {
@@ -117,6 +127,9 @@ func Table(recs []Record, tests, placements []string) string {
 			}
 			if slices.ContainsFunc(slices.Concat(vals[implWG], vals[implYip]), func(r Record) bool { return r.Bridge != nil }) {
 				ms = append(slices.Clip(ms), bridgeMetrics...)
+			}
+			if slices.ContainsFunc(slices.Concat(vals[implWG], vals[implYip]), func(r Record) bool { return r.LinkBps > 0 && r.Bridge != nil }) {
+				ms = append(slices.Clip(ms), bottleneckMetrics...)
 			}
 			first := true
 			for _, m := range ms {

@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -20,7 +22,13 @@ type wan struct {
 	GEBad   float64       `json:"ge_bad,omitempty"`
 	GEBurst float64       `json:"ge_burst,omitempty"`
 	GERate  float64       `json:"ge_rate,omitempty"`
-	Seed    uint64        `json:"seed"`
+	// Bottleneck is a rate limit in each direction, bits/s of Ethernet
+	// frames (0: none), in front of a tail-drop queue of Queue bytes.
+	// Loss is applied before the queue, as on a lossy access link in
+	// front of a congested router.
+	Bottleneck int64  `json:"bottleneck_bps,omitempty"`
+	Queue      int64  `json:"queue_bytes,omitempty"`
+	Seed       uint64 `json:"seed"`
 }
 
 // udpRateWAN is the default offered rate of the fixed-rate UDP test over
@@ -37,13 +45,55 @@ func addWANFlags(fs *flag.FlagSet) *wan {
 	fs.Float64Var(&w.GEBad, "ge-bad", 1, "WAN: Gilbert–Elliott loss probability in the bad state")
 	fs.Float64Var(&w.GEBurst, "ge-burst", 0, "WAN: Gilbert–Elliott mean bad-state length in frames (0: off)")
 	fs.Float64Var(&w.GERate, "ge-rate", 0, "WAN: Gilbert–Elliott stationary loss rate")
+	fs.Func("bottleneck", "WAN: rate limit each direction, bits/s of frames with k/M/G suffixes (e.g. 200M; a tail-drop queue behind it, see -queue)", func(v string) error {
+		r, err := parseBits(v)
+		w.Bottleneck = r
+		return err
+	})
+	fs.Int64Var(&w.Queue, "queue", 0, "WAN: the bottleneck's queue, bytes (default one bandwidth-delay product: the rate times twice -delay, at least 64 KiB)")
 	fs.Uint64Var(&w.Seed, "seed", 1, "WAN: random seed of round 1 (round n uses seed+n-1; the B→A direction its own offset)")
 	return w
 }
 
 // active reports whether any impairment is set.
 func (w *wan) active() bool {
-	return w.Delay > 0 || w.Jitter > 0 || w.Loss > 0 || w.GEBurst > 0
+	return w.Delay > 0 || w.Jitter > 0 || w.Loss > 0 || w.GEBurst > 0 || w.Bottleneck > 0
+}
+
+// minQueue is the smallest default bottleneck queue: about 45 full
+// frames, so a path without delay still has a queue to fill.
+const minQueue = 64 << 10
+
+// queueBytes is the bottleneck's queue: -queue, or one bandwidth-delay
+// product of the emulated path (rate × round trip), the rule of thumb
+// for a router's buffer.
+func (w *wan) queueBytes() int64 {
+	if w.Queue > 0 || w.Bottleneck == 0 {
+		return w.Queue
+	}
+	bdp := int64(float64(w.Bottleneck) / 8 * (2 * w.Delay).Seconds())
+	return max(bdp, minQueue)
+}
+
+// parseBits reads a rate in bits/s with an optional SI suffix (k, M, G),
+// the way iperf3 -b spells it.
+func parseBits(v string) (int64, error) {
+	mult := 1.0
+	if n := len(v); n > 0 {
+		switch v[n-1] {
+		case 'k', 'K':
+			mult, v = 1e3, v[:n-1]
+		case 'm', 'M':
+			mult, v = 1e6, v[:n-1]
+		case 'g', 'G':
+			mult, v = 1e9, v[:n-1]
+		}
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || f < 0 || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q: want bits/s, e.g. 200M", v)
+	}
+	return int64(f * mult), nil
 }
 
 // recorded is the impairment as the run records it: nil when none is
@@ -56,6 +106,7 @@ func (w *wan) recorded() *wan {
 	if r.GEBurst == 0 {
 		r.GEBad = 0
 	}
+	r.Queue = w.queueBytes()
 	return &r
 }
 
@@ -66,6 +117,12 @@ func (w *wan) check() error {
 		return fmt.Errorf("delay %s, jitter %s: want ≥ 0", w.Delay, w.Jitter)
 	case w.Loss < 0 || w.Loss >= 1:
 		return fmt.Errorf("loss %g: want a probability in [0, 1)", w.Loss)
+	case w.Queue < 0:
+		return fmt.Errorf("queue %d: want ≥ 0 bytes", w.Queue)
+	case w.Bottleneck > 0 && w.Bottleneck < 1e6:
+		return fmt.Errorf("bottleneck %d bit/s: want at least 1M (or 0: none)", w.Bottleneck)
+	case w.Bottleneck > 0 && w.queueBytes() < 3028:
+		return fmt.Errorf("queue %d: want room for at least two full frames", w.queueBytes())
 	case w.GEBurst == 0:
 		return nil
 	case w.GEBurst < 1:
@@ -82,7 +139,8 @@ func (w *wan) check() error {
 // alike, seeded per round and per direction (impair.Both), the same for
 // both implementations in one round.
 func (w *wan) config(round int) *impair.Config {
-	d := impair.Direction{Delay: w.Delay, Jitter: w.Jitter, Loss: w.Loss, Seed: w.Seed + uint64(round-1)}
+	d := impair.Direction{Delay: w.Delay, Jitter: w.Jitter, Loss: w.Loss, Seed: w.Seed + uint64(round-1),
+		Rate: w.Bottleneck / 8, QueueBytes: w.queueBytes()}
 	if w.GEBurst > 0 {
 		g := impair.BurstLoss(w.GEBad, w.GEBurst, w.GERate)
 		d.Burst = &g
@@ -106,6 +164,10 @@ func (w *wan) String() string {
 		parts = append(parts, fmt.Sprintf("Gilbert–Elliott burst loss (%g%% stationary, mean burst %g frames, %g%% lost in the bad state)",
 			100*w.GERate, w.GEBurst, 100*w.GEBad))
 	}
+	if w.Bottleneck > 0 {
+		parts = append(parts, fmt.Sprintf("a %g Mbit/s bottleneck with a %d KiB tail-drop queue (after the loss)",
+			float64(w.Bottleneck)/1e6, w.queueBytes()>>10))
+	}
 	if len(parts) == 0 {
 		return "none"
 	}
@@ -120,7 +182,9 @@ type bridgeStats struct {
 	DropBurst uint64 `json:"drop_burst"` // Gilbert–Elliott loss
 	// DropFull: no free buffer in the bridge (it fell behind).
 	DropFull uint64 `json:"drop_full"`
-	// DropOther: rate limiter queue, failed writes, oversized frames.
+	// DropQueue: the bottleneck's queue was full (tail drop).
+	DropQueue uint64 `json:"drop_queue,omitempty"`
+	// DropOther: failed writes, oversized frames.
 	DropOther   uint64  `json:"drop_other"`
 	MeanDelayMs float64 `json:"mean_delay_ms"` // of the frames that passed
 }
@@ -133,7 +197,8 @@ func bridgeDelta(before, after [2]impair.Stats) []bridgeStats {
 		out[i] = bridgeStats{
 			Seen: a.Seen - b.Seen, Sent: a.Sent - b.Sent,
 			DropLoss: a.DropLoss - b.DropLoss, DropBurst: a.DropBurst - b.DropBurst, DropFull: a.DropFull - b.DropFull,
-			DropOther:   (a.DropRate + a.DropSend + a.DropBig) - (b.DropRate + b.DropSend + b.DropBig),
+			DropQueue:   a.DropRate - b.DropRate,
+			DropOther:   (a.DropSend + a.DropBig) - (b.DropSend + b.DropBig),
 			MeanDelayMs: div(float64(a.DelayNs-b.DelayNs), float64(a.Delayed-b.Delayed)) / 1e6,
 		}
 	}

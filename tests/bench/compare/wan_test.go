@@ -65,6 +65,43 @@ func TestWANFlagsToConfig(t *testing.T) {
 	}
 }
 
+// -bottleneck sets the rate limit in bytes/s in both directions, behind
+// a queue of one bandwidth-delay product unless -queue says otherwise.
+func TestWANBottleneck(t *testing.T) {
+	w := parseWAN(t, "-delay", "25ms", "-bottleneck", "200M")
+	if !w.active() || w.check() != nil {
+		t.Fatalf("active %v, check %v", w.active(), w.check())
+	}
+	for i, d := range w.config(2).Dir {
+		if d.Rate != 25e6 || d.QueueBytes != 1250000 {
+			t.Errorf("dir %d: rate %d B/s, queue %d B; want 25e6 and one BDP (1250000)", i, d.Rate, d.QueueBytes)
+		}
+	}
+	if q := parseWAN(t, "-bottleneck", "10M").queueBytes(); q != minQueue {
+		t.Errorf("no delay: queue %d, want the floor %d", q, minQueue)
+	}
+	if q := parseWAN(t, "-delay", "25ms", "-bottleneck", "1.5G", "-queue", "300000").config(1).Dir[1].QueueBytes; q != 300000 {
+		t.Errorf("-queue 300000: %d", q)
+	}
+	if d := parseWAN(t, "-bottleneck", "1.5G").config(1).Dir[0]; d.Rate != 1.5e9/8 {
+		t.Errorf("1.5G: %d B/s", d.Rate)
+	}
+	if r := parseWAN(t, "-delay", "25ms", "-bottleneck", "200M").recorded(); r.Queue != 1250000 || r.Bottleneck != 200e6 {
+		t.Errorf("recorded %+v: want the queue it ran with", r)
+	}
+	if got, want := w.String(), "25ms one-way delay, a 200 Mbit/s bottleneck with a 1220 KiB tail-drop queue (after the loss) in each direction"; got != want {
+		t.Errorf("%q, want %q", got, want)
+	}
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	addWANFlags(fs)
+	for _, bad := range []string{"fast", "-5M", "2X"} {
+		if fs.Parse([]string{"-bottleneck", bad}) == nil {
+			t.Errorf("-bottleneck %s accepted", bad)
+		}
+	}
+}
+
 func TestWANCheck(t *testing.T) {
 	for _, args := range [][]string{
 		{"-loss", "1"},
@@ -74,6 +111,9 @@ func TestWANCheck(t *testing.T) {
 		{"-ge-burst", "3"},
 		{"-ge-burst", "3", "-ge-rate", "0.5", "-ge-bad", "0.4"},
 		{"-ge-burst", "3", "-ge-rate", "0.01", "-ge-bad", "1.5"},
+		{"-bottleneck", "500k"},
+		{"-bottleneck", "10M", "-queue", "1000"},
+		{"-loss", "0.01", "-queue", "-1"},
 	} {
 		if err := parseWAN(t, args...).check(); err == nil {
 			t.Errorf("%v: no error", args)
@@ -201,6 +241,33 @@ func TestTableBridgeRows(t *testing.T) {
 	}
 	if n := strings.Count(tab, "WAN frames dropped A→B"); n != 2 {
 		t.Errorf("%d bridge rows, want 2 (the pinned records have no bridge):\n%s", n, tab)
+	}
+	if strings.Contains(tab, "bottleneck") {
+		t.Errorf("bottleneck rows without a bottleneck:\n%s", tab)
+	}
+}
+
+// With a bottleneck, goodput is also a share of the link, and queue drops
+// are told apart from the channel's loss.
+func TestTableBottleneckRows(t *testing.T) {
+	b := bridgeDelta([2]impair.Stats{}, [2]impair.Stats{{Seen: 1000, DropLoss: 50, DropRate: 10, Delayed: 940, DelayNs: 940 * 30e6}, {Seen: 400, DropRate: 4}})
+	recs := []Record{
+		{Round: 1, Impl: implWG, Placement: placeUnpinned, Test: "tcp1-bbr", RecvGbps: 0.135, TCPRTTms: 54, LinkBps: 200e6, Bridge: b},
+		{Round: 1, Impl: implYip, Placement: placeUnpinned, Test: "tcp1-bbr", RecvGbps: 0.170, TCPRTTms: 81, LinkBps: 200e6, Bridge: b},
+	}
+	tab := Table(recs, []string{"tcp1-bbr"}, []string{placeUnpinned})
+	for _, want := range []string{
+		"|  |  | inner TCP RTT (sender's smoothed, mean) | 54.00 ms | 81.00 ms | 1.50× |",
+		"|  |  | goodput, share of the bottleneck | 67.5 % | 85.0 % | 1.26× |",
+		"|  |  | WAN frames dropped A→B | 6.00 % | 6.00 % | 1.00× |",
+		"|  |  | of which channel loss A→B | 5.00 % | 5.00 % | 1.00× |",
+		"|  |  | bottleneck queue full, A→B frames | 1.00 % | 1.00 % | 1.00× |",
+		"|  |  | bottleneck queue full, B→A frames | 1.00 % | 1.00 % | 1.00× |",
+		"|  |  | WAN delay A→B (propagation + queue), mean | 30.0 ms | 30.0 ms | 1.00× |",
+	} {
+		if !strings.Contains(tab, want) {
+			t.Errorf("table lacks %q:\n%s", want, tab)
+		}
 	}
 }
 
