@@ -129,6 +129,11 @@ const maxKs = 4
 // round-trip time, then TCPResidual of it, within [MinTarget, Target].
 // A path whose last cleanReports reports lost nothing gets no parity at
 // all (trackClean); its first loss brings back MinR at once.
+// Loss reported while the path queues (SetQueued) is congestion, not the
+// channel's: it never raises p above what the rule last acted on, and its
+// runs are not taken as bursts (a tail-drop queue drops in runs). Parity
+// spent on it would fill the queue it overflows, and recovering it would
+// hide from the inner flows the signal they slow down on.
 // ModeFixed and ModeOff ignore reports.
 type Adapter struct {
 	mode  Mode
@@ -156,6 +161,11 @@ type Adapter struct {
 	// clean counts the reports in a row that lost nothing; from
 	// cleanReports on the lane sends no parity.
 	clean int
+	// queued: the path's round trip stands well above its least
+	// (SetQueued); p is the loss the rule last acted on (pOK: it has).
+	queued bool
+	p      float64
+	pOK    bool
 }
 
 // cleanReports is how many loss reports in a row (about a second each,
@@ -289,6 +299,11 @@ func (a *Adapter) groupSize(k, d int) int {
 	}
 	return max(1, min(k, int(a.fill)/d))
 }
+
+// SetQueued tells the rule whether the path's round trip now stands well
+// above its least (a queue is building at the bottleneck): loss reported
+// while it does is congestion, which the rule does not spend parity on.
+func (a *Adapter) SetQueued(q bool) { a.queued = q }
 
 // Target is the residual loss the rule currently aims for.
 func (a *Adapter) Target() float64 { return a.target }
@@ -462,11 +477,14 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	}
 	a.pending = a.pending.Add(rep)
 	a.trackClean(rep)
-	if a.burstSkip > 0 {
+	switch {
+	case a.queued:
+		// Tail drops come in runs: not the channel's bursts.
+	case a.burstSkip > 0:
 		// Runs counted at a depth no longer in force would be converted
 		// back with the wrong one.
 		a.burstSkip--
-	} else if rep.Runs > 0 {
+	case rep.Runs > 0:
 		// Bursts are counted over as many reports as it takes to see
 		// minBurstSample lost symbols: reports with a few losses each
 		// count as much as one with many.
@@ -484,6 +502,10 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		win = win.Add(w)
 	}
 	p := math.Max(win.Loss(), latest)
+	if a.queued && a.pOK {
+		p = min(p, a.p) // congestion: no more parity for it
+	}
+	a.p, a.pOK = p, true
 	if a.burstPend.Expected-a.burstPend.Received >= minBurstSample {
 		// Runs were counted within groups, spaced by the depth then in
 		// force (the last choice, give or take a report in flight).

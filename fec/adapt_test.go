@@ -756,3 +756,66 @@ func TestDecoderSkippedGroupLateAndWrap(t *testing.T) {
 		t.Fatalf("report %+v: want the late group counted lost once", rep)
 	}
 }
+
+// Loss reported while the path queues is congestion: it raises no parity
+// and says nothing about the channel's bursts; the same reports on a path
+// that does not queue raise parity. Loss that falls while queued still
+// lowers it, and once the queue is gone more loss raises it again.
+func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
+	share := func(k, r int) float64 { return float64(r) / float64(k) }
+	run := func(queued bool) (*Adapter, float64) {
+		a := mustAdapter(t)
+		a.SetRTT(50 * time.Millisecond)
+		for range 4 {
+			a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950}) // 5%, independent
+		}
+		a.SetQueued(queued)
+		var k, r int
+		for range 4 {
+			k, r = a.Observe(LossReport{Expected: 20000, Received: 17000, Runs: 2600}) // 15%
+		}
+		return a, share(k, r)
+	}
+	calm, calmShare := mustAdapter(t), 0.0
+	calm.SetRTT(50 * time.Millisecond)
+	for range 4 {
+		k, r := calm.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950})
+		calmShare = share(k, r)
+	}
+	q, qShare := run(true)
+	_, openShare := run(false)
+	if qShare > calmShare {
+		t.Fatalf("queued 15%% loss raised parity from %.3f to %.3f", calmShare, qShare)
+	}
+	if openShare <= calmShare {
+		t.Fatalf("15%% loss on a path that does not queue left parity at %.3f (5%%: %.3f)", openShare, calmShare)
+	}
+	bursts := func(queued bool) float64 {
+		a := mustAdapter(t)
+		a.SetQueued(queued)
+		for range 4 {
+			a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 100}) // runs of 10
+		}
+		return a.burst
+	}
+	if b := bursts(true); b != 0 {
+		t.Fatalf("tail drops in runs while queued taken as bursts of %v", b)
+	}
+	if b := bursts(false); b < 5 {
+		t.Fatalf("runs of 10 on a path that does not queue: burst estimate %v", b)
+	}
+	// Less loss while queued: parity follows it down.
+	for range 4 {
+		q.Observe(LossReport{Expected: 20000, Received: 19900, Runs: 100})
+	}
+	if k, r := q.Ratio(); share(k, r) >= calmShare {
+		t.Fatalf("0.5%% loss while queued kept parity at %d:%d", k, r)
+	}
+	q.SetQueued(false)
+	for range 2 {
+		q.Observe(LossReport{Expected: 20000, Received: 17000, Runs: 3000})
+	}
+	if k, r := q.Ratio(); share(k, r) <= calmShare {
+		t.Fatalf("15%% loss after the queue drained left parity at %d:%d", k, r)
+	}
+}

@@ -26,6 +26,8 @@ import (
 //	keepalive:   0 ‖ features (1) ‖ round trip in ms (2, big endian; 0: unknown)
 //	loss report: 1 ‖ fec.LossReport (LossReportLen bytes, or
 //	             LossReportLenV1 to a peer without FeatureLossRuns)
+//	             [‖ delay echo (delayEchoLen bytes, delay.go) to a peer
+//	             with FeatureDelayEcho]
 //
 // Readers before the features byte ignored all of a keepalive after its
 // type, so the features and round trip reach new peers without bothering
@@ -65,9 +67,14 @@ const (
 	// routers take are read (crypto.LongHandshakes), so initiations may
 	// take any length data takes.
 	FeatureLongHandshakes = 1 << 3
+	// FeatureDelayEcho: loss reports may carry the delay echo after
+	// their LossReportLen bytes (delay.go), which gives the peer its
+	// round trip all along. It implies FeatureLossRuns and
+	// FeaturePadding (a reader of it reads those).
+	FeatureDelayEcho = 1 << 4
 
 	// Features is every feature this version has.
-	Features = FeatureLossRuns | FeaturePadding | FeatureFramePad | FeatureLongHandshakes
+	Features = FeatureLossRuns | FeaturePadding | FeatureFramePad | FeatureLongHandshakes | FeatureDelayEcho
 )
 
 // control acts on an opened control frame. Opening it already proved the
@@ -112,14 +119,22 @@ func (s *Shard) control(ln *lane, body []byte) {
 	}
 	b := body[1:]
 	if len(b) > fec.LossReportLen {
-		b = b[:fec.LossReportLen] // padded (FeaturePadding)
+		b = b[:fec.LossReportLen] // padded (FeaturePadding), or a delay echo
 	}
 	rep, err := fec.ParseLossReport(b)
 	if err != nil {
 		s.count(DropBadHeader)
 		return
 	}
+	if len(b) == fec.LossReportLen && ln.peerFeatures&FeatureDelayEcho != 0 {
+		ln.delay.readEcho(body[1+fec.LossReportLen:], s.now)
+	}
+	if rep.Expected == 0 {
+		return // a stamp only (delay.go): nothing for the adapter
+	}
+	ln.delay.stampDue = true
 	if ln.adapt != nil {
+		ln.adapt.SetQueued(ln.delay.queued())
 		if dt := s.now.Sub(ln.reportAt); ln.reportAt.IsZero() || dt >= minRateInterval {
 			if !ln.reportAt.IsZero() {
 				ln.adapt.SetFill(float64(ln.txPackets-ln.reportTx) * ln.enc.FlushTimeout().Seconds() / dt.Seconds())
@@ -141,19 +156,22 @@ func (s *Shard) control(ln *lane, body []byte) {
 // passive wait (as WireGuard: else the peer's liveness check would
 // re-handshake on one-way traffic). tick calls it for every owned lane.
 func (s *Shard) controlTimers(ln *lane) {
-	var buf [1 + 16]byte
+	var buf [1 + fec.LossReportLen + delayEchoLen]byte
 	if !s.now.Before(ln.reportDue) {
 		every := lossReportEvery
 		if ln.reportsSent < earlyReports {
 			every = lossReportFirst
 		}
 		ln.reportDue = s.now.Add(jitter(every))
-		if rep := ln.dec.TakeLossReport(); rep.Expected > 0 {
+		echo := ln.peerFeatures&FeatureDelayEcho != 0
+		if rep := ln.dec.TakeLossReport(); rep.Expected > 0 || echo && ln.delay.stampDue {
 			ln.reportsSent++
 			buf[0] = ctlLossReport
 			if b, err := rep.AppendBinary(buf[:1]); err == nil {
 				if ln.peerFeatures&FeatureLossRuns == 0 {
 					b = b[:1+fec.LossReportLenV1] // a peer that reads no runs
+				} else if echo {
+					b = ln.delay.appendEcho(b, s.now)
 				}
 				s.sendControl(ln, b)
 			}

@@ -84,6 +84,8 @@ type lane struct {
 	// group can hold before its flush timeout.
 	reportAt time.Time
 	reportTx uint64
+	// delay is the round trip the loss reports measure (delay.go).
+	delay pathDelay
 	// deliver is what the decoder hands this lane's data symbols to:
 	// Shard.deliverSymbol bound to the lane, made once at install so
 	// ingress passes it to the decoder without allocating.
@@ -330,6 +332,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		ln.steerFull = top.steerFull     // counted once per lane, not per rekey
 		ln.reportsSent = top.reportsSent // a rekey is not a fresh start
 		ln.fecCarry = top.fecCarry
+		ln.delay = top.delay.carried()
 		if top.adapt != nil && ln.adapt != nil && top.cfg.Mode == cfg.Mode {
 			// Same path, same loss: a rekey keeps what the loss reports
 			// taught the adapter instead of starting over every two

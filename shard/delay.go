@@ -1,0 +1,140 @@
+package shard
+
+import (
+	"encoding/binary"
+	"time"
+)
+
+// A lane's round trip, measured all along from the loss reports both sides
+// send about once a second (control.go), so the FEC adapter can tell a
+// bottleneck's queue overflowing from a lossy channel. Each report to a
+// peer with FeatureDelayEcho carries, after its fec.LossReport:
+//
+//	0xEC ‖ stamp (4) ‖ echo (4) ‖ held (4)        big endian, microseconds
+//
+// The mark tells the extension from padding (zeros), which a report to a
+// peer whose features the sender did not know yet carries instead. stamp is the sender's clock; echo the last stamp it received from the
+// peer and held how long ago that was (noEcho: none yet). The peer's
+// round trip is then its clock now − echo − held: the report it sent
+// crossed the path one way (behind its data, in the queue its data builds)
+// and this one came back. A sample a second is coarse, but it is taken
+// where the loss it judges is counted: over the report's interval.
+//
+// A lane that receives nothing to report on (its peer's return traffic
+// takes another lane) still answers each report of its peer's with one of
+// its own, empty (Expected 0) but stamped, so the peer's next report has
+// a stamp to echo. An empty report asks for no answer: two idle lanes do
+// not trade them forever.
+
+// delayEchoLen is the extension's length, echoMark its first byte.
+const (
+	delayEchoLen = 13
+	echoMark     = 0xEC
+)
+
+// noEcho in held: no stamp of the peer's received yet.
+const noEcho = ^uint32(0)
+
+// maxDelaySample bounds a believable round trip: beyond it a sample is a
+// stamp from before a long silence, or a broken peer's.
+const maxDelaySample = 10 * time.Second
+
+// delaySamples is how many samples (about a second apart) the least round
+// trip is taken over: long enough that a queue which stands for a while
+// is measured against the path without it, short enough that a new path
+// (a roam) is learnt within half a minute.
+const delaySamples = 32
+
+// queueMin is the least queueing delay taken as a queue: below it, jitter
+// of a LAN's scheduling.
+const queueMin = 2 * time.Millisecond
+
+// stampEpoch is the zero of every lane's stamps: one per process, so a
+// lane that moves between shards keeps one clock.
+var stampEpoch = time.Now()
+
+// stamp is t on the wire's 32-bit microsecond clock (it wraps every 71
+// minutes; only differences of a few seconds are ever taken).
+func stamp(t time.Time) uint32 { return uint32(t.Sub(stampEpoch) / time.Microsecond) }
+
+// pathDelay is one lane's round-trip measurement.
+type pathDelay struct {
+	peerStamp uint32    // the peer's last stamp
+	peerAt    time.Time // when it arrived (zero: none yet)
+	stampDue  bool      // a report of the peer's (not empty) awaits one of ours
+	ring      [delaySamples]time.Duration
+	n, next   int
+	last      time.Duration // the latest sample (0: none)
+}
+
+// appendEcho appends the extension for a report sent at now.
+func (d *pathDelay) appendEcho(b []byte, now time.Time) []byte {
+	held := noEcho
+	if !d.peerAt.IsZero() {
+		held = uint32(min(now.Sub(d.peerAt)/time.Microsecond, time.Duration(noEcho-1)))
+	}
+	d.stampDue = false
+	b = append(b, echoMark)
+	b = binary.BigEndian.AppendUint32(b, stamp(now))
+	b = binary.BigEndian.AppendUint32(b, d.peerStamp)
+	return binary.BigEndian.AppendUint32(b, held)
+}
+
+// readEcho takes the extension of a report received at now (b: the bytes
+// after the fec.LossReport; none unless they start with echoMark): the peer's
+// stamp for our next echo, and a round-trip sample if it echoes one of
+// ours. A sample that cannot be (negative, past maxDelaySample) is
+// dropped: the bytes are authenticated, but a peer may be broken.
+func (d *pathDelay) readEcho(b []byte, now time.Time) {
+	if len(b) < delayEchoLen || b[0] != echoMark {
+		return
+	}
+	d.peerStamp, d.peerAt = binary.BigEndian.Uint32(b[1:]), now
+	echo, held := binary.BigEndian.Uint32(b[5:]), binary.BigEndian.Uint32(b[9:])
+	if held == noEcho {
+		return
+	}
+	since := stamp(now) - echo // modular: the clock wraps
+	if held > since {
+		return
+	}
+	rtt := time.Duration(since-held) * time.Microsecond
+	if rtt > maxDelaySample {
+		return
+	}
+	d.ring[d.next] = rtt
+	d.next = (d.next + 1) % delaySamples
+	d.n = min(d.n+1, delaySamples)
+	d.last = rtt
+}
+
+// carried is d for the lane a rekey installs: the same path's samples,
+// but not the peer's last stamp, which a peer that restarted (a new
+// process, a new clock) would read back as nonsense.
+func (d pathDelay) carried() pathDelay {
+	d.peerAt = time.Time{}
+	return d
+}
+
+// least is the smallest of the recent samples (0: none).
+func (d *pathDelay) least() time.Duration {
+	if d.n == 0 {
+		return 0
+	}
+	m := d.ring[0]
+	for _, s := range d.ring[1:d.n] {
+		m = min(m, s)
+	}
+	return m
+}
+
+// queued reports whether the latest sample stands well above the path's
+// least recent round trip (by half of it, and at least queueMin): a queue
+// is building at the bottleneck, so loss counted now is congestion.
+func (d *pathDelay) queued() bool {
+	if d.n < 2 {
+		return false
+	}
+	base := d.least()
+	return d.last-base > max(base/2, queueMin)
+}

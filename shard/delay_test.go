@@ -1,0 +1,189 @@
+package shard
+
+// The round trip the loss reports measure (delay.go): the echo
+// arithmetic, what it refuses, and the exchange between two lanes.
+
+import (
+	"testing"
+	"time"
+)
+
+// A report crosses one way, is held, and its echo comes back: the sample
+// is the two crossings without the hold, also across the clock's wrap.
+func TestDelayEchoSample(t *testing.T) {
+	for name, t0 := range map[string]time.Time{
+		"start": stampEpoch.Add(time.Second),
+		"wrap":  stampEpoch.Add(time.Duration(1<<32-10_000) * time.Microsecond), // 10 ms before the wrap
+	} {
+		var a, b pathDelay
+		fromA := a.appendEcho(nil, t0)
+		if len(fromA) != delayEchoLen {
+			t.Fatalf("%s: %d bytes, want %d", name, len(fromA), delayEchoLen)
+		}
+		b.readEcho(fromA, t0.Add(30*time.Millisecond)) // no echo in it: no sample
+		if b.n != 0 || b.peerAt.IsZero() {
+			t.Fatalf("%s: b took a sample (%d) or missed a's stamp", name, b.n)
+		}
+		fromB := b.appendEcho(nil, t0.Add(530*time.Millisecond))
+		a.readEcho(fromB, t0.Add(560*time.Millisecond))
+		if a.n != 1 || a.last != 60*time.Millisecond {
+			t.Fatalf("%s: a's sample %s (%d samples), want 60ms", name, a.last, a.n)
+		}
+	}
+}
+
+// Padding (zeros), a held time longer than the echo's age, a sample past
+// maxDelaySample and a short extension are no samples.
+func TestDelayEchoRefused(t *testing.T) {
+	now := stampEpoch.Add(time.Minute)
+	var d pathDelay
+	d.readEcho(make([]byte, 40), now)
+	d.readEcho([]byte{echoMark, 1, 2, 3}, now)
+	if !d.peerAt.IsZero() || d.n != 0 {
+		t.Fatalf("padding or a short extension read as an echo: %+v", d)
+	}
+	var peer pathDelay
+	peer.peerStamp, peer.peerAt = stamp(now.Add(-time.Second)), now.Add(-100*time.Millisecond)
+	ext := peer.appendEcho(nil, now)
+	d.readEcho(ext, now.Add(-time.Second+time.Millisecond)) // held 100 ms, echoed 1 ms ago
+	peer.peerStamp = stamp(now.Add(-time.Hour / 2))
+	d.readEcho(peer.appendEcho(nil, now), now) // 30 min old
+	if d.n != 0 {
+		t.Fatalf("an impossible sample was taken: %s", d.last)
+	}
+	if c := d.carried(); !c.peerAt.IsZero() || c.peerStamp != d.peerStamp {
+		t.Fatalf("carried keeps the peer's stamp time: %+v", c)
+	}
+}
+
+func TestDelayQueued(t *testing.T) {
+	var d pathDelay
+	add := func(rtt time.Duration) {
+		d.ring[d.next], d.next, d.n, d.last = rtt, (d.next+1)%delaySamples, min(d.n+1, delaySamples), rtt
+	}
+	add(100 * time.Millisecond)
+	if d.queued() {
+		t.Fatal("one sample is queued")
+	}
+	for _, c := range []struct {
+		rtt    time.Duration
+		queued bool
+	}{{60 * time.Millisecond, false}, {85 * time.Millisecond, false}, {95 * time.Millisecond, true}, {60 * time.Millisecond, false}} {
+		add(c.rtt)
+		if got := d.queued(); got != c.queued {
+			t.Fatalf("sample %s over least %s: queued %v", c.rtt, d.least(), got)
+		}
+	}
+	// queueMin on a LAN: 1.5 ms over 0.2 ms is jitter, 3 ms a queue.
+	d = pathDelay{}
+	add(200 * time.Microsecond)
+	add(1500 * time.Microsecond)
+	if d.queued() {
+		t.Fatal("1.3 ms over a LAN's least taken as a queue")
+	}
+	add(3 * time.Millisecond)
+	if !d.queued() {
+		t.Fatal("2.8 ms over a LAN's least not taken as a queue")
+	}
+	// The least ages out after delaySamples samples: a new path.
+	for range delaySamples {
+		add(150 * time.Millisecond)
+	}
+	if d.least() != 150*time.Millisecond || d.queued() {
+		t.Fatalf("least %s after a path change", d.least())
+	}
+}
+
+// Two lanes that announce FeatureDelayEcho measure their round trip from
+// each other's loss reports, and the adapter hears when it stands above
+// the least: a queue.
+func TestDelayEchoBetweenLanes(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sa, sb := a.shards[0], b.shards[0]
+	installAuto(t, a, b, 50*time.Millisecond)
+	la, lb := sa.lanes[addrB], sb.lanes[addrA]
+	la.peerFeatures, lb.peerFeatures = Features, Features
+	// oneWay advances both clocks by the path's one-way delay, then
+	// delivers what from sent.
+	oneWay := func(from, to *side, d time.Duration) {
+		sa.now, sb.now = sa.now.Add(d), sb.now.Add(d)
+		deliverAll(t, from, to, nil)
+	}
+	exchange := func(d time.Duration) {
+		for i := range 300 {
+			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 200, i))
+			inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", 80, i))
+		}
+		sa.flushAll()
+		sb.flushAll()
+		oneWay(a, b, 0)
+		oneWay(b, a, 0)
+		// Reports fall due on both; A's crosses, B holds it until its
+		// own is due, which crosses back.
+		sa.now, sb.now = sa.now.Add(time.Second), sb.now.Add(time.Second)
+		sa.tick()
+		oneWay(a, b, d/2)
+		sb.now = sb.now.Add(300 * time.Millisecond)
+		sa.now = sa.now.Add(300 * time.Millisecond)
+		sb.tick()
+		oneWay(b, a, d/2)
+	}
+	for range 3 {
+		exchange(50 * time.Millisecond)
+	}
+	if la.delay.n == 0 || la.delay.last != 50*time.Millisecond || la.delay.queued() {
+		t.Fatalf("A's samples: %d, last %s, queued %v; want 50ms, not queued", la.delay.n, la.delay.last, la.delay.queued())
+	}
+	exchange(120 * time.Millisecond)
+	if la.delay.last != 120*time.Millisecond || !la.delay.queued() {
+		t.Fatalf("A's last sample %s, queued %v; want 120ms, queued", la.delay.last, la.delay.queued())
+	}
+	// A lane whose peer does not announce the echo sends reports
+	// without it, and reads none.
+	lb.peerFeatures = FeatureLossRuns | FeaturePadding
+	n := la.delay.n
+	exchange(50 * time.Millisecond)
+	if la.delay.n != n {
+		t.Fatalf("A took a sample from a peer it did not send stamps to")
+	}
+}
+
+// With data one way only (the peer's return traffic on another lane), the
+// receiving lane answers each report with an empty, stamped one, so the
+// sender still measures its round trip; once the data stops, the lanes
+// stop reporting instead of trading empty reports.
+func TestDelayEchoOneWay(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sa, sb := a.shards[0], b.shards[0]
+	installAuto(t, a, b, 40*time.Millisecond)
+	la, lb := sa.lanes[addrB], sb.lanes[addrA]
+	la.peerFeatures, lb.peerFeatures = Features, Features
+	step := func(d time.Duration) {
+		sa.now, sb.now = sa.now.Add(d), sb.now.Add(d)
+		sa.tick()
+		sb.tick()
+		deliverAll(t, a, b, nil)
+		deliverAll(t, b, a, nil)
+	}
+	for round := range 6 {
+		for i := range 300 {
+			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 200, round*300+i))
+		}
+		for range 10 {
+			step(100 * time.Millisecond)
+		}
+	}
+	if la.delay.n == 0 {
+		t.Fatal("A sent data for 6 s and measured no round trip: B never stamped a report")
+	}
+	for range 30 {
+		step(100 * time.Millisecond)
+	}
+	ra, rb := la.reportsSent, lb.reportsSent
+	for range 100 {
+		step(100 * time.Millisecond)
+	}
+	if la.reportsSent != ra || lb.reportsSent != rb {
+		t.Fatalf("idle lanes kept trading loss reports: A %d, B %d in 10 s", la.reportsSent-ra, lb.reportsSent-rb)
+	}
+}
