@@ -130,10 +130,14 @@ const maxKs = 4
 // A path whose last cleanReports reports lost nothing gets no parity at
 // all (trackClean); its first loss brings back MinR at once.
 // Loss reported while the path queues (SetQueued) is congestion, not the
-// channel's: it never raises p above what the rule last acted on, and its
-// runs are not taken as bursts (a tail-drop queue drops in runs). Parity
-// spent on it would fill the queue it overflows, and recovering it would
-// hide from the inner flows the signal they slow down on.
+// channel's: each such interval counts as losing at most a quarter of the
+// p the rule last acted on (none below minQueuedLoss, and then no parity), it
+// does not bring back MinR after a clean run, and its runs are not taken
+// as bursts (a tail-drop queue drops in runs). Parity spent on it would
+// fill the queue it overflows, and recovering it would hide from the inner
+// flows the signal they slow down on; a loss-based flow that meets the
+// channel's loss again drains the queue, and the next interval counts in
+// full.
 // ModeFixed and ModeOff ignore reports.
 type Adapter struct {
 	mode  Mode
@@ -302,7 +306,8 @@ func (a *Adapter) groupSize(k, d int) int {
 
 // SetQueued tells the rule whether the path's round trip now stands well
 // above its least (a queue is building at the bottleneck): loss reported
-// while it does is congestion, which the rule does not spend parity on.
+// while it does is congestion, which the rule spends less parity on each
+// report, down to none.
 func (a *Adapter) SetQueued(q bool) { a.queued = q }
 
 // Target is the residual loss the rule currently aims for.
@@ -493,17 +498,30 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if a.pending.Expected < a.cfg.MinExpected {
 		return a.k, a.r
 	}
-	latest := a.pending.Loss()
+	interval := a.pending
+	congested := a.queued && a.pOK
+	ceiling := 0.0
+	if congested {
+		// Congestion: the interval counts as losing at most a quarter
+		// of what the rule last acted on, so parity falls within a few
+		// reports while the queue stands, and the window keeps the
+		// interval as judged.
+		if ceiling = a.p / 4; ceiling < minQueuedLoss {
+			ceiling = 0
+		}
+		interval = lossAtMost(interval, ceiling)
+	}
+	latest := interval.Loss()
 	copy(a.window[1:], a.window[:lossWindow-1])
-	a.window[0], a.pending = a.pending, LossReport{}
+	a.window[0], a.pending = interval, LossReport{}
 	a.winN = min(a.winN+1, lossWindow)
 	var win LossReport
 	for _, w := range a.window[:a.winN] {
 		win = win.Add(w)
 	}
 	p := math.Max(win.Loss(), latest)
-	if a.queued && a.pOK {
-		p = min(p, a.p) // congestion: no more parity for it
+	if congested {
+		p = min(p, ceiling)
 	}
 	a.p, a.pOK = p, true
 	if a.burstPend.Expected-a.burstPend.Received >= minBurstSample {
@@ -551,10 +569,30 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	goal := max(a.target, predict(cur))
 	partialParity(p, spacedBurst(p, a.burst, a.d), goal, a.cfg.MinR, a.r, a.partial[:a.k], a.sparse())
 	a.partialOK = true
-	if a.clean >= cleanReports {
+	if a.clean >= cleanReports || congested && p == 0 {
 		a.parityOff()
 	}
 	return a.k, a.r
+}
+
+// minQueuedLoss is where the loss a queued path is judged to have (a
+// quarter of the last each report while the queue stands) counts as none:
+// parity goes off. From the 30% a flow's start-up overshoot may show, that
+// takes four reports.
+const minQueuedLoss = 0.005
+
+// lossAtMost is r with its loss cut to at most p: the symbols lost beyond
+// it count as received (and with them their runs and unrecovered data).
+func lossAtMost(r LossReport, p float64) LossReport {
+	lost := r.Expected - r.Received
+	keep := uint32(p * float64(r.Expected))
+	if lost <= keep {
+		return r
+	}
+	r.Received = r.Expected - keep
+	r.Unrecovered = min(r.Unrecovered, keep)
+	r.Runs = min(r.Runs, keep)
+	return r
 }
 
 // trackClean counts rep into the run of clean reports: after cleanReports
@@ -565,7 +603,7 @@ func (a *Adapter) trackClean(rep LossReport) {
 	switch {
 	case rep.Expected > rep.Received:
 		a.clean = 0
-		if a.r < a.cfg.MinR {
+		if a.r < a.cfg.MinR && !a.queued {
 			a.r = a.cfg.MinR
 			for i := range a.partial {
 				a.partial[i] = uint8(a.cfg.MinR)

@@ -757,38 +757,49 @@ func TestDecoderSkippedGroupLateAndWrap(t *testing.T) {
 	}
 }
 
-// Loss reported while the path queues is congestion: it raises no parity
-// and says nothing about the channel's bursts; the same reports on a path
-// that does not queue raise parity. Loss that falls while queued still
-// lowers it, and once the queue is gone more loss raises it again.
+// Loss reported while the path queues is congestion: it raises no parity,
+// parity falls each report while the queue stands, down to none, and runs
+// are not taken as bursts; the same reports on a path that does not queue
+// raise parity. Once the queue drains, loss counts in full at once.
 func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
 	share := func(k, r int) float64 { return float64(r) / float64(k) }
-	run := func(queued bool) (*Adapter, float64) {
+	steady := func() (*Adapter, float64) {
 		a := mustAdapter(t)
 		a.SetRTT(50 * time.Millisecond)
-		for range 4 {
-			a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950}) // 5%, independent
-		}
-		a.SetQueued(queued)
 		var k, r int
 		for range 4 {
-			k, r = a.Observe(LossReport{Expected: 20000, Received: 17000, Runs: 2600}) // 15%
+			k, r = a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950}) // 5%, independent
 		}
 		return a, share(k, r)
 	}
-	calm, calmShare := mustAdapter(t), 0.0
-	calm.SetRTT(50 * time.Millisecond)
-	for range 4 {
-		k, r := calm.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950})
-		calmShare = share(k, r)
+	heavy := LossReport{Expected: 20000, Received: 17000, Runs: 2600} // 15%
+	open, calm := steady()
+	for range 2 {
+		open.Observe(heavy)
 	}
-	q, qShare := run(true)
-	_, openShare := run(false)
-	if qShare > calmShare {
-		t.Fatalf("queued 15%% loss raised parity from %.3f to %.3f", calmShare, qShare)
+	if k, r := open.Ratio(); share(k, r) <= calm {
+		t.Fatalf("15%% loss on a path that does not queue left parity at %d:%d (5%%: %.3f)", k, r, calm)
 	}
-	if openShare <= calmShare {
-		t.Fatalf("15%% loss on a path that does not queue left parity at %.3f (5%%: %.3f)", openShare, calmShare)
+	q, _ := steady()
+	q.SetQueued(true)
+	last := calm
+	for i := range 20 {
+		k, r := q.Observe(heavy)
+		if share(k, r) > last {
+			t.Fatalf("report %d while queued raised parity to %d:%d", i, k, r)
+		}
+		last = share(k, r)
+	}
+	if k, r := q.Ratio(); r != 0 {
+		t.Fatalf("20 reports of congestion left parity at %d:%d", k, r)
+	}
+	q.Observe(LossReport{Expected: 20000, Received: 19990})
+	if _, r := q.Ratio(); r != 0 {
+		t.Fatalf("loss while queued brought back parity (R %d)", r)
+	}
+	q.SetQueued(false)
+	if k, r := q.Observe(heavy); share(k, r) <= calm {
+		t.Fatalf("15%% loss after the queue drained: %d:%d", k, r)
 	}
 	bursts := func(queued bool) float64 {
 		a := mustAdapter(t)
@@ -804,18 +815,17 @@ func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
 	if b := bursts(false); b < 5 {
 		t.Fatalf("runs of 10 on a path that does not queue: burst estimate %v", b)
 	}
-	// Less loss while queued: parity follows it down.
-	for range 4 {
-		q.Observe(LossReport{Expected: 20000, Received: 19900, Runs: 100})
+}
+
+func TestLossAtMost(t *testing.T) {
+	r := LossReport{Expected: 1000, Received: 900, Unrecovered: 40, Runs: 60}
+	if got := lossAtMost(r, 0.2); got != r {
+		t.Fatalf("within the ceiling: %+v", got)
 	}
-	if k, r := q.Ratio(); share(k, r) >= calmShare {
-		t.Fatalf("0.5%% loss while queued kept parity at %d:%d", k, r)
+	if got, want := lossAtMost(r, 0.05), (LossReport{Expected: 1000, Received: 950, Unrecovered: 40, Runs: 50}); got != want {
+		t.Fatalf("5%%: %+v, want %+v", got, want)
 	}
-	q.SetQueued(false)
-	for range 2 {
-		q.Observe(LossReport{Expected: 20000, Received: 17000, Runs: 3000})
-	}
-	if k, r := q.Ratio(); share(k, r) <= calmShare {
-		t.Fatalf("15%% loss after the queue drained left parity at %d:%d", k, r)
+	if got := lossAtMost(r, 0); got.Loss() != 0 || got.Unrecovered != 0 || got.Runs != 0 {
+		t.Fatalf("none: %+v", got)
 	}
 }

@@ -65,6 +65,15 @@ type pathDelay struct {
 	ring      [delaySamples]time.Duration
 	n, next   int
 	last      time.Duration // the latest sample (0: none)
+	// hs is the least handshake round trip on this path (0: none).
+	hs time.Duration
+}
+
+// noteHandshake takes a handshake's round trip on the path.
+func (d *pathDelay) noteHandshake(rtt time.Duration) {
+	if rtt > 0 && (d.hs == 0 || rtt < d.hs) {
+		d.hs = rtt
+	}
 }
 
 // appendEcho appends the extension for a report sent at now.
@@ -108,11 +117,13 @@ func (d *pathDelay) readEcho(b []byte, now time.Time) {
 	d.last = rtt
 }
 
-// carried is d for the lane a rekey installs: the same path's samples,
-// but not the peer's last stamp, which a peer that restarted (a new
-// process, a new clock) would read back as nonsense.
-func (d pathDelay) carried() pathDelay {
+// carried is d for the lane a rekey installs on the same path, whose
+// handshake took hs: the path's samples and least handshake, but not the
+// peer's last stamp, which a peer that restarted (a new process, a new
+// clock) would read back as nonsense.
+func (d pathDelay) carried(hs time.Duration) pathDelay {
 	d.peerAt = time.Time{}
+	d.noteHandshake(hs)
 	return d
 }
 
@@ -129,12 +140,18 @@ func (d *pathDelay) least() time.Duration {
 }
 
 // queued reports whether the latest sample stands well above the path's
-// least recent round trip (by half of it, and at least queueMin): a queue
-// is building at the bottleneck, so loss counted now is congestion.
+// least round trip (by half of it, and at least queueMin): a queue is
+// building at the bottleneck, so loss counted now is congestion. The least
+// is that of the recent samples or of the path's handshakes, if smaller: a
+// handshake crosses an idle path, while a flow that keeps a queue standing
+// from its first second on (BBR's start-up) leaves no sample without it.
 func (d *pathDelay) queued() bool {
-	if d.n < 2 {
+	if d.n == 0 || d.n < 2 && d.hs == 0 {
 		return false
 	}
 	base := d.least()
+	if d.hs > 0 {
+		base = min(base, d.hs)
+	}
 	return d.last-base > max(base/2, queueMin)
 }

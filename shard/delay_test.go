@@ -51,7 +51,7 @@ func TestDelayEchoRefused(t *testing.T) {
 	if d.n != 0 {
 		t.Fatalf("an impossible sample was taken: %s", d.last)
 	}
-	if c := d.carried(); !c.peerAt.IsZero() || c.peerStamp != d.peerStamp {
+	if c := d.carried(0); !c.peerAt.IsZero() || c.peerStamp != d.peerStamp {
 		t.Fatalf("carried keeps the peer's stamp time: %+v", c)
 	}
 }
@@ -91,6 +91,24 @@ func TestDelayQueued(t *testing.T) {
 	}
 	if d.least() != 150*time.Millisecond || d.queued() {
 		t.Fatalf("least %s after a path change", d.least())
+	}
+	// A queue that stood from the first sample on: the handshake's
+	// round trip, taken on the idle path, shows it.
+	d.noteHandshake(60 * time.Millisecond)
+	d.noteHandshake(90 * time.Millisecond) // a rekey's, under load
+	if !d.queued() || d.hs != 60*time.Millisecond {
+		t.Fatalf("150 ms against a 60 ms handshake not taken as a queue (least handshake %s)", d.hs)
+	}
+	if c := d.carried(40 * time.Millisecond); c.hs != 40*time.Millisecond || c.n != d.n {
+		t.Fatalf("carried: least handshake %s, %d samples", c.hs, c.n)
+	}
+	one := pathDelay{}
+	one.ring[0], one.n, one.last = 150*time.Millisecond, 1, 150*time.Millisecond
+	if one.queued() {
+		t.Fatal("one sample and no handshake: queued")
+	}
+	if one.noteHandshake(60 * time.Millisecond); !one.queued() {
+		t.Fatal("one sample against a handshake's round trip: not queued")
 	}
 }
 

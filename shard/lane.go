@@ -258,6 +258,7 @@ func (ln *lane) setRTT(rtt time.Duration) {
 		return
 	}
 	ln.rtt = rtt
+	ln.delay.noteHandshake(rtt)
 	if ln.adapt != nil {
 		ln.adapt.SetRTT(rtt)
 	}
@@ -332,7 +333,9 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		ln.steerFull = top.steerFull     // counted once per lane, not per rekey
 		ln.reportsSent = top.reportsSent // a rekey is not a fresh start
 		ln.fecCarry = top.fecCarry
-		ln.delay = top.delay.carried()
+		if top.cfg.Remote == cfg.Remote {
+			ln.delay = top.delay.carried(ln.delay.hs)
+		}
 		if top.adapt != nil && ln.adapt != nil && top.cfg.Mode == cfg.Mode {
 			// Same path, same loss: a rekey keeps what the loss reports
 			// taught the adapter instead of starting over every two

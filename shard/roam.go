@@ -134,6 +134,7 @@ func (s *Shard) setRemote(ln *lane, to netip.AddrPort, counted bool) {
 	if ln.prev != nil {
 		ln.prev.cfg.Remote = to
 	}
+	ln.delay = pathDelay{} // a new path: its round trip is learnt anew
 	if counted {
 		ln.moves++
 		s.count(LaneMoved)
