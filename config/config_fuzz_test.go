@@ -29,11 +29,7 @@ func formatConfig(c *Config) string {
 		fmt.Fprintf(&b, "Address = %s\n", a)
 	}
 	fmt.Fprintf(&b, "MTU = %d\nFEC = %s\n", ic.MTU, ic.FEC)
-	if ic.ShardsAuto {
-		b.WriteString("Shards = auto\n")
-	} else {
-		fmt.Fprintf(&b, "Shards = %d\n", ic.Shards)
-	}
+	fmt.Fprintf(&b, "Shards = %s\n", ic.Shards)
 	if ic.MetricsListen != "" {
 		fmt.Fprintf(&b, "MetricsListen = %s\n", ic.MetricsListen)
 	}
@@ -118,8 +114,8 @@ func checkValid(t *testing.T, c *Config) {
 			t.Fatalf("accepted MTU %d with %s", ic.MTU, a)
 		}
 	}
-	if ic.ShardsAuto != (ic.Shards == 0) || ic.Shards < 0 || ic.Shards > maxShards {
-		t.Fatalf("accepted shards %v %d", ic.ShardsAuto, ic.Shards)
+	if !ic.Shards.Valid() {
+		t.Fatalf("accepted shards %+v", ic.Shards)
 	}
 	own := ic.PrivateKey.Public()
 	seen := map[crypto.PublicKey]bool{}

@@ -155,7 +155,7 @@ func TestConfigFull(t *testing.T) {
 			ListenAddress: netip.MustParseAddr("2001:db8::10"),
 			Addresses:     []netip.Prefix{pfx("10.1.0.1/24"), pfx("fd00:1::1/64"), pfx("10.2.0.1/16")},
 			MTU:           1280,
-			Shards:        4,
+			Shards:        Shards{N: 4},
 			FEC:           fec.Mode{Kind: fec.ModeFixed, K: 16, R: 4},
 			MetricsListen: "[::1]:9586",
 		},
@@ -196,7 +196,7 @@ func TestConfigDefaults(t *testing.T) {
 	}
 	ic := c.Interface
 	if ic.Name != "yip0" || ic.ListenPort != 0 || ic.ListenAddress != netip.IPv6Unspecified() ||
-		ic.MTU != DefaultMTU || !ic.ShardsAuto || ic.Shards != 0 || ic.FEC != (fec.Mode{Kind: fec.ModeAuto}) ||
+		ic.MTU != DefaultMTU || ic.Shards != (Shards{Auto: true}) || ic.FEC != (fec.Mode{Kind: fec.ModeAuto}) ||
 		ic.MetricsListen != "" || ic.Addresses != nil || c.Peers != nil || c.Path != "" ||
 		ic.Padding != PaddingOff || ic.TunMTU() != DefaultMTU {
 		t.Errorf("defaults: %+v", c)

@@ -92,7 +92,7 @@ func parse(name string, data []byte) *parser {
 		ListenPort:    defaultPort,
 		ListenAddress: netip.IPv6Unspecified(),
 		MTU:           DefaultMTU,
-		ShardsAuto:    true,
+		Shards:        Shards{Auto: true},
 		FEC:           fec.Mode{Kind: fec.ModeAuto},
 	}
 	data = bytes.TrimPrefix(data, []byte("\xef\xbb\xbf"))

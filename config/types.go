@@ -34,7 +34,6 @@ const (
 	maxKeyFile    = 4096 // bytes read from a PrivateKeyFile
 	minMTU        = 576
 	minIPv6MTU    = 1280
-	maxShards     = 64
 	defaultName   = DefaultName
 	defaultPort   = 0 // no well-known port: a DPI box maps 51820 to WireGuard
 	lookupTimeout = 5 * time.Second
@@ -65,8 +64,7 @@ type Interface struct {
 	ListenAddress netip.Addr        // underlay address to bind; default :: (both families)
 	Addresses     []netip.Prefix    // key Address; with host bits, e.g. 10.1.0.1/24
 	MTU           int               // default DefaultMTU; 576..MaxMTU, >= 1280 with an IPv6 Address
-	ShardsAuto    bool              // Shards = auto (the default)
-	Shards        int               // Shards = N, 1..64 (0 when ShardsAuto)
+	Shards        Shards            // default auto
 	FEC           fec.Mode          // default auto
 	MetricsListen string            // optional host:port (a valid netip.AddrPort)
 	// DisableOffload turns offloads off by hand (key DisableOffload, a

@@ -93,16 +93,12 @@ func (p *parser) interfaceKey(n int, key, v string) {
 		}
 		ic.MTU = int(m)
 	case "Shards":
-		if strings.EqualFold(v, "auto") {
-			ic.ShardsAuto, ic.Shards = true, 0
+		s, err := ParseShards(v)
+		if err != nil {
+			bad("%v", err)
 			return
 		}
-		s, err := strconv.ParseUint(v, 10, 32)
-		if err != nil || s < 1 || s > maxShards {
-			bad("%q: want auto or a number of shards 1..%d", v, maxShards)
-			return
-		}
-		ic.ShardsAuto, ic.Shards = false, int(s)
+		ic.Shards = s
 	case "FEC":
 		m, err := fec.ParseMode(v)
 		if err != nil {

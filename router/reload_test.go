@@ -18,7 +18,7 @@ func TestReloadReportsAndIsWhole(t *testing.T) {
 	m := newTestRouter(t)
 	k1, _ := crypto.GeneratePrivateKey()
 	p1 := config.Peer{PublicKey: k1.Public(), AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}
-	m.cfg = &config.Config{Interface: config.Interface{Name: "yip0", MTU: 1400, ListenPort: 5000,
+	m.cfg = &config.Config{Interface: config.Interface{Name: "yip0", MTU: 1400, ListenPort: 5000, Shards: config.Shards{Auto: true},
 		Addresses: []netip.Prefix{netip.MustParsePrefix("10.9.0.9/24")}}, Peers: []config.Peer{p1}}
 	if err := m.core.SetPeers(m.cfg.Peers); err != nil {
 		t.Fatal(err)
@@ -63,6 +63,14 @@ func TestReloadReportsAndIsWhole(t *testing.T) {
 	}
 	if m.local.Peer(k2.Public()) == nil || m.cfg.Interface.MTU != 1400 {
 		t.Fatalf("the new peer was not added (%v) or the MTU changed to %d", m.local.Peer(k2.Public()) != nil, m.cfg.Interface.MTU)
+	}
+
+	// The shards are chosen once, at start.
+	sh := *m.cfg
+	sh.Interface.Shards = config.Shards{N: 2}
+	restart, err = m.Reload(&sh)
+	if err != nil || !slices.Equal(restart, []string{"Shards"}) || m.cfg.Interface.Shards != (config.Shards{Auto: true}) {
+		t.Fatalf("auto to 2 shards: restart %v, %v, running %v", restart, err, m.cfg.Interface.Shards)
 	}
 }
 

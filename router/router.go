@@ -16,6 +16,7 @@ import (
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/control"
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/cpuplan"
 	"github.com/yip-router/yip-router/shard"
 	"github.com/yip-router/yip-router/shard/tun"
 	"github.com/yip-router/yip-router/shard/udp"
@@ -23,11 +24,9 @@ import (
 
 // Options are the command-line overrides and test knobs.
 type Options struct {
-	// ShardsSet overrides the config's Shards with ShardsAuto/Shards.
-	ShardsSet  bool
-	ShardsAuto bool
-	Shards     int
-	Log        *zap.Logger
+	// Shards overrides the config's Shards (--shards); nil keeps it.
+	Shards *config.Shards
+	Log    *zap.Logger
 	// RekeyAfter overrides DefaultRekeyAfter (tests: env YIP_TEST_REKEY_AFTER).
 	RekeyAfter time.Duration
 	// SteerByPort skips the eBPF steering as if the kernel refused it
@@ -114,15 +113,15 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		r.keyLog = f
 		r.log.Warn("YIP_KEYLOG is set: every lane's framing keys (not its encryption keys) are written to it", zap.String("path", path))
 	}
-	mask, err := AffinityCPUs()
+	mask, err := cpuplan.AffinityCPUs()
 	if err != nil {
 		return nil, err
 	}
-	auto, n := cfg.Interface.ShardsAuto, cfg.Interface.Shards
-	if opts.ShardsSet {
-		auto, n = opts.ShardsAuto, opts.Shards
+	shards := cfg.Interface.Shards
+	if opts.Shards != nil {
+		shards = *opts.Shards
 	}
-	if r.cpus, err = ChooseCPUs(mask, auto, n, opts.Sys); err != nil {
+	if r.cpus, err = cpuplan.Choose(mask, shards, opts.Sys); err != nil {
 		return nil, err
 	}
 	nsh := len(r.cpus)
@@ -368,7 +367,7 @@ func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 		{"Name", old.Name != nw.Name}, {"MTU", old.MTU != nw.MTU}, {"Padding", old.Padding != nw.Padding},
 		{"Address", !slices.Equal(old.Addresses, nw.Addresses)},
 		{"ListenAddress", old.ListenAddress != nw.ListenAddress},
-		{"Shards", old.ShardsAuto != nw.ShardsAuto || old.Shards != nw.Shards},
+		{"Shards", old.Shards != nw.Shards},
 		{"MetricsListen", old.MetricsListen != nw.MetricsListen},
 		{"DisableOffload", old.DisableOffload != nw.DisableOffload},
 	} {

@@ -3,6 +3,7 @@ package shard
 import (
 	"fmt"
 
+	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/ring"
 )
 
@@ -27,8 +28,8 @@ type Mesh struct {
 
 // NewMesh builds the rings and one waker per shard.
 func NewMesh(n int) (*Mesh, error) {
-	if n < 1 || n > 64 {
-		return nil, fmt.Errorf("shard: %d shards out of range 1..64", n)
+	if n < 1 || n > crypto.MaxLanes {
+		return nil, fmt.Errorf("shard: %d shards out of range 1..%d (one lane each)", n, crypto.MaxLanes)
 	}
 	m := &Mesh{n: n, fwd: make([][]*ring.SPSC[*ring.Packet], n), ret: make([][]*ring.SPSC[*ring.Packet], n)}
 	for i := range n {

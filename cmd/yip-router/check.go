@@ -25,16 +25,12 @@ func check(args []string, env hostcheck.Env, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "usage: yip-router check -c FILE [--shards auto|N]")
 		return 2
 	}
-	var opts hostcheck.Options
-	if *shards != "" {
-		auto, n, err := parseShards(*shards)
-		if err != nil {
-			fmt.Fprintln(stderr, "yip-router check:", err)
-			return 2
-		}
-		opts = hostcheck.Options{ShardsSet: true, ShardsAuto: auto, Shards: n}
+	s, err := shardsFlag(*shards)
+	if err != nil {
+		fmt.Fprintln(stderr, "yip-router check:", err)
+		return 2
 	}
-	findings := hostcheck.Check(*conf, env, opts)
+	findings := hostcheck.Check(*conf, env, hostcheck.Options{Shards: s})
 	for _, f := range findings {
 		fmt.Fprintln(stdout, f)
 	}

@@ -64,7 +64,7 @@ func TestCheckFailures(t *testing.T) {
 	if code, _, _ := runCLI(t, "", "check"); code != 2 {
 		t.Errorf("no -c: exit %d, want 2", code)
 	}
-	if code, _, _ := runCLI(t, "", "check", "-c", p, "--shards", "0"); code != 2 {
-		t.Errorf("--shards 0: exit %d, want 2", code)
+	if code, _, errOut := runCLI(t, "", "check", "-c", p, "--shards", "0"); code != 2 || !strings.Contains(errOut, `--shards "0": want auto or a number of shards 1..64`) {
+		t.Errorf("--shards 0: exit %d, want 2\n%s", code, errOut)
 	}
 }

@@ -7,8 +7,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"strconv"
-	"strings"
 	"syscall"
 
 	"go.uber.org/zap"
@@ -48,16 +46,17 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
 }
 
-// parseShards reads --shards auto|N.
-func parseShards(s string) (auto bool, n int, err error) {
-	if strings.EqualFold(s, "auto") {
-		return true, 0, nil
+// shardsFlag reads --shards auto|N: nil when it is not given (the config's
+// Shards hold).
+func shardsFlag(s string) (*config.Shards, error) {
+	if s == "" {
+		return nil, nil
 	}
-	n, err = strconv.Atoi(s)
-	if err != nil || n < 1 || n > 64 {
-		return false, 0, fmt.Errorf("--shards %q: want auto or a number 1..64", s)
+	v, err := config.ParseShards(s)
+	if err != nil {
+		return nil, fmt.Errorf("--shards %w", err)
 	}
-	return false, n, nil
+	return &v, nil
 }
 
 func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
@@ -88,13 +87,9 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	setGCPercent()
 	opts := router.Options{Log: log}
-	if *shards != "" {
-		auto, n, err := parseShards(*shards)
-		if err != nil {
-			log.Error("yip-router up: " + err.Error())
-			return 2
-		}
-		opts.ShardsSet, opts.ShardsAuto, opts.Shards = true, auto, n
+	if opts.Shards, err = shardsFlag(*shards); err != nil {
+		log.Error("yip-router up: " + err.Error())
+		return 2
 	}
 	cfg, err := config.Load(*conf)
 	if err != nil {

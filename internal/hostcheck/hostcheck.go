@@ -21,7 +21,7 @@ import (
 	"strings"
 
 	"github.com/yip-router/yip-router/config"
-	"github.com/yip-router/yip-router/router"
+	"github.com/yip-router/yip-router/internal/cpuplan"
 )
 
 // SocketBuffer is what each shard socket asks for (shard/udp's
@@ -105,9 +105,7 @@ type Env struct {
 
 // Options are check's command-line overrides.
 type Options struct {
-	ShardsSet  bool // --shards given
-	ShardsAuto bool
-	Shards     int
+	Shards *config.Shards // --shards; nil: the config's
 }
 
 // Counts tallies a report's findings by level.
@@ -259,24 +257,31 @@ func (e Env) socketBuffers() []Finding {
 	return out
 }
 
+// shardSetting is the setting up would run with (--shards, else the config's,
+// else auto) and where it comes from, as the report names it.
+func shardSetting(cfg *config.Config, opts Options) (s config.Shards, from string) {
+	s, from = config.Shards{Auto: true}, "Shards = auto (default)"
+	if cfg != nil && !cfg.Interface.Shards.Auto {
+		s, from = cfg.Interface.Shards, "Shards = "+cfg.Interface.Shards.String()
+	}
+	if opts.Shards != nil {
+		s, from = *opts.Shards, "--shards "+opts.Shards.String()
+	}
+	return s, from
+}
+
 // shardCount is the number of shards up would start, or 0 when it cannot
 // tell.
 func shardCount(cfg *config.Config, opts Options, env Env) int {
-	auto, n := true, 0
-	if cfg != nil {
-		auto, n = cfg.Interface.ShardsAuto, cfg.Interface.Shards
-	}
-	if opts.ShardsSet {
-		auto, n = opts.ShardsAuto, opts.Shards
-	}
-	if !auto {
-		return n
+	s, _ := shardSetting(cfg, opts)
+	if !s.Auto {
+		return s.N
 	}
 	mask, err := env.AffinityCPUs()
 	if err != nil {
 		return 0
 	}
-	cpus, err := router.ChooseCPUs(mask, true, 0, env.Sys)
+	cpus, err := cpuplan.Choose(mask, s, env.Sys)
 	if err != nil {
 		return 0
 	}
@@ -308,8 +313,8 @@ func (e Env) tunCheck(shards int) []Finding {
 	return []Finding{{Level: OK, Topic: topic, Msg: fmt.Sprintf("opened and closed a %d-queue TUN device", queues)}}
 }
 
-// core names a CPU's physical core, as router.ChooseCPUs groups them.
-func (e Env) core(cpu int) string { return router.PhysicalCore(e.Sys, cpu) }
+// core names a CPU's physical core, as cpuplan.Choose groups them.
+func (e Env) core(cpu int) string { return cpuplan.PhysicalCore(e.Sys, cpu) }
 
 func (e Env) cpus(cfg *config.Config, opts Options) []Finding {
 	const topic = "CPUs"
@@ -317,14 +322,7 @@ func (e Env) cpus(cfg *config.Config, opts Options) []Finding {
 	if err != nil || len(mask) == 0 {
 		return []Finding{{Level: Error, Topic: topic, Msg: fmt.Sprintf("cannot read the CPU affinity mask: %v", err)}}
 	}
-	auto, n, from := true, 0, "Shards = auto (default)"
-	if cfg != nil && !cfg.Interface.ShardsAuto {
-		auto, n, from = false, cfg.Interface.Shards, fmt.Sprintf("Shards = %d", cfg.Interface.Shards)
-	}
-	if opts.ShardsSet {
-		auto, n = opts.ShardsAuto, opts.Shards
-		from = "--shards " + map[bool]string{true: "auto", false: strconv.Itoa(n)}[auto]
-	}
+	s, from := shardSetting(cfg, opts)
 	cores := map[string][]int{}
 	var order []string
 	for _, c := range mask {
@@ -338,7 +336,7 @@ func (e Env) cpus(cfg *config.Config, opts Options) []Finding {
 	if len(order) < len(mask) {
 		layout += " (SMT on)"
 	}
-	chosen, err := router.ChooseCPUs(mask, auto, n, e.Sys)
+	chosen, err := cpuplan.Choose(mask, s, e.Sys)
 	if err != nil {
 		return []Finding{{Level: Error, Topic: topic, Msg: fmt.Sprintf("%s; %s: %v", layout, from, err),
 			Fix: fmt.Sprintf("use --shards auto or at most %d shards, or widen the mask (taskset -c LIST yip-router up ..., or CPUAffinity= in the systemd unit)", len(mask))}}

@@ -214,7 +214,7 @@ func TestMistunedHost(t *testing.T) {
 	)
 	f.bufShort = false
 	// auto on the same machine: one shard per core, no SMT warning.
-	fs = Check(writeConf(t, ""), f.env(t), Options{ShardsSet: true, ShardsAuto: true})
+	fs = Check(writeConf(t, ""), f.env(t), Options{Shards: &config.Shards{Auto: true}})
 	if !strings.Contains(report(fs), "OK    CPUs: affinity mask 0-3: 4 CPUs on 2 physical cores (SMT on); --shards auto gives 2 shard(s) on CPUs 0-1") {
 		t.Errorf("auto on SMT:\n%s", report(fs))
 	}
@@ -225,7 +225,7 @@ func TestErrors(t *testing.T) {
 	f.mask = []int{2, 3}
 	f.tunErr[4] = syscall.EINVAL
 	f.udpErr = syscall.EADDRINUSE
-	fs := Check(writeConf(t, ""), f.env(t), Options{ShardsSet: true, Shards: 4})
+	fs := Check(writeConf(t, ""), f.env(t), Options{Shards: &config.Shards{N: 4}})
 	expect(t, fs,
 		"ERROR CPUs: affinity mask 2-3: 2 CPUs on 2 physical cores; --shards 4: 4 shards requested but the CPU affinity mask has 2 CPUs",
 		"ERROR TUN: cannot open a 4-queue TUN device: invalid argument",

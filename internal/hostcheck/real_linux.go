@@ -13,7 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/yip-router/yip-router/config"
-	"github.com/yip-router/yip-router/router"
+	"github.com/yip-router/yip-router/internal/cpuplan"
 	"github.com/yip-router/yip-router/shard/tun"
 	"github.com/yip-router/yip-router/shard/udp"
 )
@@ -25,7 +25,7 @@ func Real() Env {
 		Root:          os.Geteuid() == 0 || hasNetAdmin(),
 		NoBPF:         !hasCap(unix.CAP_BPF) && !hasCap(unix.CAP_SYS_ADMIN),
 		Tune:          tuneCmd(),
-		AffinityCPUs:  router.AffinityCPUs,
+		AffinityCPUs:  cpuplan.AffinityCPUs,
 		OpenTUN:       openTUN,
 		RouteTo:       routeTo,
 		Offloads:      offloads,

@@ -27,6 +27,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	yipconfig "github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/internal/netns"
 	"github.com/yip-router/yip-router/router"
@@ -101,8 +102,8 @@ func check(c *config) error {
 	switch {
 	case c.Peers < 2 || c.Peers > maxPeers:
 		return fmt.Errorf("peers %d: want 2..%d", c.Peers, maxPeers)
-	case c.Shards < 1 || c.Shards > 64:
-		return fmt.Errorf("shards %d: want 1..64", c.Shards)
+	case c.Shards < 1 || c.Shards > yipconfig.MaxShards:
+		return fmt.Errorf("shards %d: want 1..%d", c.Shards, yipconfig.MaxShards)
 	case c.Sample < 1:
 		return fmt.Errorf("sample %d: want at least 1", c.Sample)
 	}
