@@ -129,15 +129,19 @@ const maxKs = 4
 // round-trip time, then TCPResidual of it, within [MinTarget, Target].
 // A path whose last cleanReports reports lost nothing gets no parity at
 // all (trackClean); its first loss brings back MinR at once.
-// Loss reported while the path queues (SetQueued) is congestion, not the
-// channel's: each such interval counts as losing at most a quarter of the
-// p the rule last acted on (none below minQueuedLoss, and then no parity), it
-// does not bring back MinR after a clean run, and its runs are not taken
-// as bursts (a tail-drop queue drops in runs). Parity spent on it would
-// fill the queue it overflows, and recovering it would hide from the inner
+// Loss reported while the path queues (SetPath(PathQueued)) is
+// congestion, not the channel's: each such interval counts as losing at
+// most a quarter of the p the rule last acted on, or the p it last acted
+// on with the path clear if that is more (a queue is not a reason to drop
+// the protection a lossy channel was seen to need, whoever holds the
+// queue); none below minQueuedLoss, and then no parity. It does not bring
+// back MinR after a clean run, and its runs are not taken as bursts (a
+// tail-drop queue drops in runs). Parity spent on congestion would fill
+// the queue it overflows, and recovering it would hide from the inner
 // flows the signal they slow down on; a loss-based flow that meets the
 // channel's loss again drains the queue, and the next interval counts in
-// full.
+// full. While the path's state is unknown (no delay samples: an older
+// peer, the first seconds) loss counts in full.
 // ModeFixed and ModeOff ignore reports.
 type Adapter struct {
 	mode  Mode
@@ -165,11 +169,13 @@ type Adapter struct {
 	// clean counts the reports in a row that lost nothing; from
 	// cleanReports on the lane sends no parity.
 	clean int
-	// queued: the path's round trip stands well above its least
-	// (SetQueued); p is the loss the rule last acted on (pOK: it has).
-	queued bool
+	// path is what the round trip says (SetPath); p is the loss the
+	// rule last acted on (pOK: it has), clearP the last it acted on
+	// while the path was clear.
+	path   PathState
 	p      float64
 	pOK    bool
+	clearP float64
 }
 
 // cleanReports is how many loss reports in a row (about a second each,
@@ -304,11 +310,19 @@ func (a *Adapter) groupSize(k, d int) int {
 	return max(1, min(k, int(a.fill)/d))
 }
 
-// SetQueued tells the rule whether the path's round trip now stands well
-// above its least (a queue is building at the bottleneck): loss reported
-// while it does is congestion, which the rule spends less parity on each
-// report, down to none.
-func (a *Adapter) SetQueued(q bool) { a.queued = q }
+// PathState is what the lane's round trip says about the path's queue.
+type PathState uint8
+
+const (
+	PathUnknown PathState = iota // no recent delay sample
+	PathClear                    // the round trip stands near its least
+	PathQueued                   // well above it: a queue is building
+)
+
+// SetPath tells the rule what the path's round trip says now: loss
+// reported while it queues is congestion, which the rule spends less
+// parity on each report, down to what the channel needed while clear.
+func (a *Adapter) SetPath(s PathState) { a.path = s }
 
 // Target is the residual loss the rule currently aims for.
 func (a *Adapter) Target() float64 { return a.target }
@@ -483,7 +497,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	a.pending = a.pending.Add(rep)
 	a.trackClean(rep)
 	switch {
-	case a.queued:
+	case a.path == PathQueued:
 		// Tail drops come in runs: not the channel's bursts.
 	case a.burstSkip > 0:
 		// Runs counted at a depth no longer in force would be converted
@@ -499,14 +513,14 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		return a.k, a.r
 	}
 	interval := a.pending
-	congested := a.queued && a.pOK
+	congested := a.path == PathQueued && a.pOK
 	ceiling := 0.0
 	if congested {
 		// Congestion: the interval counts as losing at most a quarter
-		// of what the rule last acted on, so parity falls within a few
-		// reports while the queue stands, and the window keeps the
-		// interval as judged.
-		if ceiling = a.p / 4; ceiling < minQueuedLoss {
+		// of what the rule last acted on (so parity falls within a few
+		// reports while the queue stands), or what it acted on with the
+		// path clear; the window keeps the interval as judged.
+		if ceiling = max(a.p/4, a.clearP); ceiling < minQueuedLoss {
 			ceiling = 0
 		}
 		interval = lossAtMost(interval, ceiling)
@@ -524,6 +538,9 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		p = min(p, ceiling)
 	}
 	a.p, a.pOK = p, true
+	if a.path == PathClear {
+		a.clearP = p
+	}
 	if a.burstPend.Expected-a.burstPend.Received >= minBurstSample {
 		// Runs were counted within groups, spaced by the depth then in
 		// force (the last choice, give or take a report in flight).
@@ -603,7 +620,7 @@ func (a *Adapter) trackClean(rep LossReport) {
 	switch {
 	case rep.Expected > rep.Received:
 		a.clean = 0
-		if a.r < a.cfg.MinR && !a.queued {
+		if a.r < a.cfg.MinR && a.path != PathQueued {
 			a.r = a.cfg.MinR
 			for i := range a.partial {
 				a.partial[i] = uint8(a.cfg.MinR)

@@ -781,7 +781,7 @@ func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
 		t.Fatalf("15%% loss on a path that does not queue left parity at %d:%d (5%%: %.3f)", k, r, calm)
 	}
 	q, _ := steady()
-	q.SetQueued(true)
+	q.SetPath(PathQueued)
 	last := calm
 	for i := range 20 {
 		k, r := q.Observe(heavy)
@@ -793,17 +793,34 @@ func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
 	if k, r := q.Ratio(); r != 0 {
 		t.Fatalf("20 reports of congestion left parity at %d:%d", k, r)
 	}
-	q.Observe(LossReport{Expected: 20000, Received: 19990})
+	q.Observe(LossReport{Expected: 100, Received: 90}) // short of MinExpected: trackClean only
 	if _, r := q.Ratio(); r != 0 {
 		t.Fatalf("loss while queued brought back parity (R %d)", r)
 	}
-	q.SetQueued(false)
+	q.SetPath(PathClear)
 	if k, r := q.Observe(heavy); share(k, r) <= calm {
 		t.Fatalf("15%% loss after the queue drained: %d:%d", k, r)
 	}
+	// Seen lossy with the path clear: a queue later (anyone's) does not
+	// take that protection away.
+	c := mustAdapter(t)
+	c.SetRTT(50 * time.Millisecond)
+	c.SetPath(PathClear)
+	for range 4 {
+		c.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950})
+	}
+	c.SetPath(PathQueued)
+	for range 20 {
+		c.Observe(heavy)
+	}
+	if k, r := c.Ratio(); share(k, r) < calm {
+		t.Fatalf("a queue took the parity 5%% loss on a clear path needs (%.3f) down to %d:%d", calm, k, r)
+	}
 	bursts := func(queued bool) float64 {
 		a := mustAdapter(t)
-		a.SetQueued(queued)
+		if queued {
+			a.SetPath(PathQueued)
+		}
 		for range 4 {
 			a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 100}) // runs of 10
 		}

@@ -69,8 +69,8 @@ const (
 	FeatureLongHandshakes = 1 << 3
 	// FeatureDelayEcho: loss reports may carry the delay echo after
 	// their LossReportLen bytes (delay.go), which gives the peer its
-	// round trip all along. It implies FeatureLossRuns and
-	// FeaturePadding (a reader of it reads those).
+	// round trip all along. The echo goes only to a peer that also
+	// announces FeatureLossRuns and FeaturePadding (echoFeatures).
 	FeatureDelayEcho = 1 << 4
 
 	// Features is every feature this version has.
@@ -109,7 +109,12 @@ func (s *Shard) control(ln *lane, body []byte) {
 		rtt := time.Duration(binary.BigEndian.Uint16(body[2:])) * time.Millisecond
 		if rtt > 0 && ln.cfg.HoldTx {
 			// A responder has no handshake round trip of its own: the
-			// initiator's serves the adapter.
+			// initiator's serves the adapter. Only a new one is a new
+			// handshake's (every keepalive repeats it, also after a
+			// roam, when it measured the old path).
+			if rtt != ln.rtt {
+				ln.delay.noteHandshake(rtt, s.now)
+			}
 			ln.setRTT(rtt)
 		}
 		return
@@ -126,15 +131,16 @@ func (s *Shard) control(ln *lane, body []byte) {
 		s.count(DropBadHeader)
 		return
 	}
-	if len(b) == fec.LossReportLen && ln.peerFeatures&FeatureDelayEcho != 0 {
+	echo := ln.peerFeatures&echoFeatures == echoFeatures
+	if echo && len(b) == fec.LossReportLen {
 		ln.delay.readEcho(body[1+fec.LossReportLen:], s.now)
 	}
 	if rep.Expected == 0 {
 		return // a stamp only (delay.go): nothing for the adapter
 	}
-	ln.delay.stampDue = true
+	ln.delay.stampDue = echo
 	if ln.adapt != nil {
-		ln.adapt.SetQueued(ln.delay.queued())
+		ln.adapt.SetPath(ln.delay.state(s.now, echo))
 		if dt := s.now.Sub(ln.reportAt); ln.reportAt.IsZero() || dt >= minRateInterval {
 			if !ln.reportAt.IsZero() {
 				ln.adapt.SetFill(float64(ln.txPackets-ln.reportTx) * ln.enc.FlushTimeout().Seconds() / dt.Seconds())
@@ -163,9 +169,11 @@ func (s *Shard) controlTimers(ln *lane) {
 			every = lossReportFirst
 		}
 		ln.reportDue = s.now.Add(jitter(every))
-		echo := ln.peerFeatures&FeatureDelayEcho != 0
+		echo := ln.peerFeatures&echoFeatures == echoFeatures
 		if rep := ln.dec.TakeLossReport(); rep.Expected > 0 || echo && ln.delay.stampDue {
-			ln.reportsSent++
+			if rep.Expected > 0 {
+				ln.reportsSent++ // a stamp only does not use up the early reports
+			}
 			buf[0] = ctlLossReport
 			if b, err := rep.AppendBinary(buf[:1]); err == nil {
 				if ln.peerFeatures&FeatureLossRuns == 0 {

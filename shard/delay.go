@@ -3,6 +3,8 @@ package shard
 import (
 	"encoding/binary"
 	"time"
+
+	"github.com/yip-router/yip-router/fec"
 )
 
 // A lane's round trip, measured all along from the loss reports both sides
@@ -12,8 +14,9 @@ import (
 //
 //	0xEC ‖ stamp (4) ‖ echo (4) ‖ held (4)        big endian, microseconds
 //
-// The mark tells the extension from padding (zeros), which a report to a
-// peer whose features the sender did not know yet carries instead. stamp is the sender's clock; echo the last stamp it received from the
+// The mark tells the extension from padding (zeros), which a report from a
+// peer that holds stale features of ours (we upgraded since) carries
+// instead. stamp is the sender's clock; echo the last stamp it received from the
 // peer and held how long ago that was (noEcho: none yet). The peer's
 // round trip is then its clock now − echo − held: the report it sent
 // crossed the path one way (behind its data, in the queue its data builds)
@@ -49,6 +52,19 @@ const delaySamples = 32
 // of a LAN's scheduling.
 const queueMin = 2 * time.Millisecond
 
+// sampleStale is how old the latest sample may be and still say what the
+// path does now: reports come about a second apart.
+const sampleStale = 3 * time.Second
+
+// hsKeep is how long a handshake's round trip serves as the path's least:
+// a few rekeys, so a route that grew longer at the same address is
+// learnt anew.
+const hsKeep = 10 * time.Minute
+
+// echoFeatures are what a peer must announce for the delay echo: the echo
+// follows a LossReportLen report, and a reader of it reads padding.
+const echoFeatures = FeatureDelayEcho | FeatureLossRuns | FeaturePadding
+
 // stampEpoch is the zero of every lane's stamps: one per process, so a
 // lane that moves between shards keeps one clock.
 var stampEpoch = time.Now()
@@ -65,14 +81,18 @@ type pathDelay struct {
 	ring      [delaySamples]time.Duration
 	n, next   int
 	last      time.Duration // the latest sample (0: none)
-	// hs is the least handshake round trip on this path (0: none).
-	hs time.Duration
+	lastAt    time.Time     // when it was taken
+	// hs is the least handshake round trip on this path within hsKeep
+	// (0: none), hsAt when it was taken.
+	hs   time.Duration
+	hsAt time.Time
 }
 
-// noteHandshake takes a handshake's round trip on the path.
-func (d *pathDelay) noteHandshake(rtt time.Duration) {
-	if rtt > 0 && (d.hs == 0 || rtt < d.hs) {
-		d.hs = rtt
+// noteHandshake takes a handshake's round trip on the path, measured at
+// now: the least within hsKeep serves as the path's least round trip.
+func (d *pathDelay) noteHandshake(rtt time.Duration, now time.Time) {
+	if rtt > 0 && (d.hs == 0 || rtt <= d.hs || now.Sub(d.hsAt) > hsKeep) {
+		d.hs, d.hsAt = rtt, now
 	}
 }
 
@@ -114,16 +134,15 @@ func (d *pathDelay) readEcho(b []byte, now time.Time) {
 	d.ring[d.next] = rtt
 	d.next = (d.next + 1) % delaySamples
 	d.n = min(d.n+1, delaySamples)
-	d.last = rtt
+	d.last, d.lastAt = rtt, now
 }
 
-// carried is d for the lane a rekey installs on the same path, whose
-// handshake took hs: the path's samples and least handshake, but not the
-// peer's last stamp, which a peer that restarted (a new process, a new
-// clock) would read back as nonsense.
-func (d pathDelay) carried(hs time.Duration) pathDelay {
+// carried is d for the lane a rekey installs on the same path: the path's
+// samples and least handshake, but not the peer's last stamp, which a
+// peer that restarted (a new process, a new clock) would read back as
+// nonsense.
+func (d pathDelay) carried() pathDelay {
 	d.peerAt = time.Time{}
-	d.noteHandshake(hs)
 	return d
 }
 
@@ -139,19 +158,27 @@ func (d *pathDelay) least() time.Duration {
 	return m
 }
 
-// queued reports whether the latest sample stands well above the path's
-// least round trip (by half of it, and at least queueMin): a queue is
-// building at the bottleneck, so loss counted now is congestion. The least
-// is that of the recent samples or of the path's handshakes, if smaller: a
-// handshake crosses an idle path, while a flow that keeps a queue standing
-// from its first second on (BBR's start-up) leaves no sample without it.
-func (d *pathDelay) queued() bool {
-	if d.n == 0 || d.n < 2 && d.hs == 0 {
-		return false
+// state is what the path's round trip says at now: queued when the
+// latest sample stands above the least (of the recent samples, or of the
+// path's handshakes if smaller) by half of it and at least queueMin, so
+// loss counted now is congestion; unknown without a sample of the last
+// sampleStale, or a peer that does not echo (echo false). A handshake
+// crosses an idle path, while a flow that keeps a queue standing from its
+// first second on (BBR's start-up) leaves no sample without it.
+//
+// The round trip counts a queue in either direction, and one the lane's
+// own traffic did not build; the adapter never takes the protection a
+// clear path needed below that for it (fec.Adapter.SetPath).
+func (d *pathDelay) state(now time.Time, echo bool) fec.PathState {
+	if !echo || d.n == 0 || now.Sub(d.lastAt) > sampleStale || d.n < 2 && d.hs == 0 {
+		return fec.PathUnknown
 	}
 	base := d.least()
 	if d.hs > 0 {
 		base = min(base, d.hs)
 	}
-	return d.last-base > max(base/2, queueMin)
+	if d.last-base > max(base/2, queueMin) {
+		return fec.PathQueued
+	}
+	return fec.PathClear
 }

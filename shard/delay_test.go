@@ -4,8 +4,11 @@ package shard
 // arithmetic, what it refuses, and the exchange between two lanes.
 
 import (
+	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/yip-router/yip-router/fec"
 )
 
 // A report crosses one way, is held, and its echo comes back: the sample
@@ -51,63 +54,75 @@ func TestDelayEchoRefused(t *testing.T) {
 	if d.n != 0 {
 		t.Fatalf("an impossible sample was taken: %s", d.last)
 	}
-	if c := d.carried(0); !c.peerAt.IsZero() || c.peerStamp != d.peerStamp {
+	if c := d.carried(); !c.peerAt.IsZero() || c.peerStamp != d.peerStamp {
 		t.Fatalf("carried keeps the peer's stamp time: %+v", c)
 	}
 }
 
 func TestDelayQueued(t *testing.T) {
+	now := stampEpoch.Add(time.Hour)
 	var d pathDelay
 	add := func(rtt time.Duration) {
-		d.ring[d.next], d.next, d.n, d.last = rtt, (d.next+1)%delaySamples, min(d.n+1, delaySamples), rtt
+		now = now.Add(time.Second)
+		d.ring[d.next], d.next, d.n, d.last, d.lastAt = rtt, (d.next+1)%delaySamples, min(d.n+1, delaySamples), rtt, now
 	}
+	queued := func() bool { return d.state(now, true) == fec.PathQueued }
 	add(100 * time.Millisecond)
-	if d.queued() {
-		t.Fatal("one sample is queued")
+	if st := d.state(now, true); st != fec.PathUnknown {
+		t.Fatalf("one sample and no handshake: %v", st)
 	}
 	for _, c := range []struct {
 		rtt    time.Duration
 		queued bool
 	}{{60 * time.Millisecond, false}, {85 * time.Millisecond, false}, {95 * time.Millisecond, true}, {60 * time.Millisecond, false}} {
 		add(c.rtt)
-		if got := d.queued(); got != c.queued {
+		if got := queued(); got != c.queued {
 			t.Fatalf("sample %s over least %s: queued %v", c.rtt, d.least(), got)
 		}
+	}
+	if st := d.state(now, false); st != fec.PathUnknown {
+		t.Fatalf("a peer that does not echo: %v", st)
+	}
+	add(95 * time.Millisecond)
+	if st := d.state(now.Add(sampleStale+time.Millisecond), true); st != fec.PathUnknown {
+		t.Fatalf("a stale sample still says %v", st)
 	}
 	// queueMin on a LAN: 1.5 ms over 0.2 ms is jitter, 3 ms a queue.
 	d = pathDelay{}
 	add(200 * time.Microsecond)
 	add(1500 * time.Microsecond)
-	if d.queued() {
+	if queued() {
 		t.Fatal("1.3 ms over a LAN's least taken as a queue")
 	}
 	add(3 * time.Millisecond)
-	if !d.queued() {
+	if !queued() {
 		t.Fatal("2.8 ms over a LAN's least not taken as a queue")
 	}
 	// The least ages out after delaySamples samples: a new path.
 	for range delaySamples {
 		add(150 * time.Millisecond)
 	}
-	if d.least() != 150*time.Millisecond || d.queued() {
+	if d.least() != 150*time.Millisecond || queued() {
 		t.Fatalf("least %s after a path change", d.least())
 	}
 	// A queue that stood from the first sample on: the handshake's
-	// round trip, taken on the idle path, shows it.
-	d.noteHandshake(60 * time.Millisecond)
-	d.noteHandshake(90 * time.Millisecond) // a rekey's, under load
-	if !d.queued() || d.hs != 60*time.Millisecond {
+	// round trip, taken on the idle path, shows it; a later, slower
+	// handshake does not replace it until hsKeep has passed.
+	d.noteHandshake(60*time.Millisecond, now)
+	d.noteHandshake(90*time.Millisecond, now.Add(time.Minute)) // a rekey's, under load
+	if !queued() || d.hs != 60*time.Millisecond {
 		t.Fatalf("150 ms against a 60 ms handshake not taken as a queue (least handshake %s)", d.hs)
 	}
-	if c := d.carried(40 * time.Millisecond); c.hs != 40*time.Millisecond || c.n != d.n {
-		t.Fatalf("carried: least handshake %s, %d samples", c.hs, c.n)
+	d.noteHandshake(140*time.Millisecond, now.Add(hsKeep+time.Second)) // the route grew
+	if d.hs != 140*time.Millisecond {
+		t.Fatalf("a handshake older than hsKeep still the least: %s", d.hs)
+	}
+	if c := d.carried(); c.hs != d.hs || c.n != d.n || !c.peerAt.IsZero() {
+		t.Fatalf("carried: least handshake %s, %d samples, peer stamp at %v", c.hs, c.n, c.peerAt)
 	}
 	one := pathDelay{}
-	one.ring[0], one.n, one.last = 150*time.Millisecond, 1, 150*time.Millisecond
-	if one.queued() {
-		t.Fatal("one sample and no handshake: queued")
-	}
-	if one.noteHandshake(60 * time.Millisecond); !one.queued() {
+	one.ring[0], one.n, one.last, one.lastAt = 150*time.Millisecond, 1, 150*time.Millisecond, now
+	if one.noteHandshake(60*time.Millisecond, now); one.state(now, true) != fec.PathQueued {
 		t.Fatal("one sample against a handshake's round trip: not queued")
 	}
 }
@@ -149,12 +164,12 @@ func TestDelayEchoBetweenLanes(t *testing.T) {
 	for range 3 {
 		exchange(50 * time.Millisecond)
 	}
-	if la.delay.n == 0 || la.delay.last != 50*time.Millisecond || la.delay.queued() {
-		t.Fatalf("A's samples: %d, last %s, queued %v; want 50ms, not queued", la.delay.n, la.delay.last, la.delay.queued())
+	if st := la.delay.state(sa.now, true); la.delay.n == 0 || la.delay.last != 50*time.Millisecond || st != fec.PathClear {
+		t.Fatalf("A's samples: %d, last %s, %v; want 50ms, clear", la.delay.n, la.delay.last, st)
 	}
 	exchange(120 * time.Millisecond)
-	if la.delay.last != 120*time.Millisecond || !la.delay.queued() {
-		t.Fatalf("A's last sample %s, queued %v; want 120ms, queued", la.delay.last, la.delay.queued())
+	if st := la.delay.state(sa.now, true); la.delay.last != 120*time.Millisecond || st != fec.PathQueued {
+		t.Fatalf("A's last sample %s, %v; want 120ms, queued", la.delay.last, st)
 	}
 	// A lane whose peer does not announce the echo sends reports
 	// without it, and reads none.
@@ -163,6 +178,56 @@ func TestDelayEchoBetweenLanes(t *testing.T) {
 	exchange(50 * time.Millisecond)
 	if la.delay.n != n {
 		t.Fatalf("A took a sample from a peer it did not send stamps to")
+	}
+	// A peer announcing the echo without padding gets no echo (its reads
+	// want exact lengths), and its echoes are not read either.
+	lb.peerFeatures, la.peerFeatures = Features, FeatureDelayEcho|FeatureLossRuns
+	exchange(50 * time.Millisecond)
+	if la.delay.n != n || !lb.delay.peerAt.IsZero() && lb.delay.peerAt.After(sb.now.Add(-time.Second)) {
+		t.Fatalf("the echo went to or came from a peer without FeaturePadding")
+	}
+}
+
+// The delay a rekey carries is the same path's; a new address, or a roam,
+// starts it anew, and a responder's keepalives, which repeat the
+// initiator's round trip after a roam too, note it only when it changes.
+func TestDelayAcrossRekeyAndRoam(t *testing.T) {
+	addrA2, addrB2 := netip.MustParseAddrPort("198.51.100.1:40000"), netip.MustParseAddrPort("198.51.100.2:51820")
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sa, sb := a.shards[0], b.shards[0]
+	installAuto(t, a, b, 50*time.Millisecond)
+	la := sa.lanes[addrB]
+	if la.delay.hs != 50*time.Millisecond {
+		t.Fatalf("the initiator's handshake round trip not noted: %s", la.delay.hs)
+	}
+	la.delay.ring[0], la.delay.n, la.delay.last = 70*time.Millisecond, 1, 70*time.Millisecond
+	installAuto(t, a, b, 80*time.Millisecond) // a rekey, same address
+	la = sa.lanes[addrB]
+	if la.delay.n != 1 || la.delay.hs != 50*time.Millisecond {
+		t.Fatalf("the rekey did not carry the path's delay: %d samples, least handshake %s", la.delay.n, la.delay.hs)
+	}
+	sa.setRemote(la, addrB2, true)
+	if la.delay.n != 0 || la.delay.hs != 0 {
+		t.Fatalf("a roam kept the old path's delay: %+v", la.delay)
+	}
+	// The responder: its keepalive from the initiator notes 50 ms once;
+	// after a roam the same value again is not a new handshake.
+	lb := sb.lanes[addrA]
+	if !sa.SendKeepalive(2, 0) {
+		t.Fatal("no keepalive")
+	}
+	deliverAll(t, a, b, nil)
+	if lb.delay.hs != 80*time.Millisecond {
+		t.Fatalf("responder's least handshake %s after the initiator's hello, want 80ms", lb.delay.hs)
+	}
+	sb.setRemote(lb, addrA2, true)
+	sa.now = sa.now.Add(30 * time.Second)
+	if !sa.SendKeepalive(2, 0) {
+		t.Fatal("no keepalive")
+	}
+	deliverAll(t, a, b, nil)
+	if lb.delay.hs != 0 {
+		t.Fatalf("the old path's round trip came back after a roam: %s", lb.delay.hs)
 	}
 }
 

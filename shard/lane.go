@@ -258,7 +258,6 @@ func (ln *lane) setRTT(rtt time.Duration) {
 		return
 	}
 	ln.rtt = rtt
-	ln.delay.noteHandshake(rtt)
 	if ln.adapt != nil {
 		ln.adapt.SetRTT(rtt)
 	}
@@ -334,7 +333,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		ln.reportsSent = top.reportsSent // a rekey is not a fresh start
 		ln.fecCarry = top.fecCarry
 		if top.cfg.Remote == cfg.Remote {
-			ln.delay = top.delay.carried(ln.delay.hs)
+			ln.delay = top.delay.carried() // same path
 		}
 		if top.adapt != nil && ln.adapt != nil && top.cfg.Mode == cfg.Mode {
 			// Same path, same loss: a rekey keeps what the loss reports
@@ -370,6 +369,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		old.current = ln
 		ln.prev = old
 	}
+	ln.delay.noteHandshake(cfg.RTT, s.now) // an initiator's: this handshake's
 	ln.confirmed = !cfg.HoldTx
 	ln.reported = ln.cfg.Remote
 	pl.local[cfg.Index] = ln

@@ -109,14 +109,15 @@ func (r Record) ChannelLossPct(dir int) float64 {
 	return 100 * div(float64(b.DropLoss+b.DropBurst), float64(b.Seen))
 }
 
-// QueueDropPct is the share of frames the bottleneck's queue dropped in
-// direction dir, % (NaN without a bottleneck).
+// QueueDropPct is the share of the frames that reached the bottleneck
+// (those the channel did not lose first) its queue dropped in direction
+// dir, % (NaN without a bottleneck).
 func (r Record) QueueDropPct(dir int) float64 {
 	if dir >= len(r.Bridge) || r.LinkBps == 0 {
 		return math.NaN()
 	}
 	b := r.Bridge[dir]
-	return 100 * div(float64(b.DropQueue), float64(b.Seen))
+	return 100 * div(float64(b.DropQueue), float64(b.Seen-min(b.Seen, b.DropLoss+b.DropBurst)))
 }
 
 // WANDelayMs is the mean time frames that passed spent in the bridge in

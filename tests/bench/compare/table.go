@@ -68,8 +68,8 @@ var bridgeMetrics = []metric{
 // bottleneckMetrics follow where the WAN had a bottleneck.
 var bottleneckMetrics = []metric{
 	{"goodput, share of the bottleneck", "%", 1, kindTCP | kindUDP, Record.LinkPct},
-	{"bottleneck queue full, A→B frames", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.QueueDropPct(0) }},
-	{"bottleneck queue full, B→A frames", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.QueueDropPct(1) }},
+	{"bottleneck queue full, A→B (of frames reaching it)", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.QueueDropPct(0) }},
+	{"bottleneck queue full, B→A (of frames reaching it)", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.QueueDropPct(1) }},
 }
 
 func kindOf(test string) testKind {

@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -90,10 +89,10 @@ func parseBits(v string) (int64, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || f < 0 || math.IsInf(f, 0) {
-		return 0, fmt.Errorf("%q: want bits/s, e.g. 200M", v)
+	if f *= mult; err != nil || !(f >= 0 && f <= 1e15) { // NaN fails both
+		return 0, fmt.Errorf("%q: want bits/s up to 1000T, e.g. 200M", v)
 	}
-	return int64(f * mult), nil
+	return int64(f), nil
 }
 
 // recorded is the impairment as the run records it: nil when none is
@@ -119,7 +118,9 @@ func (w *wan) check() error {
 		return fmt.Errorf("loss %g: want a probability in [0, 1)", w.Loss)
 	case w.Queue < 0:
 		return fmt.Errorf("queue %d: want ≥ 0 bytes", w.Queue)
-	case w.Bottleneck > 0 && w.Bottleneck < 1e6:
+	case w.Queue > 0 && w.Bottleneck == 0:
+		return fmt.Errorf("queue %d: a queue needs a -bottleneck in front of it", w.Queue)
+	case w.Bottleneck < 0 || w.Bottleneck > 0 && w.Bottleneck < 1e6:
 		return fmt.Errorf("bottleneck %d bit/s: want at least 1M (or 0: none)", w.Bottleneck)
 	case w.Bottleneck > 0 && w.queueBytes() < 3028:
 		return fmt.Errorf("queue %d: want room for at least two full frames", w.queueBytes())

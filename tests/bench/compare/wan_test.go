@@ -95,7 +95,7 @@ func TestWANBottleneck(t *testing.T) {
 	fs := flag.NewFlagSet("test", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	addWANFlags(fs)
-	for _, bad := range []string{"fast", "-5M", "2X"} {
+	for _, bad := range []string{"fast", "-5M", "2X", "NaN", "1e30", "Inf"} {
 		if fs.Parse([]string{"-bottleneck", bad}) == nil {
 			t.Errorf("-bottleneck %s accepted", bad)
 		}
@@ -114,6 +114,7 @@ func TestWANCheck(t *testing.T) {
 		{"-bottleneck", "500k"},
 		{"-bottleneck", "10M", "-queue", "1000"},
 		{"-loss", "0.01", "-queue", "-1"},
+		{"-delay", "25ms", "-queue", "100000"},
 	} {
 		if err := parseWAN(t, args...).check(); err == nil {
 			t.Errorf("%v: no error", args)
@@ -261,8 +262,8 @@ func TestTableBottleneckRows(t *testing.T) {
 		"|  |  | goodput, share of the bottleneck | 67.5 % | 85.0 % | 1.26× |",
 		"|  |  | WAN frames dropped A→B | 6.00 % | 6.00 % | 1.00× |",
 		"|  |  | of which channel loss A→B | 5.00 % | 5.00 % | 1.00× |",
-		"|  |  | bottleneck queue full, A→B frames | 1.00 % | 1.00 % | 1.00× |",
-		"|  |  | bottleneck queue full, B→A frames | 1.00 % | 1.00 % | 1.00× |",
+		"|  |  | bottleneck queue full, A→B (of frames reaching it) | 1.05 % | 1.05 % | 1.00× |",
+		"|  |  | bottleneck queue full, B→A (of frames reaching it) | 1.00 % | 1.00 % | 1.00× |",
 		"|  |  | WAN delay A→B (propagation + queue), mean | 30.0 ms | 30.0 ms | 1.00× |",
 	} {
 		if !strings.Contains(tab, want) {
