@@ -126,7 +126,7 @@ bench-e2e: build test-deps
 # offered rate (default 1G, 100M with IMPAIR). IMPAIR puts both
 # implementations through the WAN impairment bridge (internal/impair),
 # e.g. IMPAIR="-delay 25ms -loss 0.01" (flags -delay -jitter -loss -ge-bad
-# -ge-burst -ge-rate -seed, each direction; the endpoints' TCP buffers
+# -ge-burst -ge-rate -bottleneck -queue -seed, each direction; the endpoints' TCP buffers
 # are then raised to 32 MiB, -tcp-buf in IMPAIR overrides). TESTS keeps
 # only the tests whose names start with its comma-separated prefixes
 # (e.g. TESTS=tcp1,udp-100M). Results go to docs/bench/compare-*
