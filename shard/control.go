@@ -27,7 +27,7 @@ import (
 //	loss report: 1 ‖ fec.LossReport (LossReportLen bytes, or
 //	             LossReportLenV1 to a peer without FeatureLossRuns)
 //	             [‖ delay echo (delayEchoLen bytes, delay.go) to a peer
-//	             with FeatureDelayEcho]
+//	             announcing echoFeatures]
 //
 // Readers before the features byte ignored all of a keepalive after its
 // type, so the features and round trip reach new peers without bothering
