@@ -131,7 +131,7 @@ func (s *Shard) control(ln *lane, body []byte) {
 		s.count(DropBadHeader)
 		return
 	}
-	echo := ln.peerFeatures&echoFeatures == echoFeatures
+	echo := ln.echoes()
 	if echo && len(b) == fec.LossReportLen {
 		ln.delay.readEcho(body[1+fec.LossReportLen:], s.now)
 	}
@@ -169,7 +169,7 @@ func (s *Shard) controlTimers(ln *lane) {
 			every = lossReportFirst
 		}
 		ln.reportDue = s.now.Add(jitter(every))
-		echo := ln.peerFeatures&echoFeatures == echoFeatures
+		echo := ln.echoes()
 		if rep := ln.dec.TakeLossReport(); rep.Expected > 0 || echo && ln.delay.stampDue {
 			if rep.Expected > 0 {
 				ln.reportsSent++ // a stamp only does not use up the early reports

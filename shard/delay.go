@@ -65,6 +65,10 @@ const hsKeep = 10 * time.Minute
 // follows a LossReportLen report, and a reader of it reads padding.
 const echoFeatures = FeatureDelayEcho | FeatureLossRuns | FeaturePadding
 
+// echoes reports whether ln's peer announced echoFeatures: its reports
+// carry the echo, and ours to it do.
+func (ln *lane) echoes() bool { return ln.peerFeatures&echoFeatures == echoFeatures }
+
 // stampEpoch is the zero of every lane's stamps: one per process, so a
 // lane that moves between shards keeps one clock.
 var stampEpoch = time.Now()

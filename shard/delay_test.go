@@ -127,15 +127,24 @@ func TestDelayQueued(t *testing.T) {
 	}
 }
 
+// echoPair is two sides with one auto-FEC lane each, the initiator's
+// handshake round trip rtt, each knowing the other's features (as after
+// the hellos).
+func echoPair(t *testing.T, rtt time.Duration) (a, b *side, la, lb *lane) {
+	t.Helper()
+	a, b = newSide(t, 1, routesA), newSide(t, 1, routesB)
+	installAuto(t, a, b, rtt)
+	la, lb = a.shards[0].lanes[addrB], b.shards[0].lanes[addrA]
+	la.peerFeatures, lb.peerFeatures = Features, Features
+	return a, b, la, lb
+}
+
 // Two lanes that announce FeatureDelayEcho measure their round trip from
 // each other's loss reports, and the adapter hears when it stands above
 // the least: a queue.
 func TestDelayEchoBetweenLanes(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	a, b, la, lb := echoPair(t, 50*time.Millisecond)
 	sa, sb := a.shards[0], b.shards[0]
-	installAuto(t, a, b, 50*time.Millisecond)
-	la, lb := sa.lanes[addrB], sb.lanes[addrA]
-	la.peerFeatures, lb.peerFeatures = Features, Features
 	// oneWay advances both clocks by the path's one-way delay, then
 	// delivers what from sent.
 	oneWay := func(from, to *side, d time.Duration) {
@@ -236,11 +245,8 @@ func TestDelayAcrossRekeyAndRoam(t *testing.T) {
 // sender still measures its round trip; once the data stops, the lanes
 // stop reporting instead of trading empty reports.
 func TestDelayEchoOneWay(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	a, b, la, lb := echoPair(t, 40*time.Millisecond)
 	sa, sb := a.shards[0], b.shards[0]
-	installAuto(t, a, b, 40*time.Millisecond)
-	la, lb := sa.lanes[addrB], sb.lanes[addrA]
-	la.peerFeatures, lb.peerFeatures = Features, Features
 	step := func(d time.Duration) {
 		sa.now, sb.now = sa.now.Add(d), sb.now.Add(d)
 		sa.tick()
