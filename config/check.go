@@ -95,11 +95,15 @@ func (p *parser) handshakeKeys() {
 	}
 }
 
-// listenFamily is the one address family the underlay sockets carry,
+// listenFamily is the one address family the ListenAddress's sockets
+// carry (FamilyOf).
+func (p *parser) listenFamily() string { return FamilyOf(p.iface.ListenAddress) }
+
+// FamilyOf is the one address family underlay sockets bound to bind carry,
 // "IPv4" or "IPv6", or "" for both. Bound to :: the sockets carry both
 // families; to anything else (0.0.0.0 included) one.
-func (p *parser) listenFamily() string {
-	la := p.iface.ListenAddress.Unmap()
+func FamilyOf(bind netip.Addr) string {
+	la := bind.Unmap()
 	switch {
 	case la == netip.IPv6Unspecified():
 		return ""
@@ -131,7 +135,8 @@ func (p *parser) finish() (*Config, error) {
 		}
 		return nil, errors.Join(errs...)
 	}
-	c := &Config{Interface: p.iface}
+	slices.SortStableFunc(p.warns, func(a, b *Error) int { return a.Line - b.Line })
+	c := &Config{Interface: p.iface, Warnings: p.warns}
 	for _, ps := range p.peers {
 		c.Peers = append(c.Peers, ps.Peer)
 	}

@@ -12,11 +12,9 @@ package config
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/netip"
 	"os"
 	"path/filepath"
 )
@@ -58,13 +56,10 @@ func Parse(name string, r io.Reader) (*Config, error) {
 // options are the outside dependencies of the I/O steps, replaceable in
 // tests and fuzzing.
 type options struct {
-	dir     string     // base of a relative PrivateKeyFile; "" = current directory
-	lookup  lookupFunc // nil = net.DefaultResolver
-	readKey keyReader  // nil = readKeyFile
+	dir     string    // base of a relative PrivateKeyFile; "" = current directory
+	lookup  Lookup    // nil = net.DefaultResolver
+	readKey keyReader // nil = readKeyFile
 }
-
-// lookupFunc resolves a host name to its addresses.
-type lookupFunc func(ctx context.Context, host string) ([]netip.Addr, error)
 
 // keyReader returns the contents of a PrivateKeyFile.
 type keyReader func(path string) ([]byte, error)
@@ -85,7 +80,7 @@ func build(name string, data []byte, opt options) (*Config, keySources, error) {
 		opt.readKey = readKeyFile
 	}
 	if opt.lookup == nil {
-		opt.lookup = defaultLookup
+		opt.lookup = DefaultLookup
 	}
 	p := parse(name, data)
 	p.readKey(opt.dir, opt.readKey)

@@ -50,8 +50,6 @@ type peerState struct {
 	Peer
 	seen         map[string]int // canonical key -> line
 	allowedLines []int          // line of each AllowedIPs entry
-	epHost       string         // Endpoint host name for the resolve step
-	epPort       uint16
 }
 
 // keySources records where a config's keys came from.
@@ -66,6 +64,7 @@ type parser struct {
 	name string
 
 	errs        []*Error
+	warns       []*Error // problems that do not stop the router
 	dropped     int
 	droppedLine int
 
@@ -109,10 +108,16 @@ func parse(name string, data []byte) *parser {
 	return p
 }
 
+// warnf records a problem that does not stop the router (Config.Warnings).
+func (p *parser) warnf(line int, section, key, format string, args ...any) {
+	p.warns = append(p.warns, &Error{File: p.name, Line: line, Section: section, Key: key, Msg: oneLine(fmt.Sprintf(format, args...))})
+}
+
 // errorf records a problem. Past maxErrors it keeps the maxErrors with
 // the lowest lines (the steps find problems out of line order: a key file's
 // after the text's) and counts the rest, whose lowest line the "too many
 // errors" message then points at.
+
 func (p *parser) errorf(line int, section, key, format string, args ...any) {
 	e := &Error{File: p.name, Line: line, Section: section, Key: key, Msg: oneLine(fmt.Sprintf(format, args...))}
 	if len(p.errs) < maxErrors {

@@ -226,8 +226,8 @@ func TestParseDoesNoIO(t *testing.T) {
 	if p.keyPath != "keys/good.key" || p.keyLine != 2 || p.privOK || !p.iface.PrivateKey.IsZero() || p.keys.files != nil {
 		t.Errorf("after parse: key file %q at line %d, key set %v", p.keyPath, p.keyLine, p.privOK)
 	}
-	if ps := p.peers[0]; ps.epHost != "gw.v4" || ps.epPort != 51820 || ps.Endpoint.IsValid() || ps.EndpointText != "gw.v4:51820" {
-		t.Errorf("after parse: host %q port %d endpoint %v (%q)", ps.epHost, ps.epPort, ps.Endpoint, ps.EndpointText)
+	if ps := p.peers[0]; ps.EndpointName != (HostPort{"gw.v4", 51820}) || ps.Endpoint.IsValid() || ps.EndpointText != "gw.v4:51820" {
+		t.Errorf("after parse: name %v endpoint %v (%q)", ps.EndpointName, ps.Endpoint, ps.EndpointText)
 	}
 	if ep := p.peers[1].Endpoint; ep != netip.MustParseAddrPort("192.0.2.7:9") {
 		t.Errorf("IP endpoint %v", ep)

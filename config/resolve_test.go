@@ -50,23 +50,24 @@ func TestConfigResolveLocalhost(t *testing.T) {
 	}
 }
 
-// The resolve step reports a host name that gives no usable address at the
-// Endpoint line.
+// The resolve step warns about a host name that gives no usable address,
+// at the Endpoint line; the config loads, the peer without an address but
+// with its name, for the router to look up again.
 func TestResolveStep(t *testing.T) {
 	empty := func(context.Context, string) ([]netip.Addr, error) { return nil, nil }
 	for _, tc := range []struct {
 		name, listen, host string
-		lookup             lookupFunc
+		lookup             Lookup
 		want               string
 	}{
 		{"lookup fails", "", "gw.invalid", fakeLookup,
-			`t.conf:6: [Peer] Endpoint: |cannot resolve "gw.invalid": lookup gw.invalid: no such host`},
+			`t.conf:6: [Peer] Endpoint: |cannot resolve "gw.invalid": lookup gw.invalid: no such host; the peer has no address until`},
 		{"no address", "", "gw.example", empty,
-			`t.conf:6: [Peer] Endpoint: |"gw.example" resolves to no IP address`},
+			`t.conf:6: [Peer] Endpoint: |"gw.example" resolves to no IP address; the peer has no address until`},
 		{"no IPv6 address", "2001:db8::9", "gw.v4", fakeLookup,
-			`t.conf:6: [Peer] Endpoint: |"gw.v4" has no IPv6 address to match ListenAddress 2001:db8::9 (line 3)`},
+			`t.conf:6: [Peer] Endpoint: |"gw.v4" has no IPv6 address to match ListenAddress 2001:db8::9 (line 3); the peer has no address until`},
 		{"no IPv4 address", "0.0.0.0", "gw.v6", fakeLookup,
-			`t.conf:6: [Peer] Endpoint: |"gw.v6" has no IPv4 address to match ListenAddress 0.0.0.0 (line 3)`},
+			`t.conf:6: [Peer] Endpoint: |"gw.v6" has no IPv4 address to match ListenAddress 0.0.0.0 (line 3); the peer has no address until`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			listen := "# no ListenAddress"
@@ -79,8 +80,21 @@ func TestResolveStep(t *testing.T) {
 				t.Fatalf("parse: %v", p.errs)
 			}
 			p.resolve(tc.lookup)
-			_, err := p.finish()
-			checkErrors(t, err, []string{tc.want})
+			c, err := p.finish()
+			if err != nil {
+				t.Fatalf("a name that does not resolve stopped the config: %v", err)
+			}
+			if len(c.Warnings) != 1 {
+				t.Fatalf("warnings %v, want one", c.Warnings)
+			}
+			msg, prefix, _ := strings.Cut(tc.want, "|")
+			if got := c.Warnings[0].Error(); !strings.HasPrefix(got, msg+prefix) {
+				t.Errorf("warning\n%s\nwant it to start with\n%s", got, msg+prefix)
+			}
+			pc := c.Peers[0]
+			if pc.Endpoint.IsValid() || pc.EndpointName != (HostPort{tc.host, 51820}) {
+				t.Errorf("peer endpoint %v, name %v", pc.Endpoint, pc.EndpointName)
+			}
 		})
 	}
 }

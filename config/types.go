@@ -54,6 +54,9 @@ type Config struct {
 	// SecretFiles are the files that hold a key: the PrivateKeyFile, and
 	// the config file itself when it holds a PrivateKey or PresharedKey.
 	SecretFiles []string
+	// Warnings are problems that do not stop the router, each at its
+	// line: an Endpoint host name that does not resolve now.
+	Warnings []*Error
 }
 
 // Interface is the [Interface] section.
@@ -102,13 +105,18 @@ func (ic *Interface) TunMTU() int {
 
 // Peer is one [Peer] section.
 type Peer struct {
-	Line                int                 // line of its [Peer] header, for messages
-	PublicKey           crypto.PublicKey    // required
-	PresharedKey        crypto.PresharedKey // zero = none
-	Endpoint            netip.AddrPort      // zero = none (responder only)
-	EndpointText        string              // as written
-	AllowedIPs          []netip.Prefix      // masked; nested prefixes allowed (longest wins), none listed twice
-	PersistentKeepalive time.Duration       // 0 = off
+	Line         int                 // line of its [Peer] header, for messages
+	PublicKey    crypto.PublicKey    // required
+	PresharedKey crypto.PresharedKey // zero = none
+	Endpoint     netip.AddrPort      // zero = none (responder only)
+	EndpointText string              // as written
+	// EndpointName is the Endpoint's host name and port when it is
+	// written as a name (zero otherwise). Endpoint holds what the name
+	// resolved to at load time, or nothing when that lookup failed; the
+	// router looks the name up again while it runs.
+	EndpointName        HostPort
+	AllowedIPs          []netip.Prefix // masked; nested prefixes allowed (longest wins), none listed twice
+	PersistentKeepalive time.Duration  // 0 = off
 	// LegacyMAC (key LegacyMAC = on; default off, only with a
 	// PresharedKey): handshakes with this peer, both ways, are masked and
 	// MACed under the public keys only, as by routers that predate
@@ -116,6 +124,11 @@ type Peer struct {
 	// must agree.
 	LegacyMAC bool
 }
+
+// HasEndpoint reports whether the peer has an Endpoint, an address or a
+// host name: this router starts handshakes to it (once a name resolves),
+// and the peer need not know this router's port.
+func (p *Peer) HasEndpoint() bool { return p.Endpoint.IsValid() || !p.EndpointName.IsZero() }
 
 // PeerByKey returns the peer with public key k, or nil.
 func (c *Config) PeerByKey(k crypto.PublicKey) *Peer {

@@ -179,7 +179,7 @@ func (p *parser) peerKey(n int, ps *peerState, key, v string) {
 			bad("%q is not host:port: %q is neither an IP address nor a host name", v, host)
 			return
 		}
-		ps.epHost, ps.epPort = host, pt // looked up by the resolve step
+		ps.EndpointName = HostPort{Host: host, Port: pt} // looked up by the resolve step
 	case "AllowedIPs":
 		for _, item := range splitList(v) {
 			pf, msg := parsePrefix(item)

@@ -71,9 +71,7 @@ func (c *Core) SetPeers(pcs []config.Peer) error {
 			// of them); the peer's lanes follow our datagrams' new
 			// source on their side (roaming).
 			c.log.Info("peer endpoint changed", zap.String("peer", pc.PublicKey.String()), zap.Stringer("from", p.endpoint), zap.Stringer("to", pc.Endpoint))
-			from := p.endpoint
-			c.setEndpoint(p, pc.Endpoint)
-			c.dp.MoveRemote(p.id, from, pc.Endpoint)
+			c.moveEndpoint(p, pc.Endpoint)
 		}
 		for _, pfx := range pc.AllowedIPs {
 			routes = append(routes, shard.Route{Prefix: pfx, Peer: p.id})
@@ -92,6 +90,65 @@ func (c *Core) SetPeers(pcs []config.Peer) error {
 	}
 	c.dp.SetRoutes(shard.NewTable(routes))
 	return nil
+}
+
+// moveEndpoint sends p's handshakes to to, and moves the lanes that talk
+// to its old endpoint there (as initiator, all of them); the peer's lanes
+// follow our datagrams' new source on their side (roaming). Caller holds
+// mu.
+func (c *Core) moveEndpoint(p *peer, to netip.AddrPort) {
+	from := p.endpoint
+	c.setEndpoint(p, to)
+	c.dp.MoveRemote(p.id, from, to)
+}
+
+// HandshakesUnanswered reports whether our handshakes with the peer whose
+// key is k go unanswered (an initiation was retried for want of a
+// response): its Endpoint name may point somewhere else by now.
+func (c *Core) HandshakesUnanswered(k crypto.PublicKey) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[k]
+	return p != nil && p.unanswered()
+}
+
+// unanswered: an initiation to p was retried for want of a response (the
+// first attempt counts 1). Caller holds mu.
+func (p *peer) unanswered() bool { return p.attempts >= 2 }
+
+// SetResolvedEndpoint tells the core what the Endpoint host name of the
+// peer with key k resolves to now (ep). A peer without an address gets
+// it; a peer whose handshakes go unanswered, or that has no session,
+// moves there and tries it at the next tick. A working session keeps its
+// address: the peer may have roamed, and a name can lag behind. Returns
+// whether the peer's endpoint changed. A peer that is gone, or whose
+// Endpoint is no longer a name (a reload), is left alone.
+func (c *Core) SetResolvedEndpoint(k crypto.PublicKey, ep netip.AddrPort) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.peers[k]
+	if p == nil || !ep.IsValid() || p.cfg.EndpointName.IsZero() {
+		return false
+	}
+	p.cfg.Endpoint = ep
+	switch {
+	case ep == p.endpoint:
+		return false
+	case !p.endpoint.IsValid():
+		c.log.Info("peer endpoint resolved", zap.String("peer", p.cfg.PublicKey.String()),
+			zap.Stringer("name", p.cfg.EndpointName), zap.Stringer("to", ep))
+		c.setEndpoint(p, ep)
+	case p.sess == nil || p.unanswered():
+		c.log.Info("peer endpoint name resolves to a new address", zap.String("peer", p.cfg.PublicKey.String()),
+			zap.Stringer("name", p.cfg.EndpointName), zap.Stringer("from", p.endpoint), zap.Stringer("to", ep))
+		c.moveEndpoint(p, ep)
+	default:
+		return false
+	}
+	// The new address gets a first attempt now, not the old one's
+	// backoff (a cookie for the old address is no use there either).
+	p.attempts, p.nextTry = 0, time.Time{}
+	return true
 }
 
 // dropSession forgets p's session and lanes. Caller holds mu.

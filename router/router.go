@@ -34,6 +34,9 @@ type Options struct {
 	SteerByPort bool
 	// Sys is the sysfs root for CPU topology ("/sys").
 	Sys string
+	// ResolveEvery overrides DefaultResolveEvery, how often Endpoint host
+	// names are looked up again (tests: env YIP_TEST_RESOLVE_EVERY).
+	ResolveEvery time.Duration
 }
 
 // Router is one running yip-router: TUN device, sockets, shards, and the
@@ -55,9 +58,11 @@ type Router struct {
 	steer     *udp.Steering
 	steerMode string
 	mesh      *shard.Mesh
-	shards    []*shard.Shard
-	table     atomic.Pointer[shard.Table]
-	started   atomic.Int64 // Start's time (Unix ns): Status may run before Start
+	// resolver looks the peers' Endpoint host names up again.
+	resolver *resolver
+	shards   []*shard.Shard
+	table    atomic.Pointer[shard.Table]
+	started  atomic.Int64 // Start's time (Unix ns): Status may run before Start
 	// offDisabled is the config's DisableOffload at start (a reload
 	// cannot change offloads).
 	offDisabled config.OffloadSet
@@ -92,6 +97,15 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 				return nil, fmt.Errorf("YIP_TEST_REKEY_AFTER: %w", err)
 			}
 			opts.RekeyAfter = d
+		}
+	}
+	if opts.ResolveEvery == 0 {
+		if v := os.Getenv("YIP_TEST_RESOLVE_EVERY"); v != "" {
+			d, err := time.ParseDuration(v)
+			if err != nil || d <= 0 {
+				return nil, fmt.Errorf("YIP_TEST_RESOLVE_EVERY: %q is not a positive duration", v)
+			}
+			opts.ResolveEvery = d
 		}
 	}
 	if os.Getenv("YIP_TEST_STEER_BY_PORT") == "1" {
@@ -160,7 +174,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		// old default 51820 and so likely expects us there too.
 		log := r.log.Info
 		for _, p := range cfg.Peers {
-			if !p.Endpoint.IsValid() || p.Endpoint.Port() == 51820 {
+			if !p.HasEndpoint() || p.Endpoint.Port() == 51820 {
 				log = r.log.Warn
 			}
 		}
@@ -197,6 +211,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		RekeyAfter: opts.RekeyAfter, FEC: cfg.Interface.FEC, KeyLog: keyLogWriter(r.keyLog),
 		Steered: r.steer != nil})
 	c := r.core
+	r.resolver = newResolver(config.DefaultLookup, bind, c, r.log, opts.ResolveEvery)
 	for i := range nsh {
 		s, err := shard.New(shard.Config{
 			ID: i, CPU: r.cpus[i], TUN: r.dev.Queues[i],
@@ -251,7 +266,11 @@ func (r *Router) Start() {
 			}
 		}()
 	}
-	r.wg.Add(2)
+	r.wg.Add(3)
+	go func() {
+		defer r.wg.Done()
+		r.resolver.run(r.stop, r.peerConfigs)
+	}()
 	go func() {
 		defer r.wg.Done()
 		t := time.NewTicker(control.TimerPeriod)
@@ -273,6 +292,13 @@ func (r *Router) Start() {
 		zap.String("interface", r.dev.Name), zap.Ints("cpus", r.cpus), zap.Int("shards", len(r.shards)),
 		zap.Uint16("listen_port", r.group[0].LocalAddr().Port()), zap.Int("peers", len(r.cfg.Peers)),
 		zap.String("public_key", r.local.PublicKey().String()), zap.Any("offloads", r.offloadState()))
+}
+
+// peerConfigs is the running configuration's peers.
+func (r *Router) peerConfigs() []config.Peer {
+	r.reloadMu.Lock()
+	defer r.reloadMu.Unlock()
+	return r.cfg.Peers
 }
 
 // Errors reports shard failures: a shard whose loop stopped with an error

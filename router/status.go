@@ -31,6 +31,15 @@ type Status struct {
 	// Steering says how the listen group picks a shard for a datagram:
 	// "by lane remote (eBPF)" or "by source port: why not eBPF".
 	Steering string `json:"steering"`
+	// EndpointLookups counts the lookups of Endpoint host names since
+	// start (the config's at load not included) by result.
+	EndpointLookups EndpointLookups `json:"endpoint_lookups"`
+}
+
+// EndpointLookups are the resolver's counts.
+type EndpointLookups struct {
+	OK     uint64 `json:"ok"`
+	Failed uint64 `json:"failed"`
 }
 
 // ShardStatus is one shard's CPU and counters.
@@ -45,8 +54,11 @@ type HandshakeCounts = control.Counts
 
 // PeerStatus is one peer and its lanes.
 type PeerStatus struct {
-	PublicKey     string    `json:"public_key"`
-	Endpoint      string    `json:"endpoint,omitempty"`
+	PublicKey string `json:"public_key"`
+	Endpoint  string `json:"endpoint,omitempty"`
+	// EndpointName is the configured Endpoint when it is a host name
+	// (host:port), looked up again while the router runs.
+	EndpointName  string    `json:"endpoint_name,omitempty"`
 	AllowedIPs    []string  `json:"allowed_ips"`
 	LastHandshake time.Time `json:"last_handshake,omitzero"`
 	Handshakes    uint64    `json:"handshakes"`
@@ -99,7 +111,8 @@ func (r *Router) Status() Status {
 		Handshakes: r.core.Counts(),
 		Offloads:   r.offloadState(), Kernel: r.kernelDrops(),
 		Padding: r.iface.Padding.String(), TunMTU: r.iface.TunMTU(),
-		Steering: r.steerMode,
+		Steering:        r.steerMode,
+		EndpointLookups: EndpointLookups{OK: r.resolver.ok.Load(), Failed: r.resolver.failed.Load()},
 	}
 	if t := r.started.Load(); t != 0 {
 		st.Uptime = time.Since(time.Unix(0, t))
@@ -130,6 +143,9 @@ func (r *Router) Status() Status {
 			Initiator: p.Initiator, PersistentKeepalive: p.Config.PersistentKeepalive}
 		if p.Endpoint.IsValid() {
 			ps.Endpoint = p.Endpoint.String()
+		}
+		if n := p.Config.EndpointName; !n.IsZero() {
+			ps.EndpointName = n.String()
 		}
 		for _, a := range p.Config.AllowedIPs {
 			ps.AllowedIPs = append(ps.AllowedIPs, a.String())

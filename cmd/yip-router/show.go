@@ -202,12 +202,8 @@ func printStatus(w io.Writer, st *router.Status) {
 	}
 	for _, p := range st.Peers {
 		fmt.Fprintf(w, "\npeer: %s\n", p.PublicKey)
-		if p.Endpoint != "" {
-			if p.EndpointMoves > 0 {
-				fmt.Fprintf(w, "  endpoint: %s (roamed: %d lane moves)\n", p.Endpoint, p.EndpointMoves)
-			} else {
-				fmt.Fprintf(w, "  endpoint: %s\n", p.Endpoint)
-			}
+		if p.Endpoint != "" || p.EndpointName != "" {
+			fmt.Fprintf(w, "  endpoint: %s\n", endpointLine(p))
 		}
 		fmt.Fprintf(w, "  allowed ips: %s\n", strings.Join(p.AllowedIPs, ", "))
 		fmt.Fprintf(w, "  latest handshake: %s (%d in all)\n", ago(p.LastHandshake), p.Handshakes)
@@ -227,4 +223,21 @@ func printStatus(w io.Writer, st *router.Status) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// endpointLine is a peer's endpoint as show prints it: the address, the
+// host name it came from, whether the peer roamed; a name that has not
+// resolved yet says so.
+func endpointLine(p router.PeerStatus) string {
+	line := p.Endpoint
+	switch {
+	case p.Endpoint == "":
+		line = "none yet (" + p.EndpointName + " does not resolve; looked up again while running)"
+	case p.EndpointName != "":
+		line += " (" + p.EndpointName + ")"
+	}
+	if p.EndpointMoves > 0 {
+		line += fmt.Sprintf(" (roamed: %d lane moves)", p.EndpointMoves)
+	}
+	return line
 }

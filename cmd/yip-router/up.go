@@ -107,7 +107,10 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		cfg.Interface.Name = *name
 	}
 	warned := map[string]bool{}
-	warnExposed := func(c *config.Config) {
+	warnConfig := func(c *config.Config) {
+		for _, w := range c.Warnings {
+			log.Warn("configuration: " + w.Error())
+		}
 		for _, f := range c.ExposedSecretFiles() {
 			if !warned[f] {
 				warned[f] = true
@@ -115,7 +118,7 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	warnExposed(cfg)
+	warnConfig(cfg)
 	if os.Geteuid() != 0 {
 		log.Warn("not running as root: creating the TUN device needs CAP_NET_ADMIN")
 	}
@@ -156,7 +159,7 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				}
 				var restart []string
 				if err == nil {
-					warnExposed(nc)
+					warnConfig(nc)
 					restart, err = r.Reload(nc)
 				}
 				switch {

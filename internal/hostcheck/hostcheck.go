@@ -144,6 +144,9 @@ func Check(path string, env Env, opts Options) []Finding {
 		out[len(out)-1].Fix = "edit " + path + " (every key is described in docs/CONFIG.md)"
 	} else {
 		add(OK, "config", "", "%s: interface %s, listen port %d, %d peer(s), MTU %d", path, cfg.Interface.Name, cfg.Interface.ListenPort, len(cfg.Peers), cfg.Interface.MTU)
+		for _, w := range cfg.Warnings {
+			add(Warn, "config", "", "%v", w)
+		}
 		for _, f := range cfg.ExposedSecretFiles() {
 			file, _, _ := strings.Cut(f, " (mode ")
 			add(Warn, "config", "chmod 600 "+file, "key file %s is readable by group or others (up warns too)", f)
@@ -492,7 +495,14 @@ func (e Env) underlay(cfg *config.Config) []Finding {
 		out = append(out, e.offloads(ifname)...)
 	}
 	if n == 0 {
-		out = append(out, Finding{Level: Info, Topic: topic, Msg: "no peer has an Endpoint (responder only): the underlay interface is not known until peers connect; MTU and offloads not checked"})
+		msg := "no peer has an Endpoint (responder only): the underlay interface is not known until peers connect; MTU and offloads not checked"
+		for _, p := range cfg.Peers {
+			if p.HasEndpoint() {
+				msg = "no peer's Endpoint has an address now (a host name that does not resolve): the underlay interface is not known; MTU and offloads not checked"
+				break
+			}
+		}
+		out = append(out, Finding{Level: Info, Topic: topic, Msg: msg})
 	}
 	return out
 }
@@ -597,7 +607,7 @@ func portChoice(cfg *config.Config) []Finding {
 	port := cfg.Interface.ListenPort
 	if port == 0 {
 		for _, p := range cfg.Peers {
-			if !p.Endpoint.IsValid() {
+			if !p.HasEndpoint() {
 				return []Finding{{Level: Warn, Topic: "listen port",
 					Msg: fmt.Sprintf("no ListenPort: the router listens on a port the kernel picks at each start, but the peer at line %d has no Endpoint and can only reach this router at a fixed port", p.Line),
 					Fix: "set ListenPort to a port of your choosing (not a well-known one) and give it to that peer as Endpoint"}}

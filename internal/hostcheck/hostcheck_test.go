@@ -384,3 +384,21 @@ func TestKeyFileBPFAndTuneName(t *testing.T) {
 		t.Errorf("a fix names the source tree's path where yip-tune is installed:\n%s", rep)
 	}
 }
+
+// An Endpoint host name that does not resolve is a warning, as up logs it,
+// not an error: the router starts and looks it up again.
+func TestUnresolvedEndpointWarns(t *testing.T) {
+	f := newFake(t)
+	p := writeConf(t, "")
+	b, _ := os.ReadFile(p)
+	// .invalid never resolves (RFC 6761); without a resolver the lookup
+	// fails too.
+	if err := os.WriteFile(p, []byte(strings.Replace(string(b), "203.0.113.2:47133", "gw.invalid:47133", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := Check(p, f.env(t), Options{})
+	expect(t, fs, `WARN  config: `+p+`:8: [Peer] Endpoint: cannot resolve "gw.invalid"`)
+	if errs, _ := Counts(fs); errs != 0 {
+		t.Errorf("%d errors for a name that does not resolve:\n%s", errs, report(fs))
+	}
+}

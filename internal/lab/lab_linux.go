@@ -49,6 +49,10 @@ type Options struct {
 	// Endpoint6 gives A B's IPv6 underlay address as Endpoint (the veth
 	// carries both families; the routers listen on both by default).
 	Endpoint6 bool
+	// EndpointName gives A B's endpoint as this host name and the lab's
+	// port; what it resolves to is up to the test (/etc/netns/NS/hosts,
+	// which ip netns exec mounts over /etc/hosts).
+	EndpointName string
 	// NAT puts A behind a middle namespace that masquerades A's IPv4
 	// traffic with random source ports (iptables MASQUERADE
 	// --random-fully), as carrier-grade and many home NATs do. IPv4 only.
@@ -246,7 +250,11 @@ func (l *Lab) WriteConfig(s Side, extra string) error {
 		if l.opts.Endpoint6 && s == A {
 			ep = netip.AddrPortFrom(l.Underlay6[o], Port)
 		}
-		fmt.Fprintf(&b, "Endpoint = %s\n", ep)
+		if l.opts.EndpointName != "" && s == A {
+			fmt.Fprintf(&b, "Endpoint = %s:%d\n", l.opts.EndpointName, Port)
+		} else {
+			fmt.Fprintf(&b, "Endpoint = %s\n", ep)
+		}
 	}
 	if l.opts.Symmetric {
 		b.WriteString("PersistentKeepalive = 1\n")
