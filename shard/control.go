@@ -158,8 +158,9 @@ func (s *Shard) control(ln *lane, body []byte) {
 // the peer's encoder adapts R to) about once a second (its first few
 // sooner), and a keepalive
 // when the lane has been quiet for its persistent-keepalive wait, or when
-// it heard from the peer since it last sent and has been quiet for the
-// passive wait (as WireGuard: else the peer's liveness check would
+// the peer sent something that asks for an answer (data, or a control
+// frame other than a keepalive) since the lane last sent and it has been
+// quiet for the passive wait (as WireGuard: else the peer's liveness check would
 // re-handshake on one-way traffic). tick calls it for every owned lane.
 func (s *Shard) controlTimers(ln *lane) {
 	var buf [1 + fec.LossReportLen + delayEchoLen]byte
@@ -192,7 +193,7 @@ func (s *Shard) controlTimers(ln *lane) {
 	}
 	quiet := s.now.Sub(ln.lastTx)
 	persistent := ln.cfg.Keepalive > 0 && quiet >= ln.kaWait
-	passive := ln.heard().After(ln.lastTx) && quiet >= ln.passiveWait
+	passive := ln.asked().After(ln.lastTx) && quiet >= ln.passiveWait
 	hello := ln.helloDue || !ln.acked && ln.hellos > 0 && ln.hellos < maxHellos && !s.now.Before(ln.helloAt)
 	if persistent || passive || hello {
 		if s.sendKeepalive(ln, buf[:0], hello) {
@@ -201,8 +202,9 @@ func (s *Shard) controlTimers(ln *lane) {
 	}
 }
 
-// checkSilence reports (Config.Silent) a lane that kept sending for
-// noReplyAfter after it last heard from the peer (under either key set, or
+// checkSilence reports (Config.Silent) a lane that kept sending what asks
+// for an answer (lastAskTx: data, or control frames other than
+// keepalives) for noReplyAfter after it last heard from the peer (under either key set, or
 // since its install): liveness is an event from the lane, so the router
 // polls no shard for it. It says whether the peer's datagrams were framed
 // by the previous wire version (noteOldFraming).
@@ -210,7 +212,7 @@ func (s *Shard) checkSilence(ln *lane) {
 	if s.cfg.Silent == nil {
 		return
 	}
-	rx, tx := ln.heard(), ln.lastTx
+	rx, tx := ln.heard(), ln.lastAskTx
 	if rx.Before(ln.installed) {
 		rx = ln.installed
 	}
@@ -340,6 +342,9 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 	// sending under the previous keys must not look silent to its own
 	// keepalive timer (that sent one every tick).
 	top.lastTx = s.now
+	if body[0] != ctlKeepalive {
+		top.lastAskTx = s.now
+	}
 	top.drawWaits()
 	s.count(ControlOut)
 	s.queue(ln, p, len(d))

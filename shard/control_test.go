@@ -107,3 +107,34 @@ func TestEarlyLossReports(t *testing.T) {
 		}
 	}
 }
+
+// An idle tunnel falls silent: after one packet and its answers, the two
+// sides do not trade keepalives (a keepalive asks for no answer, as in
+// WireGuard), and neither reports the other silent.
+func TestIdleLanesFallSilent(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sa, sb := a.shards[0], b.shards[0]
+	silent := 0
+	for _, s := range []*Shard{sa, sb} {
+		s.cfg.Silent = func(int, PeerID, bool) { silent++ }
+	}
+	inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 200, 1))
+	start := sa.now
+	sent := func() uint64 { return sa.stats.c[ControlOut] + sb.stats.c[ControlOut] }
+	var at10 uint64
+	for el := time.Duration(0); el < 60*time.Second; el += 50 * time.Millisecond {
+		if el == 10*time.Second {
+			at10 = sent()
+		}
+		sa.now, sb.now = start.Add(el), start.Add(el)
+		sa.tick()
+		sb.tick()
+		deliverAll(t, a, b, nil)
+		deliverAll(t, b, a, nil)
+	}
+	late := sent() - at10 // control frames in the last 50 s
+	if late != 0 || silent != 0 {
+		t.Fatalf("idle lanes sent %d control frames in their last 50 s; %d silence reports", late, silent)
+	}
+}

@@ -95,7 +95,7 @@ func (s *Shard) sendData(top *lane, p *ring.Packet) {
 	top.txPackets++
 	top.txBytes += uint64(p.N)
 	top.noteSize(p.N)
-	top.lastTx = s.now
+	top.lastTx, top.lastAskTx = s.now, s.now
 	s.queue(ln, p, len(d))
 	s.drainParity(top, ln)
 }

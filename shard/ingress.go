@@ -142,6 +142,9 @@ func (s *Shard) receive(ln, keys *lane, h crypto.Header, sym []byte) {
 			break
 		}
 		keys.lastRx = s.now
+		if len(body) > 0 && body[0] != ctlKeepalive {
+			keys.lastAsk = s.now
+		}
 		s.authed++
 		s.count(ControlIn)
 		s.control(ln, body)
@@ -195,6 +198,7 @@ func (s *Shard) deliverSymbol(ln *lane, sym []byte) bool {
 		return false
 	}
 	ln.lastRx = s.now // authenticated and not a replay: the peer is alive
+	ln.lastAsk = s.now
 	s.authed++
 	if s.cfg.Table.Load().LookupPacket(pt, true) != ln.cfg.Peer {
 		s.count(DropNotAllowed)

@@ -91,6 +91,11 @@ type lane struct {
 	// ingress passes it to the decoder without allocating.
 	deliver fec.Deliver
 	lastRx  time.Time
+	// lastAsk is when a datagram that asks for an answer arrived under
+	// these keys: data, or a control frame other than a keepalive. A
+	// keepalive asks for none (as in WireGuard), or two idle lanes would
+	// trade them forever.
+	lastAsk time.Time
 
 	// prev is the lane's previous keys after a rekey: packets and FEC
 	// groups in flight under them still open, for prevKeep. A previous
@@ -103,6 +108,10 @@ type lane struct {
 
 	txPackets, txBytes, rxPackets, rxBytes uint64
 	lastTx                                 time.Time
+	// lastAskTx is when the lane last sent something that asks for an
+	// answer (data, or a control frame other than a keepalive): only
+	// such a send unanswered says the peer went silent (checkSilence).
+	lastAskTx time.Time
 
 	// Control-frame timers (control.go), redrawn each round.
 	reportDue           time.Time
@@ -219,6 +228,15 @@ func (ln *lane) heard() time.Time {
 		return ln.prev.lastRx
 	}
 	return ln.lastRx
+}
+
+// asked is when ln last received a datagram that asks for an answer
+// (lastAsk), under its current or its previous keys.
+func (ln *lane) asked() time.Time {
+	if ln.prev != nil && ln.prev.lastAsk.After(ln.lastAsk) {
+		return ln.prev.lastAsk
+	}
+	return ln.lastAsk
 }
 
 func newLane(cfg LaneConfig) (*lane, error) {

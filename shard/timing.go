@@ -42,8 +42,9 @@ const (
 	// linger.
 	prevKeep = 15 * time.Second
 
-	// passiveKeepalive: a lane that heard from its peer since it last sent
-	// and has sent nothing for about this long sends a keepalive
+	// passiveKeepalive: a lane that heard data or a control frame other
+	// than a keepalive from its peer since it last sent, and has sent
+	// nothing for about this long, sends a keepalive
 	// (controlTimers), so one-way traffic does not look like a dead peer.
 	// With its jitter it stays well under the router's no-reply limit
 	// (5 s): the peer hears from us within 2.5 s.
@@ -69,8 +70,9 @@ const (
 	// heard from its peer reports the peer silent (checkSilence), and the
 	// router starts a new handshake (the peer restarted and lost its keys),
 	// as WireGuard does after its keepalive timeout. The peer's keepalives
-	// (passive: about 2 s after it heard from us) keep a live lane well
-	// inside it.
+	// (passive: about 2 s after it heard data or a control frame other
+	// than a keepalive from us) keep a live lane well inside it; our own
+	// keepalives ask for no answer and do not start the wait.
 	noReplyAfter = 5 * time.Second
 	// v1Checks: how many datagrams from a lane's own address that fail its
 	// tag the lane tries as wire version 1 framed them (crypto.MatchesV1, a
