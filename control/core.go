@@ -75,11 +75,12 @@ type Core struct {
 	keyLog     io.Writer // under mu
 	steered    bool
 
-	// known holds every peer's endpoint address (configured or learnt
-	// from a completed handshake), read lock-free by the cookie path;
-	// setEndpoint keeps it in step under mu. The value is the length
-	// sample of the peer that put the address there, which cookie replies
-	// to that address draw their lengths from.
+	// known holds the addresses cookie replies always go to, over
+	// cookieReplyCap: each peer's configured Endpoint and the latest
+	// address a handshake proved it receives at (setKnown), read
+	// lock-free by the cookie path. Not an address a datagram merely
+	// came from: a peer can send its own authenticated datagrams from any
+	// source it spoofs, and would so put any address here.
 	known     sync.Map           // netip.Addr → struct{}; lock-free reads
 	knownRefs map[netip.Addr]int // peers per known address, under mu
 	// replySlot and replyCount count cookie replies to unknown sources
@@ -126,6 +127,9 @@ type peer struct {
 	cfg      config.Peer
 	cp       *crypto.Peer
 	endpoint netip.AddrPort
+	// known are p's addresses in Core.known: the configured Endpoint's
+	// and the latest a handshake proved p receives at (setKnown).
+	known [knownSlots]netip.Addr
 	// lens samples the data lengths the peer's lanes send (they all get
 	// it in LaneConfig.Lens); our handshake messages to the peer draw
 	// their lengths from it (crypto.Peer.SetWireLengths).
@@ -220,21 +224,33 @@ func (c *Core) fecConfig() (fec.EncoderConfig, fec.Mode) {
 	return fec.EncoderConfig{K: k, R: rr, FirstGroup: c.rnd.Uint32()}, m
 }
 
-// setEndpoint changes p's endpoint and keeps the set of peers' endpoint
-// addresses (known) in step: O(1), where rebuilding the set on every
-// handshake made a 10,000-peer hub spend half its CPU on it. Caller holds
-// mu.
-func (c *Core) setEndpoint(p *peer, ep netip.AddrPort) {
-	if old := p.endpoint; old.IsValid() {
-		a := old.Addr()
-		if c.knownRefs[a]--; c.knownRefs[a] <= 0 {
-			delete(c.knownRefs, a)
-			c.known.Delete(a)
+// setEndpoint changes where p's handshakes go. Caller holds mu.
+func (c *Core) setEndpoint(p *peer, ep netip.AddrPort) { p.endpoint = ep }
+
+// Which of a peer's addresses a known slot holds (peer.known).
+const (
+	knownConfigured = iota // the configured Endpoint's (or its name's)
+	knownProven            // the latest one a handshake proved
+	knownSlots
+)
+
+// setKnown puts a in p's known slot and keeps the set of known addresses
+// in step: O(1), where rebuilding the set on every handshake made a
+// 10,000-peer hub spend half its CPU on it; peers behind one address
+// (a NAT) count each. A zero a empties the slot. Caller holds mu.
+func (c *Core) setKnown(p *peer, slot int, a netip.Addr) {
+	old := p.known[slot]
+	if old == a {
+		return
+	}
+	p.known[slot] = a
+	if old.IsValid() {
+		if c.knownRefs[old]--; c.knownRefs[old] <= 0 {
+			delete(c.knownRefs, old)
+			c.known.Delete(old)
 		}
 	}
-	p.endpoint = ep
-	if ep.IsValid() {
-		a := ep.Addr()
+	if a.IsValid() {
 		if c.knownRefs[a]++; c.knownRefs[a] == 1 {
 			c.known.Store(a, struct{}{})
 		}

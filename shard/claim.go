@@ -42,13 +42,17 @@ const (
 )
 
 // addrHold is how long an address stays with the lane last heard from it
-// against another peer's datagrams. A live lane hears its peer at least
-// every few seconds while either side sends (passive keepalives answer
-// within about 2.5 s), so an address taken after this much silence was
-// left; a shorter hold would let a peer with spoofed sources take a live
-// peer's address between its keepalives, a longer one delays a peer that
-// really took over a left address until its next handshake.
-const addrHold = 15 * time.Second
+// (or installed) against another peer's datagrams. A live session's lane
+// hears its peer, or is installed anew, at least at every rekey, traffic
+// or not: the initiator rekeys every 120-132 s and a responder whose
+// initiator did not re-initiates after 150-165 s (control/timing.go). An
+// idle lane hears nothing between rekeys, since a keepalive asks for no
+// answer, so a hold shorter than that would let a peer with spoofed
+// sources take an idle peer's address. An address taken after this much
+// silence was left; the cost of the long hold is that a peer that really
+// took over a left address mid-session is reached by trial until its
+// next handshake, which takes the address at once.
+const addrHold = 3 * time.Minute
 
 // mayClaim reports whether ln may own addr on this shard with proof p.
 // An address that no other peer's lane holds here is ln's for any proof.

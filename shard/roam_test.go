@@ -197,7 +197,8 @@ func pairLaneAs(t *testing.T, a, b *side, aPeer, bPeer PeerID, aAddr, bAddr neti
 // delivered, but X's lane does not take C's address while C is heard
 // there: C's datagrams keep finding C's lane by lookup, even with no trial
 // budget left (a garbage flood drains it). After C has been silent for
-// addrHold X may take the address; C's next completed handshake from it
+// addrHold (longer than a rekey period; idle for less, C keeps it) X may
+// take the address; C's next completed handshake from it
 // wins it back, as does an initiator's handshake answered from where it
 // asked.
 func TestAddressHasOneOwner(t *testing.T) {
@@ -252,6 +253,13 @@ func TestAddressHasOneOwner(t *testing.T) {
 	if d := sendOne(t, hub, 0, "10.9.0.1", "10.3.0.5", 1); d.to != xHome {
 		t.Fatalf("reply to X went to %s, want its own address %s", d.to, xHome)
 	}
+
+	// C idle for a minute: an idle lane hears nothing between rekeys (a
+	// keepalive asks for no answer), and keeps its address.
+	sh.now = sh.now.Add(time.Minute)
+	sh.tick()
+	fromX("X after C idled a minute")
+	owner("after C idled a minute", 1)
 
 	// C silent for addrHold: the address was left, X may take it.
 	sh.now = sh.now.Add(addrHold + time.Second)
