@@ -89,6 +89,19 @@ func (c *Core) PeerSilent(sh int, peer shard.PeerID, oldFraming bool) {
 	c.initiate(p, now)
 }
 
+// LaneConfirmed: the first datagram under our new keys as responder
+// arrived on the lane the initiation came from, so the peer received our
+// response at remote: the address is proven, and initiations from it get
+// cookie replies past cookieReplyCap. A stale event (the peer is gone)
+// changes nothing.
+func (c *Core) LaneConfirmed(_ int, peer shard.PeerID, _ int, remote netip.AddrPort) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p := c.byID[peer]; p != nil {
+		c.setKnown(p, knownProven, remote.Addr())
+	}
+}
+
 // LaneMisplaced: lane index of peer, owned by shard from, proved to
 // receive its datagrams on shard via (a NAT rewrote the lane's port and
 // the listen group cannot steer it: shard/place.go). The lane moves

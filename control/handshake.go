@@ -225,6 +225,7 @@ func (c *Core) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool
 	var proven netip.AddrPort
 	if from == p.initTo {
 		proven = from // answered from where we asked
+		c.setKnown(p, knownProven, from.Addr())
 	}
 	c.clearInit(p)
 	p.attempts = 0

@@ -254,29 +254,77 @@ func TestUnderLoadSlotOnlyForward(t *testing.T) {
 	}
 }
 
-// The known-address set follows every endpoint change, counting peers that
-// share an address (behind one NAT): it stays known until the last one
-// moves away.
-func TestKnownAddressesFollowEndpoints(t *testing.T) {
+// The known-address set counts the peers in each slot that holds an
+// address (peers behind one NAT share it): it stays known until the last
+// one lets it go.
+func TestKnownAddressesCountPeers(t *testing.T) {
 	r := &Core{knownRefs: map[netip.Addr]int{}}
 	known := func(a string) bool { _, ok := r.known.Load(netip.MustParseAddr(a)); return ok }
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("198.51.100.1")
 	p1, p2 := &peer{}, &peer{}
-	r.setEndpoint(p1, netip.MustParseAddrPort("192.0.2.1:1000"))
-	r.setEndpoint(p2, netip.MustParseAddrPort("192.0.2.1:2000"))
+	r.setKnown(p1, knownConfigured, a)
+	r.setKnown(p2, knownProven, a)
 	if !known("192.0.2.1") {
-		t.Fatal("endpoint not known")
+		t.Fatal("address not known")
 	}
-	r.setEndpoint(p1, netip.MustParseAddrPort("198.51.100.1:1000"))
+	r.setKnown(p1, knownConfigured, b)
 	if !known("192.0.2.1") || !known("198.51.100.1") {
 		t.Fatal("a shared address was forgotten while a peer still has it")
 	}
-	r.setEndpoint(p2, netip.AddrPort{})
+	r.setKnown(p2, knownProven, netip.Addr{})
 	if known("192.0.2.1") || !known("198.51.100.1") {
 		t.Fatal("an address no peer has is still known")
 	}
-	r.setEndpoint(p1, netip.MustParseAddrPort("198.51.100.1:1001")) // same address, new port
-	if !known("198.51.100.1") || r.knownRefs[netip.MustParseAddr("198.51.100.1")] != 1 {
+	r.setKnown(p1, knownProven, b) // the same address in both slots
+	r.setKnown(p1, knownConfigured, netip.Addr{})
+	if !known("198.51.100.1") || r.knownRefs[b] != 1 {
 		t.Fatalf("refs %v", r.knownRefs)
+	}
+}
+
+// Only proven addresses are known (their initiations get cookie replies
+// past the cap): the configured Endpoint, an initiator's response from
+// where it asked, and a responder's initiation source once the first
+// datagram under the new keys says our response reached it. An
+// initiation's source alone is not: anyone can put any source on an
+// initiation, and a peer on one of its own.
+func TestKnownAddressesAreProven(t *testing.T) {
+	ini, resp := memPair(t, "198.51.100.7:40000")
+	knownAt := func(m *memCore, a netip.AddrPort) bool { _, ok := m.known.Load(a.Addr()); return ok }
+	if !knownAt(ini, resp.addr) {
+		t.Fatal("the configured endpoint is not known")
+	}
+	handshake(t, ini, resp)
+	p := resp.peerOf(t)
+	if knownAt(resp, ini.addr) {
+		t.Fatal("an initiation's source became known before the peer proved it receives there")
+	}
+	resp.LaneConfirmed(0, p.id+7, 0, ini.addr) // a stale event: no such peer
+	if knownAt(resp, ini.addr) {
+		t.Fatal("a stale confirmation made the address known")
+	}
+	resp.LaneConfirmed(0, p.id, 0, ini.addr)
+	if !knownAt(resp, ini.addr) {
+		t.Fatal("the confirmed address is not known")
+	}
+	// A later session proven elsewhere replaces it; removing the peer
+	// forgets every address it had.
+	elsewhere := netip.MustParseAddrPort("203.0.113.8:40000")
+	resp.LaneConfirmed(0, p.id, 0, elsewhere)
+	if knownAt(resp, ini.addr) || !knownAt(resp, elsewhere) {
+		t.Fatal("the known address did not follow the latest proof")
+	}
+	if err := resp.SetPeers(nil); err != nil {
+		t.Fatal(err)
+	}
+	if knownAt(resp, elsewhere) || len(resp.knownRefs) != 0 {
+		t.Fatalf("a removed peer's addresses are still known: %v", resp.knownRefs)
+	}
+	if err := ini.SetPeers(nil); err != nil {
+		t.Fatal(err)
+	}
+	if knownAt(ini, resp.addr) {
+		t.Fatal("a removed peer's configured endpoint is still known")
 	}
 }
 

@@ -59,6 +59,7 @@ func (c *Core) SetPeers(pcs []config.Peer) error {
 		}
 		was, wasKA := p.cfg.Endpoint, p.cfg.PersistentKeepalive
 		p.cfg = pc
+		c.setKnown(p, knownConfigured, pc.Endpoint.Addr())
 		if pc.PersistentKeepalive != wasKA && p.sess != nil {
 			c.dp.SetKeepalive(p.id, pc.PersistentKeepalive)
 		}
@@ -84,6 +85,9 @@ func (c *Core) SetPeers(pcs []config.Peer) error {
 			c.dp.RemovePeer(p.id)
 			c.local.RemovePeer(k)
 			c.setEndpoint(p, netip.AddrPort{})
+			for slot := range p.known {
+				c.setKnown(p, slot, netip.Addr{})
+			}
 			delete(c.peers, k)
 			delete(c.byID, p.id)
 		}
@@ -131,6 +135,7 @@ func (c *Core) SetResolvedEndpoint(k crypto.PublicKey, ep netip.AddrPort) bool {
 		return false
 	}
 	p.cfg.Endpoint = ep
+	c.setKnown(p, knownConfigured, ep.Addr())
 	switch {
 	case ep == p.endpoint:
 		return false

@@ -227,6 +227,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 			},
 			Silent:    func(sh int, p shard.PeerID, oldFraming bool) { go c.PeerSilent(sh, p, oldFraming) },
 			Misplaced: func(sh int, p shard.PeerID, i, via int) { go c.LaneMisplaced(sh, p, i, via) },
+			Confirmed: func(sh int, p shard.PeerID, i int, remote netip.AddrPort) { go c.LaneConfirmed(sh, p, i, remote) },
 			// Writing TCP superpackets needs only the header; UDP ones
 			// need a kernel with USO, which the device's grant proves.
 			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,

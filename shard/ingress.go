@@ -116,6 +116,11 @@ func (s *Shard) deframe(ln *lane, data []byte) (*lane, crypto.Header, []byte, er
 	} else if err == nil && !ln.confirmed {
 		ln.confirmed = true // the peer has the new keys: send with them
 		ln.helloDue = true  // and tell it what we read (control.go)
+		if ln.cfg.Asked && s.cfg.Confirmed != nil {
+			// Keys only our response gave: it reached the peer at
+			// Remote, wherever this datagram came from.
+			s.cfg.Confirmed(s.id, ln.cfg.Peer, ln.cfg.Index, ln.cfg.Remote)
+		}
 	}
 	return ln, h, sym, err
 }

@@ -3,6 +3,7 @@ package shard
 import (
 	"crypto/rand"
 	"net/netip"
+	"slices"
 	"testing"
 	"time"
 
@@ -441,5 +442,41 @@ func TestOversizeDroppedBeforeTagWork(t *testing.T) {
 	feed(sb, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
 	if len(b.tun[0]) != 1 {
 		t.Fatalf("delivered %d after the oversize datagrams, want 1", len(b.tun[0]))
+	}
+}
+
+// A responder's lane reports (Config.Confirmed) the first datagram under
+// its new keys, once, with the address the response went to (its remote),
+// wherever the datagram came from; only the lane the initiation came from
+// (Asked) does: the other lanes' remotes are offered ports our response
+// never reached.
+func TestConfirmedReportsAskedLane(t *testing.T) {
+	remote := netip.MustParseAddrPort("192.0.2.50:40000")
+	c := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
+	for _, asked := range []bool{true, false} {
+		hub := newSide(t, 1, []Route{{netip.MustParsePrefix("10.1.0.0/16"), 1}})
+		sh := hub.shards[0]
+		var got []netip.AddrPort
+		sh.cfg.Confirmed = func(_ int, p PeerID, i int, r netip.AddrPort) {
+			if p != 1 || i != 0 {
+				t.Errorf("confirmed peer %d lane %d", p, i)
+			}
+			got = append(got, r)
+		}
+		pairLaneAs(t, c, hub, 1, 9, remote, addrB, func(lc *LaneConfig) { lc.HoldTx, lc.Asked = true, asked })
+		// The first datagram comes from a rebound port (found by trial).
+		sh.tick()
+		feed(sh, netip.AddrPortFrom(remote.Addr(), 40001), sendOne(t, c, 0, "10.1.0.5", "10.9.0.1", 1).data)
+		feed(sh, remote, sendOne(t, c, 0, "10.1.0.5", "10.9.0.1", 2).data)
+		if len(hub.tun[0]) != 2 {
+			t.Fatalf("asked=%v: delivered %d, want 2", asked, len(hub.tun[0]))
+		}
+		want := []netip.AddrPort{remote}
+		if !asked {
+			want = nil
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("asked=%v: confirmed %v, want %v", asked, got, want)
+		}
 	}
 }

@@ -80,6 +80,13 @@ type Config struct {
 	// cannot send it here (place.go): the router moves it there
 	// (MoveLane).
 	Misplaced func(shard int, peer PeerID, index, via int)
+	// Confirmed is told (on the shard's goroutine, once per session) that
+	// the first datagram under a responder's new keys arrived on the lane
+	// the initiation came from (LaneConfig.Asked): the peer received our
+	// response at the lane's remote, so it receives there (the router
+	// then answers that address's initiations past the cap on cookie
+	// replies).
+	Confirmed func(shard int, peer PeerID, index int, remote netip.AddrPort)
 	// Steer is the listen group's lane map (steer.go); nil where the
 	// kernel steers by source port.
 	Steer Steerer
