@@ -72,11 +72,17 @@ func TestDashboardCheckCatchesMismatches(t *testing.T) {
 		{`rate(yip_shard_udp_datagram_total[5m])`, "is not exported"},
 		{`sum by (lane) (rate(yip_shard_drops_total[5m]))`, `label "lane"`},
 		{`rate(yip_shard_drops_total{reason="gremlins"}[5m])`, `never has the value "gremlins"`},
+		{`rate(process_cpu_seconds_total[5m]) > 1`, "no yip_ metric"},
+		{`uptime == 0`, "no yip_ metric"},
 	} {
 		problems, _ := dashboard.Check(exp, []dashboard.Query{{Where: "test", Expr: tc.expr}}, nil, true)
 		if len(problems) != 1 || !strings.Contains(problems[0], tc.want) {
 			t.Errorf("%s: problems %q, want one containing %q", tc.expr, problems, tc.want)
 		}
+	}
+	// The scrape's own health names no yip_ metric and is no mistake.
+	if problems, _ := dashboard.Check(exp, []dashboard.Query{{Where: "test", Expr: `up{job="yip-router"} == 0`, Uses: []string{"instance"}}}, nil, true); len(problems) != 0 {
+		t.Errorf("up: problems %q", problems)
 	}
 }
 
