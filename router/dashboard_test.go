@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 const (
 	dashboardPath = "../deploy/grafana/yip-router.json"
 	alertsPath    = "../deploy/prometheus/alerts.yml"
+	promReadme    = "../deploy/prometheus/README.md"
 )
 
 // exported gathers what /metrics serves over a Status with every figure
@@ -84,6 +86,33 @@ func TestDashboardCheckCatchesMismatches(t *testing.T) {
 	if problems, _ := dashboard.Check(exp, []dashboard.Query{{Where: "test", Expr: `up{job="yip-router"} == 0`, Uses: []string{"instance"}}}, nil, true); len(problems) != 0 {
 		t.Errorf("up: problems %q", problems)
 	}
+}
+
+// YipRouterDown matches the scrape job that the README's scrape config
+// names: a router that does not answer has only the scrape's up, which
+// carries no label of the router's own.
+func TestAlertRouterDownMatchesReadmeJob(t *testing.T) {
+	b, err := os.ReadFile(promReadme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`job_name:\s*(\S+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no job_name in the scrape config", promReadme)
+	}
+	alerts, err := dashboard.AlertQueries(alertsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range alerts {
+		if q.Where == "alert YipRouterDown" {
+			if want := `up{job="` + string(m[1]) + `"}`; !strings.Contains(q.Expr, want) {
+				t.Errorf("YipRouterDown: %q does not name %s, the README's job", q.Expr, want)
+			}
+			return
+		}
+	}
+	t.Error("no alert YipRouterDown")
 }
 
 // The dashboard's expressions parse as PromQL: promtool checks them as
