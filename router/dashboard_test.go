@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +20,7 @@ import (
 const (
 	dashboardPath = "../deploy/grafana/yip-router.json"
 	alertsPath    = "../deploy/prometheus/alerts.yml"
+	promReadme    = "../deploy/prometheus/README.md"
 )
 
 // exported gathers what /metrics serves over a Status with every figure
@@ -72,12 +74,45 @@ func TestDashboardCheckCatchesMismatches(t *testing.T) {
 		{`rate(yip_shard_udp_datagram_total[5m])`, "is not exported"},
 		{`sum by (lane) (rate(yip_shard_drops_total[5m]))`, `label "lane"`},
 		{`rate(yip_shard_drops_total{reason="gremlins"}[5m])`, `never has the value "gremlins"`},
+		{`rate(process_cpu_seconds_total[5m]) > 1`, "no yip_ metric"},
+		{`uptime == 0`, "no yip_ metric"},
 	} {
 		problems, _ := dashboard.Check(exp, []dashboard.Query{{Where: "test", Expr: tc.expr}}, nil, true)
 		if len(problems) != 1 || !strings.Contains(problems[0], tc.want) {
 			t.Errorf("%s: problems %q, want one containing %q", tc.expr, problems, tc.want)
 		}
 	}
+	// The scrape's own health names no yip_ metric and is no mistake.
+	if problems, _ := dashboard.Check(exp, []dashboard.Query{{Where: "test", Expr: `up{job="yip-router"} == 0`, Uses: []string{"instance"}}}, nil, true); len(problems) != 0 {
+		t.Errorf("up: problems %q", problems)
+	}
+}
+
+// YipRouterDown matches the scrape job that the README's scrape config
+// names: a router that does not answer has only the scrape's up, which
+// carries no label of the router's own.
+func TestAlertRouterDownMatchesReadmeJob(t *testing.T) {
+	b, err := os.ReadFile(promReadme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`job_name:\s*(\S+)`).FindSubmatch(b)
+	if m == nil {
+		t.Fatalf("%s: no job_name in the scrape config", promReadme)
+	}
+	alerts, err := dashboard.AlertQueries(alertsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range alerts {
+		if q.Where == "alert YipRouterDown" {
+			if want := `up{job="` + string(m[1]) + `"}`; !strings.Contains(q.Expr, want) {
+				t.Errorf("YipRouterDown: %q does not name %s, the README's job", q.Expr, want)
+			}
+			return
+		}
+	}
+	t.Error("no alert YipRouterDown")
 }
 
 // The dashboard's expressions parse as PromQL: promtool checks them as

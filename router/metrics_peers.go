@@ -53,13 +53,20 @@ type peerFamily struct {
 	value      func(p *PeerStatus) float64
 }
 
+// peerCounterSpan is how long the per-peer counters run: each is the sum of
+// the peer's lanes, and a lane's counters move to its new keys at a rekey
+// (shard.InstallLane) unless the rekey installs it on another shard, which
+// control.Core.install does only where the listen group cannot steer the
+// lane (shard/place.go).
+const peerCounterSpan = " since its lanes were set up, carried across rekeys. A lane that a rekey installs on another shard than the one holding it (only where the listen group cannot steer it: steering by source port, or the steering map full) starts again from 0, and every lane does when the session expires or the peer returns with another lane count."
+
 var peerFamilyDefs = []peerFamily{
-	{"yip_peer_rx_bytes_total", "Inner packet bytes received from the peer since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.RxBytes) }},
-	{"yip_peer_tx_bytes_total", "Inner packet bytes sent to the peer since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.TxBytes) }},
-	{"yip_peer_rx_packets_total", "Inner packets received from the peer since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.RxPackets) }},
-	{"yip_peer_tx_packets_total", "Inner packets sent to the peer since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.TxPackets) }},
-	{"yip_peer_fec_recovered_total", "Packets from the peer recovered by FEC since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.FECRecovered) }},
-	{"yip_peer_fec_unrecovered_total", "Packets from the peer that FEC could not recover since its lanes were set up, across rekeys (back to 0 only when the lanes go: the session expired, or the peer returned with another lane count).", false, func(p *PeerStatus) float64 { return float64(p.FECLost) }},
+	{"yip_peer_rx_bytes_total", "Inner packet bytes received from the peer" + peerCounterSpan, false, func(p *PeerStatus) float64 { return float64(p.RxBytes) }},
+	{"yip_peer_tx_bytes_total", "Inner packet bytes sent to the peer" + peerCounterSpan, false, func(p *PeerStatus) float64 { return float64(p.TxBytes) }},
+	{"yip_peer_rx_packets_total", "Inner packets received from the peer" + peerCounterSpan, false, func(p *PeerStatus) float64 { return float64(p.RxPackets) }},
+	{"yip_peer_tx_packets_total", "Inner packets sent to the peer" + peerCounterSpan, false, func(p *PeerStatus) float64 { return float64(p.TxPackets) }},
+	{"yip_peer_fec_recovered_total", "Packets from the peer recovered by FEC" + peerCounterSpan, false, func(p *PeerStatus) float64 { return float64(p.FECRecovered) }},
+	{"yip_peer_fec_unrecovered_total", "Packets from the peer that FEC could not recover" + peerCounterSpan, false, func(p *PeerStatus) float64 { return float64(p.FECLost) }},
 	{"yip_peer_handshakes_total", "Handshakes completed with the peer.", false, func(p *PeerStatus) float64 { return float64(p.Handshakes) }},
 	{"yip_peer_last_handshake_seconds", "Unix time of the peer's latest completed handshake; 0 = never.", true, func(p *PeerStatus) float64 {
 		if p.LastHandshake.IsZero() {

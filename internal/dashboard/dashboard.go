@@ -60,10 +60,11 @@ func FromText(r io.Reader) (Exported, error) {
 }
 
 // Query is one PromQL expression and the labels its output is read by
-// (legend, annotations).
+// (legend, annotations); for an alert, also its runbook_url annotation.
 type Query struct {
 	Where, Expr string
 	Uses        []string
+	Runbook     string
 }
 
 var (
@@ -74,6 +75,8 @@ var (
 	legendRE   = regexp.MustCompile(`\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`)
 	annotRE    = regexp.MustCompile(`\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)`)
 	labelValRE = regexp.MustCompile(`label_values\(\s*(yip_[a-z0-9_]+)\s*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)`)
+	upRE       = regexp.MustCompile(`(^|[^a-zA-Z0-9_:])` + ScrapeMetric + `\b`)
+	runbookRE  = regexp.MustCompile(`^runbook_url:\s*["']?([^"'\s]+)["']?$`)
 )
 
 // DashboardQueries walks the dashboard JSON at path for every target's expr
@@ -124,8 +127,8 @@ func DashboardQueries(path string) (qs []Query, varQueries []string, err error) 
 }
 
 // AlertQueries splits the rules file at path at each "- alert:" and takes
-// the rule's expr (one line or a "|" block) and the labels its annotations
-// use.
+// the rule's expr (one line or a "|" block), the labels its annotations
+// use and its runbook_url.
 func AlertQueries(path string) ([]Query, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -138,6 +141,9 @@ func AlertQueries(path string) ([]Query, error) {
 		q := Query{Where: "alert " + strings.TrimSpace(lines[0])}
 		for i, l := range lines {
 			s := strings.TrimSpace(l)
+			if m := runbookRE.FindStringSubmatch(s); m != nil {
+				q.Runbook = m[1]
+			}
 			e, ok := strings.CutPrefix(s, "expr:")
 			if !ok {
 				continue
@@ -173,6 +179,11 @@ func AlertQueries(path string) ([]Query, error) {
 // ScrapeLabels are added by Prometheus at scrape time.
 var ScrapeLabels = []string{"job", "instance"}
 
+// ScrapeMetric is the series Prometheus itself writes for every scrape
+// (1: the scrape worked, 0: it failed). A query may name it instead of a
+// yip_ metric: whether the router answers at all is no metric of its own.
+const ScrapeMetric = "up"
+
 // Check returns one problem per metric, label or label value that a query
 // or variable names and exp lacks, and the metrics the queries use.
 // checkValues also checks equality matchers' values (a live router exports
@@ -183,8 +194,8 @@ func Check(exp Exported, qs []Query, varQueries []string, checkValues bool) (pro
 	for _, q := range qs {
 		avail := slices.Clone(ScrapeLabels)
 		names := metricRE.FindAllString(q.Expr, -1)
-		if len(names) == 0 {
-			problems = append(problems, fmt.Sprintf("%s: no yip_ metric in %q", q.Where, q.Expr))
+		if len(names) == 0 && !upRE.MatchString(q.Expr) {
+			problems = append(problems, fmt.Sprintf("%s: no yip_ metric (nor %s) in %q", q.Where, ScrapeMetric, q.Expr))
 		}
 		for _, n := range names {
 			used[n] = true
