@@ -66,6 +66,10 @@ type KernelDrops struct {
 	TUNTxDropped uint64 `json:"tun_tx_dropped"`
 	TUNRxDropped uint64 `json:"tun_rx_dropped"`
 	SocketDrops  uint64 `json:"socket_drops"`
+	// StrangerDrops are the strangers' sockets' (steering by lane
+	// remote): datagrams from sources no lane has that a full buffer
+	// refused, what a flood costs instead of lane drops.
+	StrangerDrops uint64 `json:"stranger_drops"`
 }
 
 func (r *Router) kernelDrops() KernelDrops {
@@ -80,6 +84,9 @@ func (r *Router) kernelDrops() KernelDrops {
 	}
 	for _, c := range r.conns() {
 		d.SocketDrops += c.Drops()
+	}
+	for _, c := range r.strangers {
+		d.StrangerDrops += c.Drops()
 	}
 	return d
 }

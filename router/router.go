@@ -58,6 +58,10 @@ type Router struct {
 	steer     *udp.Steering
 	steerMode string
 	mesh      *shard.Mesh
+	// strangers are the listen group's strangers' sockets, one per shard
+	// (nil when the group steers by port): receive-only, read by the
+	// shards within a budget (shard.Config.Strangers).
+	strangers []*udp.Conn
 	// resolver looks the peers' Endpoint host names up again.
 	resolver *resolver
 	shards   []*shard.Shard
@@ -196,7 +200,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		// Bound to every address: answer each peer from the address it
 		// sent to, or a host with several addresses answers a peer
 		// behind a stateful firewall from one it drops.
-		for _, c := range r.group {
+		for _, c := range append(slices.Clone(r.group), r.strangers...) {
 			if err := c.EnablePktinfo(); err != nil {
 				r.log.Warn("cannot learn which local address a datagram was sent to: answers leave from the address the routing table picks, which a peer that sent to another of this host's addresses may drop", zap.Error(err))
 				break
@@ -215,8 +219,9 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	for i := range nsh {
 		s, err := shard.New(shard.Config{
 			ID: i, CPU: r.cpus[i], TUN: r.dev.Queues[i],
-			Conns: []*udp.Conn{control.ConnGroup: r.group[i], control.ConnLane: r.laneSk[i]},
-			Mesh:  r.mesh, Table: &r.table,
+			Conns:     []*udp.Conn{control.ConnGroup: r.group[i], control.ConnLane: r.laneSk[i]},
+			Strangers: r.stranger(i),
+			Mesh:      r.mesh, Table: &r.table,
 			Unmatched: c.Unmatched,
 			NoSession: c.NoSession,
 			// These take the core's lock: on a goroutine of their
@@ -333,7 +338,7 @@ func (r *Router) closeResources() {
 	if r.mesh != nil {
 		r.mesh.Close()
 	}
-	for _, c := range r.conns() {
+	for _, c := range append(r.conns(), r.strangers...) {
 		c.Close()
 	}
 	if r.dev != nil {

@@ -19,27 +19,34 @@ import (
 // port-rewriting NAT.
 const steerLanes = 1 << 16
 
-// listen opens the listen group on local, steered by lane remote. Where
+// listen opens the listen group on local, steered by lane remote, with a
+// strangers' socket per shard (r.strangers): a flood from sources no lane
+// has overflows only those (udp/steer_linux.go). Where
 // the kernel refuses the eBPF program or the group (no CAP_BPF, a kernel
 // before 4.19, RLIMIT_MEMLOCK before 5.11, a seccomp or LSM policy) it
 // steers by source port: peers' lanes (on ports the kernel picked, not
 // ports that name their lane) then land by the kernel's hash and are moved
 // to the shard their datagrams reach, so two lanes of one peer can share a
-// shard.
+// shard, and strangers share the lane sockets (no flood isolation; show
+// and check say so).
 func (r *Router) listen(local netip.AddrPort, n int) ([]*udp.Conn, error) {
+	for _, c := range r.strangers {
+		c.Close() // a first try's
+	}
+	r.strangers = nil
 	if r.steer != nil {
 		r.steer.Close() // a first try's, before the IPv4-only retry
 		r.steer = nil
 	}
 	if r.opts.SteerByPort {
-		r.steerMode = "by source port: YIP_TEST_STEER_BY_PORT"
+		r.steerMode = steerByPort("YIP_TEST_STEER_BY_PORT")
 		return udp.ListenGroup(local, n)
 	}
 	st, err := udp.NewSteering(n, steerLanes)
 	if err == nil {
-		var g []*udp.Conn
-		if g, err = udp.ListenSteered(local, n, st); err == nil {
-			r.steer, r.steerMode = st, "by lane remote (eBPF)"
+		var g, strangers []*udp.Conn
+		if g, strangers, err = udp.ListenSteered(local, n, st); err == nil {
+			r.steer, r.steerMode, r.strangers = st, "by lane remote (eBPF); strangers on sockets of their own", strangers
 			return g, nil
 		}
 		st.Close()
@@ -50,7 +57,7 @@ func (r *Router) listen(local netip.AddrPort, n int) ([]*udp.Conn, error) {
 	if errors.Is(err, unix.EPERM) {
 		err = fmt.Errorf("%w (loading eBPF needs CAP_BPF)", err)
 	}
-	r.steerMode = "by source port: " + err.Error()
+	r.steerMode = steerByPort(err.Error())
 	r.log.Warn("steering by lane remote is unavailable: lanes are placed by the kernel's hash and moved to the shard their datagrams reach",
 		zap.Error(err))
 	return udp.ListenGroup(local, n)
@@ -63,4 +70,19 @@ func (r *Router) steerer() shard.Steerer {
 		return nil
 	}
 	return r.steer
+}
+
+// stranger is shard i's strangers' socket, or nil when the group steers by
+// port.
+func (r *Router) stranger(i int) *udp.Conn {
+	if i < len(r.strangers) {
+		return r.strangers[i]
+	}
+	return nil
+}
+
+// steerByPort is show's steering line for a group that steers by source
+// port, and why.
+func steerByPort(why string) string {
+	return "by source port (strangers share the lane sockets: no flood isolation): " + why
 }

@@ -41,12 +41,12 @@ func level2(b *testing.B, n, size, count int) {
 		b.Skipf("steering by lane remote: %v", err)
 	}
 	defer st.Close()
-	group, err := udp.ListenSteered(netip.MustParseAddrPort("127.0.0.1:0"), n, st)
+	group, strangers, err := udp.ListenSteered(netip.MustParseAddrPort("127.0.0.1:0"), n, st)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() {
-		for _, c := range group {
+		for _, c := range append(group, strangers...) {
 			c.Close()
 		}
 	}()
@@ -67,7 +67,7 @@ func level2(b *testing.B, n, size, count int) {
 	var shards []*Shard
 	var sets [][][]byte
 	for i := range n {
-		s, err := New(Config{ID: i, CPU: i, Conns: []*udp.Conn{group[i]}, Mesh: m, Table: &table, Steer: st})
+		s, err := New(Config{ID: i, CPU: i, Conns: []*udp.Conn{group[i]}, Strangers: strangers[i], Mesh: m, Table: &table, Steer: st})
 		if err != nil {
 			b.Fatal(err)
 		}

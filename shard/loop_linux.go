@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/yip-router/yip-router/shard/udp"
 )
 
 // Pin locks the calling goroutine to its OS thread and binds that thread
@@ -41,9 +43,12 @@ func (s *Shard) Run() error {
 		return err
 	}
 	defer runtime.UnlockOSThread()
-	fds := make([]unix.PollFd, 0, len(s.cfg.Conns)+2)
+	fds := make([]unix.PollFd, 0, len(s.cfg.Conns)+3)
 	for _, c := range s.cfg.Conns {
 		fds = append(fds, unix.PollFd{Fd: int32(c.Fd()), Events: unix.POLLIN})
+	}
+	if s.cfg.Strangers != nil {
+		fds = append(fds, unix.PollFd{Fd: int32(s.cfg.Strangers.Fd()), Events: unix.POLLIN})
 	}
 	if s.cfg.TUN != nil {
 		fds = append(fds, unix.PollFd{Fd: int32(s.cfg.TUN.Fd()), Events: unix.POLLIN})
@@ -60,6 +65,7 @@ func (s *Shard) Run() error {
 		if s.cfg.TUN != nil {
 			work += s.readTun()
 		}
+		work += s.readStrangers()
 		s.flushAll()
 		if (!s.fecDue.IsZero() && !s.now.Before(s.fecDue)) || s.now.Sub(lastTick) >= idlePoll {
 			s.fecDue = s.tick()
@@ -108,13 +114,56 @@ func (s *Shard) meshPending() bool {
 }
 
 // readConn receives one batch from socket c and runs ingress on each
-// datagram in place; a UDP GRO message is cut into its datagrams here.
+// datagram.
 func (s *Shard) readConn(c int) int {
-	n, err := s.cfg.Conns[c].Recv(s.rx, len(s.rx.Bufs))
-	if err != nil || n == 0 {
+	got, _ := s.recvBatch(s.cfg.Conns[c], c, len(s.rx.Bufs))
+	return got
+}
+
+// The strangers' socket's budget per loop iteration: datagrams are priced
+// at their length plus strangerPrice (the fixed cost of looking one up and
+// classifying it), and reading stops once strangerBytes are spent or
+// strangerTime has passed since the iteration began. Lane sockets and the
+// TUN queue are read first in every iteration, so a flood from strangers
+// delays lane traffic by at most this much per iteration; the rest of the
+// flood waits in (and overflows) the strangers' small receive buffer.
+const (
+	strangerBatch = 16
+	strangerBytes = 32 << 10
+	strangerPrice = 512
+	strangerTime  = 200 * time.Microsecond
+)
+
+// readStrangers reads the strangers' socket within its budget; its
+// datagrams count as arriving on Conns[0] (Config.Strangers).
+func (s *Shard) readStrangers() int {
+	if s.cfg.Strangers == nil {
 		return 0
 	}
-	got := 0
+	total := 0
+	for budget := strangerBytes; budget > 0; {
+		got, bytes := s.recvBatch(s.cfg.Strangers, 0, min(strangerBatch, len(s.rx.Bufs)))
+		if got == 0 {
+			break
+		}
+		total += got
+		s.stats.c[StrangersIn] += uint64(got)
+		budget -= bytes + got*strangerPrice
+		if time.Since(s.now) > strangerTime {
+			break
+		}
+	}
+	return total
+}
+
+// recvBatch receives up to max messages from sock and runs ingress on
+// each datagram in place, as received on conn; a UDP GRO message is cut
+// into its datagrams here. It returns the datagrams and their bytes.
+func (s *Shard) recvBatch(sock *udp.Conn, conn, max int) (got, bytes int) {
+	n, err := sock.Recv(s.rx, max)
+	if err != nil || n == 0 {
+		return 0, 0
+	}
 	for i := range n {
 		data, from := s.rx.Bufs[i][:s.rx.Sizes[i]], s.rx.Addrs[i]
 		s.rxLocal = s.rx.Local[i]
@@ -128,13 +177,14 @@ func (s *Shard) readConn(c int) int {
 			d := data[:min(seg, len(data))]
 			data = data[len(d):]
 			got++
+			bytes += len(d)
 			s.stats.c[BytesIn] += uint64(len(d))
-			s.ingress(c, d, from)
+			s.ingress(conn, d, from)
 		}
 	}
 	s.stats.c[UDPIn] += uint64(got)
 	s.rxLocal = netip.Addr{}
-	return got
+	return got, bytes
 }
 
 // readTun reads up to one batch of packets from the TUN queue.

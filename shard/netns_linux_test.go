@@ -35,6 +35,8 @@ type gw struct {
 	shards []*Shard
 	mesh   *Mesh
 	steer  *udp.Steering // the responder's lane map
+	// strangers are the responder's strangers' sockets, one per shard.
+	strangers []*udp.Conn
 }
 
 // setupGateway creates the TUN device and sockets inside ns. initiator
@@ -62,10 +64,11 @@ func setupGateway(t *testing.T, ns, underlay string, n int, initiator bool, inne
 			if g.steer, err = udp.NewSteering(n, 64); err != nil {
 				return err
 			}
-			cs, err := udp.ListenSteered(netip.AddrPortFrom(ip, 51820), n, g.steer)
+			cs, strangers, err := udp.ListenSteered(netip.AddrPortFrom(ip, 51820), n, g.steer)
 			if err != nil {
 				return err
 			}
+			g.strangers = strangers
 			for _, c := range cs {
 				g.conns = append(g.conns, []*udp.Conn{c})
 			}
@@ -97,7 +100,7 @@ func setupGateway(t *testing.T, ns, underlay string, n int, initiator bool, inne
 		if g.steer != nil {
 			g.steer.Close()
 		}
-		for _, cs := range g.conns {
+		for _, cs := range append(g.conns, g.strangers) {
 			for _, c := range cs {
 				c.Close()
 			}
@@ -112,7 +115,7 @@ func (g *gw) start(t *testing.T, routes []Route) {
 	for i := range g.dev.Queues {
 		cfg := Config{ID: i, CPU: i % 2, TUN: g.dev.Queues[i], Conns: g.conns[i], Mesh: g.mesh, Table: &g.table}
 		if g.steer != nil {
-			cfg.Steer = g.steer
+			cfg.Steer, cfg.Strangers = g.steer, g.strangers[i]
 		}
 		s, err := New(cfg)
 		if err != nil {

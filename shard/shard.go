@@ -42,7 +42,15 @@ type Config struct {
 	CPU   int         // CPU to pin the shard's thread to; -1: leave unpinned
 	TUN   *tun.Queue  // the shard's TUN queue; nil for in-memory tests
 	Conns []*udp.Conn // the shard's sockets (listen-group member, lane socket)
-	Mesh  *Mesh
+	// Strangers is the shard's strangers' socket in the listen group
+	// (nil where the group steers by port): datagrams from sources no
+	// lane is steered for, handshakes and junk among them. The shard
+	// reads it after its lane traffic, within a budget per loop
+	// (readStrangers), and takes its datagrams as arriving on Conns[0],
+	// which is bound to the same address and port: answers leave from
+	// there.
+	Strangers *udp.Conn
+	Mesh      *Mesh
 	// Table is the shared route table, swapped atomically by the router.
 	Table *atomic.Pointer[Table]
 	Batch int // packets per syscall; 0: DefaultBatch

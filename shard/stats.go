@@ -50,6 +50,7 @@ const (
 	FECEvicted                     // FEC: open groups evicted to keep a lane's decoder under its byte cap
 	FECNotStored                   // FEC: symbols not kept for recovery because of the byte cap
 	LaneMoveRefused                // authenticated datagrams from an address another peer's lane holds: the lane did not move
+	StrangersIn                    // datagrams read from the strangers' socket (sources no lane is steered for)
 	numCounters
 )
 
@@ -63,7 +64,7 @@ var counterNames = [numCounters]string{
 	"control_in", "control_out", "pool_high_water", "ring_high_water",
 	"tun_super_in", "tun_super_out", "drop_tun_bad", "udp_super_in",
 	"roam_trials", "lane_moved", "lane_adopted", "steer_refused",
-	"fec_evicted", "fec_not_stored", "lane_move_refused",
+	"fec_evicted", "fec_not_stored", "lane_move_refused", "strangers_in",
 }
 
 // IsGauge reports whether c is a level (a high-water mark) rather than a

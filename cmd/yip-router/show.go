@@ -181,7 +181,7 @@ func printStatus(w io.Writer, st *router.Status) {
 		fmt.Fprintf(w, "  steering: %s\n", st.Steering)
 	}
 	k := st.Kernel
-	fmt.Fprintf(w, "  kernel drops: tun tx %d, tun rx %d, socket %d\n", k.TUNTxDropped, k.TUNRxDropped, k.SocketDrops)
+	fmt.Fprintf(w, "  kernel drops: tun tx %d, tun rx %d, socket %d, strangers' sockets %d\n", k.TUNTxDropped, k.TUNRxDropped, k.SocketDrops, k.StrangerDrops)
 	fmt.Fprintf(w, "  shards: %d\n", len(st.Shards))
 	for _, s := range st.Shards {
 		c := s.Counters

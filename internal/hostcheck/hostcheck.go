@@ -219,7 +219,7 @@ func (e Env) privileges() []Finding {
 		out := []Finding{{Level: OK, Topic: "privileges", Msg: "root or CAP_NET_ADMIN: yip-router up can create the TUN device"}}
 		if e.NoBPF {
 			out = append(out, Finding{Level: Warn, Topic: "privileges",
-				Msg: "no CAP_BPF (nor CAP_SYS_ADMIN): up cannot load the eBPF steering program and steers datagrams by source port; lanes whose ports a NAT rewrites then take a hop between shards",
+				Msg: "no CAP_BPF (nor CAP_SYS_ADMIN): up cannot load the eBPF steering program and steers datagrams by source port; lanes whose ports a NAT rewrites then take a hop between shards, and flood isolation is off (datagrams from strangers share the lane sockets' buffers)",
 				Fix: "grant CAP_BPF (the systemd unit does: AmbientCapabilities=CAP_NET_ADMIN CAP_BPF), or run as root"})
 		}
 		return out

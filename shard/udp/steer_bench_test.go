@@ -25,7 +25,11 @@ func BenchmarkGroupSteering(b *testing.B) {
 					b.Skipf("eBPF steering: %v", err)
 				}
 				defer st.Close()
-				group, err = ListenSteered(netip.AddrPortFrom(lo, 0), 2, st)
+				var strangers []*Conn
+				group, strangers, err = ListenSteered(netip.AddrPortFrom(lo, 0), 2, st)
+				for _, c := range strangers {
+					defer c.Close()
+				}
 			}
 			if err != nil {
 				b.Fatal(err)

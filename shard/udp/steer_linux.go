@@ -6,8 +6,13 @@ package udp
 // to the socket of the shard that owns the lane. A peer's lane sockets can
 // then sit on any ephemeral port (the kernel's choice): nothing about a
 // port says which lane it carries. A source the map does not hold (an
-// initiation, a port a NAT rewrote, a stranger) goes where the kernel's
-// hash puts it; the shards' hand-off and lane adoption place those.
+// initiation, a port a NAT rewrote, a roaming peer's first datagram, junk)
+// goes to a strangers' socket: one per shard in the same group, picked by
+// the kernel's flow hash, with a small receive buffer. So a flood from
+// sources no lane has fills only the strangers' queues, never a lane
+// socket's; the shards read their strangers' socket within a budget,
+// after lane traffic (shard/loop_linux.go), and place lanes found there
+// by hand-off, adoption and roaming.
 //
 // The program is assembled here instead of compiled from C so the build
 // needs no clang and no generated objects, for a few dozen instructions.
@@ -45,8 +50,9 @@ var ErrSteering = errors.New("eBPF steering refused")
 // Steering is a listen group's lane map and the program that reads it.
 type Steering struct {
 	prog  *ebpf.Program
-	socks *ebpf.Map // REUSEPORT_SOCKARRAY: socket index → socket
-	lanes *ebpf.Map // HASH: steerKey → socket index
+	socks *ebpf.Map // REUSEPORT_SOCKARRAY: socket index → socket (lanes 0..n-1, strangers n..2n-1)
+	lanes *ebpf.Map // HASH: steerKey → lane socket index
+	n     int       // lane sockets (and strangers' sockets)
 
 	// mu makes each read-modify-write of the lane map (Steer, Unsteer)
 	// one step: shards call them from their own goroutines.
@@ -64,8 +70,8 @@ const (
 	Full                         // the map has no room
 )
 
-// NewSteering loads the program and its maps for a group of n sockets and
-// at most maxLanes steered remotes. It fails on a kernel without eBPF for
+// NewSteering loads the program and its maps for a group of n lane
+// sockets and n strangers' sockets and at most maxLanes steered remotes. It fails on a kernel without eBPF for
 // reuseport groups (before 4.19) or without the privilege to load one
 // (CAP_BPF); the caller then steers by port (ListenGroup).
 func NewSteering(n, maxLanes int) (*Steering, error) {
@@ -79,7 +85,7 @@ func NewSteering(n, maxLanes int) (*Steering, error) {
 	memlock := rlimit.RemoveMemlock()
 	socks, err := ebpf.NewMap(&ebpf.MapSpec{
 		Name: "yip_socks", Type: ebpf.ReusePortSockArray,
-		KeySize: 4, ValueSize: 8, MaxEntries: uint32(n),
+		KeySize: 4, ValueSize: 8, MaxEntries: uint32(2 * n),
 	})
 	if err != nil {
 		if memlock != nil {
@@ -100,34 +106,41 @@ func NewSteering(n, maxLanes int) (*Steering, error) {
 	}
 	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
 		Name: "yip_steer", Type: ebpf.SkReuseport, AttachType: ebpf.AttachSkReuseportSelect,
-		Instructions: steerProgram(lanes.FD(), socks.FD()), License: "MIT",
+		Instructions: steerProgram(lanes.FD(), socks.FD(), n), License: "MIT",
 	})
 	if err != nil {
 		socks.Close()
 		lanes.Close()
 		return nil, fmt.Errorf("udp: loading the steering program: %w", err)
 	}
-	return &Steering{prog: prog, socks: socks, lanes: lanes, members: map[*Conn]uint32{}}, nil
+	return &Steering{prog: prog, socks: socks, lanes: lanes, n: n, members: map[*Conn]uint32{}}, nil
 }
 
 // BPF_HDR_START_NET: skb_load_bytes_relative offsets from the IP header.
 const hdrStartNet = 1
+
+// mdHash is the offset of struct sk_reuseport_md's hash: the kernel's flow
+// hash of the datagram (the same for every datagram of one source).
+const mdHash = 32
 
 // steerProgram: copy the IP header's first 24 bytes (version, and the
 // source address of IPv4 at 12 or of IPv6 at 8) in one helper call; build
 // the key (IPv4 in the mapped form); read the UDP source port directly from
 // the packet (in an SK_REUSEPORT program the data begins at the UDP header,
 // past IPv4 options and IPv6 extension headers); look the pair up; select
-// the socket it names. Every failure returns SK_PASS without a selection,
-// which makes the kernel fall back to its hash: no datagram is dropped
-// here. One helper call for the header, not one per field: each costs, on
+// the socket it names. A source the map does not hold goes to strangers'
+// socket n + hash mod n. Every failure returns SK_PASS without a
+// selection, which makes the kernel fall back to its hash: no datagram is
+// dropped here. One helper call for the header, not one per field: each costs, on
 // every datagram the group receives (docs/BENCHMARKS.md).
-func steerProgram(lanesFD, socksFD int) asm.Instructions {
+func steerProgram(lanesFD, socksFD, n int) asm.Instructions {
 	const (
-		buf  = -56 // the IP header's first 24 bytes, fp-56 .. fp-33
-		tmp  = -32 // the socket index
-		key  = -24 // 20-byte steerKey at fp-24 .. fp-5
-		pass = "pass"
+		buf      = -56 // the IP header's first 24 bytes, fp-56 .. fp-33
+		tmp      = -32 // the socket index
+		key      = -24 // 20-byte steerKey at fp-24 .. fp-5
+		pass     = "pass"
+		stranger = "stranger"
+		sel      = "select"
 	)
 	return asm.Instructions{
 		asm.Mov.Reg(asm.R6, asm.R1), // ctx
@@ -168,10 +181,16 @@ func steerProgram(lanesFD, socksFD int) asm.Instructions {
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, key),
 		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, pass),
+		asm.JEq.Imm(asm.R0, 0, stranger),
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
 		asm.StoreMem(asm.RFP, tmp, asm.R1, asm.Word),
-		asm.Mov.Reg(asm.R1, asm.R6),
+		asm.Ja.Label(sel),
+		// Not a lane's: strangers' socket n + hash mod n.
+		asm.LoadMem(asm.R1, asm.R6, mdHash, asm.Word).WithSymbol(stranger),
+		asm.Mod.Imm(asm.R1, int32(n)),
+		asm.Add.Imm(asm.R1, int32(n)),
+		asm.StoreMem(asm.RFP, tmp, asm.R1, asm.Word),
+		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol(sel),
 		asm.LoadMapPtr(asm.R2, socksFD),
 		asm.Mov.Reg(asm.R3, asm.RFP),
 		asm.Add.Imm(asm.R3, tmp),
@@ -183,7 +202,8 @@ func steerProgram(lanesFD, socksFD int) asm.Instructions {
 }
 
 // attach makes the program the group's (on its first socket) and enters
-// c as socket i.
+// c as socket i: a lane socket below n (a member: lanes are steered to
+// it), a strangers' socket from n on.
 func (s *Steering) attach(c *Conn, i int) error {
 	if i == 0 {
 		if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_EBPF, s.prog.FD()); err != nil {
@@ -193,9 +213,11 @@ func (s *Steering) attach(c *Conn, i int) error {
 	if err := s.socks.Update(uint32(i), uint64(c.fd), ebpf.UpdateAny); err != nil {
 		return fmt.Errorf("%w: socket map: %w", ErrSteering, err)
 	}
-	s.mu.Lock()
-	s.members[c] = uint32(i)
-	s.mu.Unlock()
+	if i < s.n {
+		s.mu.Lock()
+		s.members[c] = uint32(i)
+		s.mu.Unlock()
+	}
 	return nil
 }
 

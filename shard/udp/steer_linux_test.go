@@ -25,21 +25,21 @@ func newSteeringOrSkip(t *testing.T, n, maxLanes int) *Steering {
 	return st
 }
 
-// steeredGroup is a group of n sockets on bind steered by a map of
-// maxLanes, closed with the test.
-func steeredGroup(t *testing.T, bind string, n, maxLanes int) ([]*Conn, *Steering) {
+// steeredGroup is a group of n lane sockets and n strangers' sockets on
+// bind steered by a map of maxLanes, closed with the test.
+func steeredGroup(t *testing.T, bind string, n, maxLanes int) (lanes, strangers []*Conn, st *Steering) {
 	t.Helper()
-	st := newSteeringOrSkip(t, n, maxLanes)
-	group, err := ListenSteered(netip.AddrPortFrom(netip.MustParseAddr(bind), 0), n, st)
+	st = newSteeringOrSkip(t, n, maxLanes)
+	lanes, strangers, err := ListenSteered(netip.AddrPortFrom(netip.MustParseAddr(bind), 0), n, st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, c := range group {
+		for _, c := range append(lanes, strangers...) {
 			c.Close()
 		}
 	})
-	return group, st
+	return lanes, strangers, st
 }
 
 // drain reads what c holds now.
@@ -108,16 +108,16 @@ func send8(t *testing.T, s *Conn, dst netip.AddrPort) {
 }
 
 // Lane sockets on ports the kernel picked reach the group socket their
-// remote is steered to, IPv4 and IPv6 and both on a dual-stack group;
-// a remote steered nowhere lands on one socket by hash (not dropped); a
-// remote steered elsewhere and then forgotten falls back to the hash.
+// remote is steered to, IPv4 and IPv6 and both on a dual-stack group; a
+// remote steered nowhere lands on one strangers' socket (by hash), never
+// on a lane socket, and is not dropped.
 func TestSteeringByRemote(t *testing.T) {
 	for _, tc := range []struct{ bind, senders string }{
 		{"127.0.0.1", "127.0.0.1"}, {"::1", "::1"}, {"::", "127.0.0.1 ::1"},
 	} {
 		t.Run(tc.bind, func(t *testing.T) {
 			const n, perSock = 4, 3
-			group, st := steeredGroup(t, tc.bind, n, 64)
+			group, strangers, st := steeredGroup(t, tc.bind, n, 64)
 			port := group[0].LocalAddr().Port()
 			senders := strings.Fields(tc.senders)
 			want := map[netip.AddrPort]int{} // sender → socket index
@@ -160,11 +160,18 @@ func TestSteeringByRemote(t *testing.T) {
 			defer stray.Close()
 			send8(t, stray, netip.AddrPortFrom(stray.LocalAddr().Addr(), port))
 			strays := 0
-			from := collect(t, group, n*perSock*len(senders)*8+8)
-			for i := range group {
+			all := append(slices.Clone(group), strangers...)
+			from := collect(t, all, n*perSock*len(senders)*8+8)
+			for i := range all {
 				exp := perSock * len(senders) * 8
+				if i >= n {
+					exp = 0 // a strangers' socket
+				}
 				for _, f := range from[i] {
 					if f == stray.LocalAddr() {
+						if i < n {
+							t.Fatalf("the unsteered sender reached lane socket %d", i)
+						}
 						strays++
 						continue
 					}
@@ -199,7 +206,7 @@ func TestSteeringByRemote(t *testing.T) {
 // datagrams still arrive (by hash), and a lane socket outside the group is
 // never entered.
 func TestSteeringFull(t *testing.T) {
-	group, st := steeredGroup(t, "127.0.0.1", 2, 2)
+	group, strangers, st := steeredGroup(t, "127.0.0.1", 2, 2)
 	lo := netip.MustParseAddr("127.0.0.1")
 	var socks []*Conn
 	var res []SteerResult
@@ -215,19 +222,29 @@ func TestSteeringFull(t *testing.T) {
 	if !slices.Equal(res, []SteerResult{Steered, Steered, Full}) {
 		t.Fatalf("steering three remotes into a map of two: %v", res)
 	}
-	if r := st.Steer(netip.MustParseAddrPort("127.0.0.1:9"), socks[0], true); r != NotMember {
-		t.Fatalf("a non-member socket: %v", r)
+	for _, c := range []*Conn{socks[0], strangers[0], strangers[1]} {
+		if r := st.Steer(netip.MustParseAddrPort("127.0.0.1:9"), c, true); r != NotMember {
+			t.Fatalf("a socket that takes no lanes (a lane socket outside the group, a strangers' socket): %v", r)
+		}
 	}
 	if _, ok := st.Lookup(netip.MustParseAddrPort("127.0.0.1:9")); ok {
 		t.Fatal("a non-member socket was steered to")
 	}
 	send8(t, socks[2], group[0].LocalAddr())
 	got := 0
-	for _, f := range collect(t, group, 8) {
+	for i, f := range collect(t, append(slices.Clone(group), strangers...), 8) {
+		if i < len(group) && len(f) > 0 {
+			t.Fatalf("the refused remote reached lane socket %d", i)
+		}
 		got += len(f)
 	}
 	if got != 8 {
-		t.Fatalf("the refused remote's datagrams: %d of 8 arrived", got)
+		t.Fatalf("the refused remote's datagrams: %d of 8 arrived at the strangers' sockets", got)
+	}
+	// The strangers' sockets have a small receive buffer, the lane
+	// sockets the large one.
+	if rcv, _, _ := strangers[0].Buffers(); rcv > 2*strangerBuffer {
+		t.Errorf("strangers' socket receive buffer %d, want at most %d", rcv, 2*strangerBuffer)
 	}
 }
 
@@ -235,7 +252,7 @@ func TestSteeringFull(t *testing.T) {
 // another socket holds; a proven one does; a claim on an entry the socket
 // already holds is a success either way.
 func TestSteeringUnprovenClaims(t *testing.T) {
-	group, st := steeredGroup(t, "127.0.0.1", 2, 8)
+	group, _, st := steeredGroup(t, "127.0.0.1", 2, 8)
 	v := netip.MustParseAddrPort("127.0.0.1:40000")
 	steps := []struct {
 		sock   int
@@ -274,7 +291,7 @@ func TestSteeringPastOptions(t *testing.T) {
 	} {
 		t.Run(tc.ip, func(t *testing.T) {
 			const n = 4
-			group, st := steeredGroup(t, tc.ip, n, 64)
+			group, _, st := steeredGroup(t, tc.ip, n, 64)
 			want := map[netip.AddrPort]int{}
 			for i := range 3 * n {
 				s, err := ListenLane(netip.MustParseAddr(tc.ip))

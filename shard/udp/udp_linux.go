@@ -209,10 +209,22 @@ func ListenGroup(local netip.AddrPort, n int) ([]*Conn, error) {
 	return listenGroup(local, n, nil)
 }
 
-// ListenSteered binds like ListenGroup but steers by st's lane map.
-func ListenSteered(local netip.AddrPort, n int, st *Steering) ([]*Conn, error) {
-	return listenGroup(local, n, st)
+// ListenSteered binds like ListenGroup but steers by st's lane map: n lane
+// sockets, then n strangers' sockets (steer_linux.go) with a receive
+// buffer of strangerBuffer.
+func ListenSteered(local netip.AddrPort, n int, st *Steering) (lanes, strangers []*Conn, err error) {
+	conns, err := listenGroup(local, n, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conns[:n], conns[n:], nil
 }
+
+// strangerBuffer is a strangers' socket's receive buffer: a few
+// milliseconds of handshakes and roaming peers' first datagrams. A flood
+// overflows it (counted as its kernel drops) instead of taking a lane
+// socket's buffer or the shard's time.
+const strangerBuffer = 256 << 10
 
 func listenGroup(local netip.AddrPort, n int, st *Steering) ([]*Conn, error) {
 	if n < 1 || n > 1<<LaneBits {
@@ -237,7 +249,11 @@ func listenGroup(local netip.AddrPort, n int, st *Steering) ([]*Conn, error) {
 			c.Close()
 		}
 	}
-	for i := range n {
+	total := n
+	if st != nil {
+		total = 2 * n // and the strangers' sockets
+	}
+	for i := range total {
 		c, err := newSocket(local, true)
 		if err != nil {
 			closeAll()
@@ -248,6 +264,9 @@ func listenGroup(local netip.AddrPort, n int, st *Steering) ([]*Conn, error) {
 		}
 		if i == 0 {
 			local = c.local // port 0: every socket joins the port the first got
+		}
+		if i >= n {
+			_ = unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVBUF, strangerBuffer)
 		}
 		if st != nil {
 			if err := st.attach(c, i); err != nil {

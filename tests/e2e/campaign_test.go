@@ -63,6 +63,9 @@ func TestFloodCampaign(t *testing.T) {
 	l := newLab(t, lab.Options{Shards: [2]int{2, 2}, Extra: [2]string{"", "MetricsListen = " + metricsAddr}})
 	at := newAttacker(t, l)
 	c := &campaign{t: t, l: l, cfg: cfg, at: at, metrics: metricsClient(l, metricsAddr)}
+	if st, err := l.Status(lab.B); err == nil {
+		c.isolated = strings.Contains(st.Steering, "strangers on sockets of their own")
+	}
 
 	// Capture what A sends B from the start (the first handshake and the
 	// old session's data) for (c).
@@ -187,6 +190,8 @@ type campaign struct {
 	metrics func() (map[string]float64, error)
 	rss0    uint64
 	gor0    int
+	// isolated: B steers by lane remote, with strangers' sockets.
+	isolated bool
 }
 
 // phaseResult is what one attack phase measured.
@@ -206,6 +211,10 @@ type phaseResult struct {
 	bOut, aTunIn                 uint64
 	aCompleted                   uint64 // handshakes A completed (its restart and rekeys)
 	aBefore                      map[string]uint64
+	// floodSocketDrops are B's lane and listen sockets' kernel drops from
+	// the phase's start to the end of the flood window (before the TCP
+	// transfer): what the attack cost them.
+	floodSocketDrops uint64
 }
 
 // phase runs one attack: the stream unflooded for cfg.pre, then attack in
@@ -256,6 +265,7 @@ func (c *campaign) phase(name string, attack func(stop *atomic.Bool) uint64,
 		floodEnd = e
 	}
 	time.Sleep(time.Until(floodEnd))
+	pr.floodSocketDrops = c.counters(lab.B)["kernel_socket_drops"] - before["kernel_socket_drops"]
 	c.stream.paused.Store(true)
 	pr.tcp = c.tcp()
 	stop.Store(true)
@@ -327,8 +337,9 @@ func (c *campaign) check(pr *phaseResult) {
 	switch pr.name[0] {
 	case 'a':
 		// Garbage matches no lane: drop_unknown_lane, or the kernel's
-		// socket drops when B's receive buffers were full.
-		if seen := d["drop_unknown_lane"] + d["kernel_socket_drops"]; seen < pr.attackSent/4 {
+		// drops when B's strangers' sockets (or, steering by port, its
+		// sockets) were full.
+		if seen := d["drop_unknown_lane"] + d["kernel_socket_drops"] + d["kernel_stranger_drops"]; seen < pr.attackSent/4 {
 			t.Errorf("%s: %d of %d garbage datagrams seen as unknown-lane drops or socket drops", pr.name, seen, pr.attackSent)
 		}
 	case 'b':
@@ -337,9 +348,9 @@ func (c *campaign) check(pr *phaseResult) {
 		// (cookie_capped), or if B still remembers it from the last
 		// round, silence as a replay (refused); socket drops are those
 		// B could not read.
-		if seen := d["hs_cookie_demanded"] + d["hs_cookie_capped"] + d["hs_refused"] + d["kernel_socket_drops"]; seen < pr.attackSent/4 {
-			t.Errorf("%s: %d of %d initiations seen (cookie replies %d, capped %d, refused %d, socket drops %d)", pr.name, seen, pr.attackSent,
-				d["hs_cookie_demanded"], d["hs_cookie_capped"], d["hs_refused"], d["kernel_socket_drops"])
+		if seen := d["hs_cookie_demanded"] + d["hs_cookie_capped"] + d["hs_refused"] + d["kernel_socket_drops"] + d["kernel_stranger_drops"]; seen < pr.attackSent/4 {
+			t.Errorf("%s: %d of %d initiations seen (cookie replies %d, capped %d, refused %d, socket drops %d, strangers' drops %d)", pr.name, seen, pr.attackSent,
+				d["hs_cookie_demanded"], d["hs_cookie_capped"], d["hs_refused"], d["kernel_socket_drops"], d["kernel_stranger_drops"])
 		}
 		if d["hs_answered"] != pr.aCompleted || pr.aCompleted == 0 {
 			t.Errorf("%s: B answered %d initiations, A completed %d handshakes", pr.name, d["hs_answered"], pr.aCompleted)
@@ -352,7 +363,7 @@ func (c *campaign) check(pr *phaseResult) {
 		}
 	case 'c':
 		refused := d["drop_replay"] + d["drop_duplicate"] + d["drop_fec_window"] + d["drop_bad_tag"] +
-			d["drop_unknown_lane"] + d["hs_refused"] + d["hs_cookie_demanded"] + d["hs_cookie_capped"] + d["hs_rate_limited"] + d["kernel_socket_drops"]
+			d["drop_unknown_lane"] + d["hs_refused"] + d["hs_cookie_demanded"] + d["hs_cookie_capped"] + d["hs_rate_limited"] + d["kernel_socket_drops"] + d["kernel_stranger_drops"]
 		if refused < pr.attackSent/4 {
 			t.Errorf("%s: %d of %d replays counted as refused", pr.name, refused, pr.attackSent)
 		}
@@ -361,6 +372,13 @@ func (c *campaign) check(pr *phaseResult) {
 		if d["hs_answered"] != pr.aCompleted {
 			t.Errorf("%s: B answered %d initiations, A completed %d handshakes", pr.name, d["hs_answered"], pr.aCompleted)
 		}
+	}
+	// Steered by lane remote, floods from sources no lane has land on
+	// B's strangers' sockets only: the lane sockets, carrying the paced
+	// stream, drop nothing (the replays of (c) come from A's own lane
+	// addresses, which are steered to the lane sockets by design).
+	if pr.name[0] != 'c' && c.isolated && pr.floodSocketDrops != 0 {
+		t.Errorf("%s: B's lane sockets dropped %d datagrams during the flood (strangers' sockets: %d)", pr.name, pr.floodSocketDrops, d["kernel_stranger_drops"])
 	}
 	if pr.pre.ratio() < 0.9 {
 		t.Errorf("%s: the stream delivered only %.1f%% before the attack", pr.name, 100*pr.pre.ratio())
@@ -459,6 +477,7 @@ func (c *campaign) counters(s lab.Side) map[string]uint64 {
 	m["hs_cookie_demanded"], m["hs_refused"], m["hs_rate_limited"] = h.CookieDemanded, h.Refused, h.RateLimited
 	m["hs_cookie_capped"] = h.CookieCapped
 	m["kernel_socket_drops"], m["kernel_tun_tx_dropped"] = st.Kernel.SocketDrops, st.Kernel.TUNTxDropped
+	m["kernel_stranger_drops"] = st.Kernel.StrangerDrops
 	return m
 }
 

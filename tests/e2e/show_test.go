@@ -53,7 +53,7 @@ func TestShowDump(t *testing.T) {
 		t.Fatalf("dump:\n%s", dump)
 	}
 	iface, peer := strings.Split(lines[1], "\t"), strings.Split(lines[2], "\t")
-	if len(iface) != 18 || len(peer) != 15 || iface[0] != "interface" || peer[0] != "peer" {
+	if len(iface) != 19 || len(peer) != 15 || iface[0] != "interface" || peer[0] != "peer" {
 		t.Fatalf("dump columns:\n%s", dump)
 	}
 	num := func(s string) uint64 {
@@ -90,6 +90,7 @@ func TestShowDump(t *testing.T) {
 	between("handshakes initiated", iface[7], before.Handshakes.Initiated, after.Handshakes.Initiated)
 	between("handshakes completed", iface[8], before.Handshakes.Completed, after.Handshakes.Completed)
 	between("kernel socket drops", iface[16], before.Kernel.SocketDrops, after.Kernel.SocketDrops)
+	between("kernel strangers' drops", iface[18], before.Kernel.StrangerDrops, after.Kernel.StrangerDrops)
 
 	pb, pa := before.Peers[0], after.Peers[0]
 	if pa.RxBytes == 0 || pa.TxBytes == 0 || len(pa.Lanes) != 2 {
