@@ -5,6 +5,7 @@ package config
 
 import (
 	"errors"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -131,6 +132,29 @@ func TestConfigFullTunnel(t *testing.T) {
 		}
 		if v4, v6 := c.FullTunnel(); v4 != tc.v4 || v6 != tc.v6 {
 			t.Errorf("%s: FullTunnel %v %v, want %v %v", strings.Join(tc.lines, "; "), v4, v6, tc.v4, tc.v6)
+		}
+	}
+}
+
+// Every key has a row in docs/CONFIG.md's tables.
+func TestConfigKeysDocumented(t *testing.T) {
+	b, err := os.ReadFile("../docs/CONFIG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(l, "| `") {
+			key, _, _ := strings.Cut(l[2:], " | ")
+			rows = append(rows, key)
+		}
+	}
+	all := strings.Join(rows, "\n")
+	for _, table := range []map[string]string{interfaceKeys, peerKeys} {
+		for _, k := range table {
+			if !strings.Contains(all, "`"+k+"`") {
+				t.Errorf("%s has no row in docs/CONFIG.md", k)
+			}
 		}
 	}
 }
