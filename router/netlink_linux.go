@@ -74,6 +74,9 @@ func (r *Router) route(cfg *config.Config) error {
 	if r.full, err = fulltunnel.Up(link.Attrs().Index, defaults, r.mark); err != nil {
 		return fmt.Errorf("interface %s: %w", r.dev.Name, err)
 	}
+	for _, d := range defaults {
+		r.fullFamilies = append(r.fullFamilies, map[bool]string{true: "IPv4", false: "IPv6"}[d.Addr().Is4()])
+	}
 	if v4, _ := cfg.FullTunnel(); v4 {
 		var eps []netip.Addr
 		for _, p := range cfg.Peers {

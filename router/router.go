@@ -71,8 +71,10 @@ type Router struct {
 	// full tunnel's (fulltunnel.ChooseMark); 0 for none.
 	mark uint32
 	// full is the full tunnel's rules and routes (nil: none), removed by
-	// closeResources.
-	full *fulltunnel.Tunnel
+	// closeResources; fullFamilies names its families for status (fixed
+	// at start: a reload may not change them).
+	full         *fulltunnel.Tunnel
+	fullFamilies []string
 	// isUp says PostUp ran to its end (Start): only then do PreDown and
 	// PostDown run, as with wg-quick.
 	isUp atomic.Bool

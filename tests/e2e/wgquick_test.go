@@ -64,6 +64,12 @@ func TestFullTunnel(t *testing.T) {
 	if p := st.Peers[0]; len(p.Lanes) != 1 || p.Lanes[0].RxPackets == 0 {
 		t.Fatalf("A's peer: %+v", p)
 	}
+	if st.FwMark != 51820 || strings.Join(st.FullTunnel, ",") != "IPv4" {
+		t.Errorf("status: fwmark %#x, full tunnel %q", st.FwMark, st.FullTunnel)
+	}
+	if out, err := l.Exec(lab.A, bin, "show", "-i", l.Ifname[lab.A]); err != nil || !strings.Contains(out, "  fwmark: 0xca6c\n  full tunnel: IPv4 (table 51820)\n") {
+		t.Errorf("show:\n%s\n%v", out, err)
+	}
 	if !strings.Contains(l.Log(lab.A), "full tunnel") {
 		t.Error("A's log does not mention the full tunnel")
 	}
@@ -118,6 +124,9 @@ func TestHooksAndFwMark(t *testing.T) {
 	}
 	if marks := socketMarks(t, l, lab.A); len(marks) != 4 || strings.Count(strings.Join(marks, " "), "0x2a") != 4 {
 		t.Errorf("router sockets' marks: %q", marks)
+	}
+	if st, err := l.Status(lab.A); err != nil || st.FwMark != 0x2a || st.FullTunnel != nil {
+		t.Errorf("status: %v, %v", st, err)
 	}
 	if err := l.Stop(lab.A); err != nil {
 		t.Fatal(err)
