@@ -180,18 +180,20 @@ func (ic *Interface) PreUpName() (string, error) {
 // router's own datagrams takes the tunnel, and the main table's default
 // route stays for the underlay (docs/CONFIG.md, Table).
 func (c *Config) FullTunnel() (v4, v6 bool) {
-	if c.Interface.Table.Mode != TableAuto {
-		return false, false
-	}
 	for _, p := range c.Peers {
 		for _, a := range p.AllowedIPs {
-			if a.Bits() == 0 {
+			if c.Interface.Table.FullTunnel(a) {
 				v4, v6 = v4 || a.Addr().Is4(), v6 || a.Addr().Is6()
 			}
 		}
 	}
 	return v4, v6
 }
+
+// FullTunnel reports whether an AllowedIPs prefix p goes through the full
+// tunnel's table and rules rather than into t: a default route with
+// Table = auto.
+func (t Table) FullTunnel(p netip.Prefix) bool { return t.Mode == TableAuto && p.Bits() == 0 }
 
 // Padding is the [Interface] Padding key: random extra bytes on every
 // datagram to a peer that reads them, so lengths say less about content.

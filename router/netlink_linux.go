@@ -136,15 +136,15 @@ func routeTable(t config.Table) int {
 	return unix.RT_TABLE_MAIN
 }
 
-// splitRoutes separates the full tunnel's default routes (0.0.0.0/0,
-// ::/0 with Table = auto: config.FullTunnel) from the routes that go into
-// routeTable; with Table = off there are neither.
+// splitRoutes separates the full tunnel's default routes
+// (config.Table.FullTunnel) from the routes that go into routeTable; with
+// Table = off there are neither.
 func splitRoutes(t config.Table, prefixes []netip.Prefix) (routes, defaults []netip.Prefix) {
 	if t.Mode == config.TableOff {
 		return nil, nil
 	}
 	for _, p := range prefixes {
-		if t.Mode == config.TableAuto && p.Bits() == 0 {
+		if t.FullTunnel(p) {
 			defaults = append(defaults, p)
 		} else {
 			routes = append(routes, p)
