@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	"github.com/yip-router/yip-router/crypto"
 )
@@ -44,6 +45,10 @@ func (p *parser) checkText() {
 		if l, ok := p.ifaceSeen["Padding"]; ok && ic.TunMTU() < minMTU {
 			p.errorf(l, secInterface, "Padding", "%s takes %d bytes from MTU %d, leaving %d, below %d (raise MTU)",
 				ic.Padding, crypto.PadHeadroom, ic.MTU, ic.TunMTU(), minMTU)
+		}
+		if _, err := ic.PreUpName(); err != nil {
+			i := slices.IndexFunc(ic.Hooks.PreUp, func(c string) bool { return strings.Contains(c, "%i") })
+			p.errorf(p.preUpLines[i], secInterface, "PreUp", "%v (Name at line %d)", err, p.ifaceSeen["Name"])
 		}
 	}
 	family := p.listenFamily()

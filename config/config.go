@@ -2,9 +2,10 @@
 // reference for every key, the MTU rule and the error format is
 // docs/CONFIG.md; keep the two in step.
 //
-// Reading a config takes four steps, each in its own file: parse (parse.go,
+// Reading a config takes five steps, each in its own file: parse (parse.go,
 // values.go, check.go) turns the text into a parser value without any I/O;
-// readKey (keys.go) reads the PrivateKeyFile it names; resolve (resolve.go)
+// readKey (keys.go) reads the PrivateKeyFile it names; tableNames
+// (tables.go) looks a Table name up in rt_tables; resolve (resolve.go)
 // looks up the Endpoint host names; finish (check.go) runs the checks that
 // need the private key and returns the Config or every problem found. Load
 // and Parse run them all.
@@ -56,9 +57,10 @@ func Parse(name string, r io.Reader) (*Config, error) {
 // options are the outside dependencies of the I/O steps, replaceable in
 // tests and fuzzing.
 type options struct {
-	dir     string    // base of a relative PrivateKeyFile; "" = current directory
-	lookup  Lookup    // nil = net.DefaultResolver
-	readKey keyReader // nil = readKeyFile
+	dir     string       // base of a relative PrivateKeyFile; "" = current directory
+	lookup  Lookup       // nil = net.DefaultResolver
+	readKey keyReader    // nil = readKeyFile
+	tables  tablesReader // nil = readRTTables
 }
 
 // keyReader returns the contents of a PrivateKeyFile.
@@ -82,8 +84,12 @@ func build(name string, data []byte, opt options) (*Config, keySources, error) {
 	if opt.lookup == nil {
 		opt.lookup = DefaultLookup
 	}
+	if opt.tables == nil {
+		opt.tables = readRTTables
+	}
 	p := parse(name, data)
 	p.readKey(opt.dir, opt.readKey)
+	p.tableNames(opt.tables)
 	p.resolve(opt.lookup)
 	c, err := p.finish()
 	if err != nil {

@@ -33,6 +33,20 @@ func formatConfig(c *Config) string {
 	if ic.MetricsListen != "" {
 		fmt.Fprintf(&b, "MetricsListen = %s\n", ic.MetricsListen)
 	}
+	fmt.Fprintf(&b, "DisableOffload = %s\nPadding = %s\n", ic.DisableOffload, ic.Padding)
+	table := ic.Table.String()
+	if ic.Table.Mode == TableID {
+		table = ic.Table.Name
+	}
+	fmt.Fprintf(&b, "Table = %s\nFwMark = %#x\n", table, ic.FwMark)
+	for _, h := range []struct {
+		key  string
+		cmds []string
+	}{{"PreUp", ic.Hooks.PreUp}, {"PostUp", ic.Hooks.PostUp}, {"PreDown", ic.Hooks.PreDown}, {"PostDown", ic.Hooks.PostDown}} {
+		for _, c := range h.cmds {
+			fmt.Fprintf(&b, "%s = %s\n", h.key, c)
+		}
+	}
 	for _, p := range c.Peers {
 		fmt.Fprintf(&b, "[Peer]\nPublicKey = %s\n", p.PublicKey)
 		if !p.PresharedKey.IsZero() {
@@ -45,6 +59,9 @@ func formatConfig(c *Config) string {
 			fmt.Fprintf(&b, "AllowedIPs = %s\n", a)
 		}
 		fmt.Fprintf(&b, "PersistentKeepalive = %d\n", int(p.PersistentKeepalive.Seconds()))
+		if p.LegacyMAC {
+			b.WriteString("LegacyMAC = on\n")
+		}
 	}
 	return b.String()
 }
@@ -59,6 +76,9 @@ func FuzzParseConfig(f *testing.F) {
 		"[Peer]", "PublicKey = {PUB2}", "Endpoint = [2001:db8::2]:1", "AllowedIPs = 10.0.1.0/24", "PersistentKeepalive = off")))
 	f.Add([]byte("[Interface]\nPrivateKeyFile = good.key\nMTU=1300\nShards=3\nFEC=4:2\n"))
 	f.Add([]byte("[Peer]\nPublicKey = x\n[Bogus]\nMTU\n= 1\n"))
+	f.Add([]byte(testText(f, "[Interface]", "PrivateKey = {PRIV}", "Table = vpn", "FwMark = 0xca6c", "Padding = light",
+		"PostUp = iptables -A FORWARD -i %i -j ACCEPT; echo up ; echo # done", "PreDown = a", "PostUp = b",
+		"[Peer]", "PublicKey = {PUB1}", "AllowedIPs = 0.0.0.0/0")))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, _, err := build("fuzz.conf", data, testOptions)
 		if err != nil {
@@ -125,6 +145,19 @@ func checkValid(t *testing.T, c *Config) {
 	}
 	if !ic.Shards.Valid() {
 		t.Fatalf("accepted shards %+v", ic.Shards)
+	}
+	if ic.Table.Mode == TableID && ic.Table.ID == 0 || ic.Table.Mode > TableID {
+		t.Fatalf("accepted table %+v", ic.Table)
+	}
+	for _, l := range [][]string{ic.Hooks.PreUp, ic.Hooks.PostUp, ic.Hooks.PreDown, ic.Hooks.PostDown} {
+		for _, c := range l {
+			if c == "" || c != strings.TrimSpace(c) || strings.ContainsRune(c, '\n') {
+				t.Fatalf("accepted hook %q", c)
+			}
+		}
+	}
+	if _, err := ic.PreUpName(); err != nil {
+		t.Fatalf("accepted %v", err)
 	}
 	own := ic.PrivateKey.Public()
 	seen := map[crypto.PublicKey]bool{}

@@ -71,8 +71,11 @@ func fakeReadKey(path string) ([]byte, error) {
 	return nil, errors.New("no such file")
 }
 
+// fakeTables stands in for rt_tables: vpn is table 200.
+func fakeTables() (map[string]uint32, error) { return map[string]uint32{"vpn": 200}, nil }
+
 // testOptions make every step hermetic: no file system, no network.
-var testOptions = options{lookup: fakeLookup, readKey: fakeReadKey}
+var testOptions = options{lookup: fakeLookup, readKey: fakeReadKey, tables: fakeTables}
 
 // testParse runs every step on text as Parse does, with testOptions.
 func testParse(t testing.TB, text string) (*Config, error) {
@@ -199,7 +202,8 @@ func TestConfigDefaults(t *testing.T) {
 	if ic.Name != "yip0" || ic.ListenPort != 0 || ic.ListenAddress != netip.IPv6Unspecified() ||
 		ic.MTU != DefaultMTU || ic.Shards != (Shards{Auto: true}) || ic.FEC != (fec.Mode{Kind: fec.ModeAuto}) ||
 		ic.MetricsListen != "" || ic.Addresses != nil || c.Peers != nil || c.Path != "" ||
-		ic.Padding != PaddingOff || ic.TunMTU() != DefaultMTU {
+		ic.Padding != PaddingOff || ic.TunMTU() != DefaultMTU ||
+		ic.Table != (Table{Mode: TableAuto}) || ic.FwMark != 0 || !ic.Hooks.Empty() {
 		t.Errorf("defaults: %+v", c)
 	}
 }
@@ -388,8 +392,12 @@ func TestConfigStepsWithoutIO(t *testing.T) {
 			t.Fatalf("%q looked up", host)
 			return nil, nil
 		},
+		tables: func() (map[string]uint32, error) {
+			t.Fatal("rt_tables read")
+			return nil, nil
+		},
 	}
-	text := testText(t, "[Interface]", "PrivateKey = {PRIV}", "[Peer]", "PublicKey = {PUB1}",
+	text := testText(t, "[Interface]", "PrivateKey = {PRIV}", "Table = main", "[Peer]", "PublicKey = {PUB1}",
 		"Endpoint = 192.0.2.1:51820", "[Peer]", "PublicKey = {PUB2}")
 	c, src, err := build("t.conf", []byte(text), opt)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"syscall"
 
 	"github.com/yip-router/yip-router/crypto"
 )
@@ -89,4 +90,26 @@ func (c *Config) ExposedSecretFiles() []string {
 		}
 	}
 	return out
+}
+
+// WritableHookFile describes the config file when it holds hook commands
+// (PreUp, PostUp, PreDown, PostDown) and someone other than this process's
+// user and root may change it: group or others may write it, or another
+// user owns it. Whoever can change the file runs commands as the router's
+// user. "" when neither holds.
+func (c *Config) WritableHookFile() string {
+	if c.Path == "" || c.Interface.Hooks.Empty() {
+		return ""
+	}
+	fi, err := os.Stat(c.Path)
+	if err != nil {
+		return ""
+	}
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Sprintf("%s (mode %04o) is writable by group or others", c.Path, fi.Mode().Perm())
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 && int(st.Uid) != os.Geteuid() {
+		return fmt.Sprintf("%s is owned by uid %d", c.Path, st.Uid)
+	}
+	return ""
 }

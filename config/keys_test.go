@@ -154,3 +154,33 @@ func TestReadKeyStep(t *testing.T) {
 		})
 	}
 }
+
+// A config with hooks is named when someone else could change the
+// commands: group or others may write it.
+func TestWritableHookFile(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "yip0.conf")
+	write := func(mode os.FileMode, lines ...string) *Config {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte(testText(t, lines...)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(conf, mode); err != nil { // past the umask
+			t.Fatal(err)
+		}
+		c, err := Load(conf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	if got := write(0o666, "[Interface]", "PrivateKey = {PRIV}").WritableHookFile(); got != "" {
+		t.Errorf("no hooks: %q", got)
+	}
+	if got := write(0o644, "[Interface]", "PrivateKey = {PRIV}", "PostUp = true").WritableHookFile(); got != "" {
+		t.Errorf("mode 0644: %q", got)
+	}
+	if got := write(0o664, "[Interface]", "PrivateKey = {PRIV}", "PostDown = true").WritableHookFile(); got != conf+" (mode 0664) is writable by group or others" {
+		t.Errorf("mode 0664: %q", got)
+	}
+}

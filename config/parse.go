@@ -18,12 +18,21 @@ import (
 // Canonical key names by lower-case spelling.
 var (
 	interfaceKeys = keyTable("Name", "PrivateKey", "PrivateKeyFile", "ListenPort",
-		"ListenAddress", "Address", "MTU", "Shards", "FEC", "MetricsListen", "DisableOffload", "Padding")
+		"ListenAddress", "Address", "MTU", "Shards", "FEC", "MetricsListen", "DisableOffload", "Padding",
+		"Table", "FwMark", "PreUp", "PostUp", "PreDown", "PostDown")
 	peerKeys = keyTable("PublicKey", "PresharedKey", "Endpoint", "AllowedIPs",
 		"PersistentKeepalive", "LegacyMAC")
-	// Keys of wg / wg-quick that yip-router does not have.
-	foreignKeys = keyTable("DNS", "Table", "PreUp", "PostUp", "PreDown", "PostDown",
-		"SaveConfig", "FwMark")
+	// hookKeys hold shell commands: only '#' starts a comment in their
+	// lines, as in wg-quick, so "a ; b" keeps its second command.
+	hookKeys = keyTable("PreUp", "PostUp", "PreDown", "PostDown")
+	// Keys of wg-quick that yip-router does not have, with what to do
+	// instead.
+	foreignKeys = map[string]string{
+		"dns": "wg-quick's DNS: yip-router does not set the resolver; set it with resolvectl or resolvconf in PostUp, " +
+			"e.g. PostUp = resolvectl dns %i 192.0.2.53",
+		"saveconfig": "wg-quick's SaveConfig: yip-router never rewrites its config; edit the file and reload " +
+			"(systemctl reload, or SIGHUP)",
+	}
 )
 
 func keyTable(names ...string) map[string]string {
@@ -35,7 +44,9 @@ func keyTable(names ...string) map[string]string {
 }
 
 // multiKey reports keys that may repeat (their values accumulate).
-func multiKey(k string) bool { return k == "Address" || k == "AllowedIPs" }
+func multiKey(k string) bool {
+	return k == "Address" || k == "AllowedIPs" || hookKeys[strings.ToLower(k)] != ""
+}
 
 type sectionKind int
 
@@ -68,13 +79,15 @@ type parser struct {
 	dropped     int
 	droppedLine int
 
-	iface     Interface
-	ifaceLine int            // 0 = no [Interface] yet
-	ifaceSeen map[string]int // canonical key -> line
-	privOK    bool           // iface.PrivateKey holds a valid key
-	addrLines []int          // line of each Addresses entry
-	keyPath   string         // PrivateKeyFile as written, for the readKey step
-	keyLine   int            // its line
+	iface      Interface
+	ifaceLine  int            // 0 = no [Interface] yet
+	ifaceSeen  map[string]int // canonical key -> line
+	privOK     bool           // iface.PrivateKey holds a valid key
+	addrLines  []int          // line of each Addresses entry
+	keyPath    string         // PrivateKeyFile as written, for the readKey step
+	keyLine    int            // its line
+	tableLine  int            // line of a Table name for the tables step (0: none to look up)
+	preUpLines []int          // line of each PreUp command
 
 	sec   sectionKind
 	peers []*peerState
@@ -145,7 +158,11 @@ func (p *parser) line(n int, raw []byte) {
 		p.errorf(n, "", "", "line is longer than %d bytes", maxLineLen)
 		return
 	}
-	s := strings.TrimSpace(stripComment(string(raw)))
+	text, marks := string(raw), "#;"
+	if k, _, ok := strings.Cut(text, "="); ok && hookKeys[strings.ToLower(strings.TrimSpace(k))] != "" {
+		marks = "#"
+	}
+	s := strings.TrimSpace(stripComment(text, marks))
 	if s == "" {
 		return
 	}
@@ -195,7 +212,7 @@ func (p *parser) line(n int, raw []byte) {
 		case other[lk] != "":
 			p.errorf(n, sec, show(k), "unknown key in [%s] (%s belongs in [%s])", sec, other[lk], otherSec)
 		case foreignKeys[lk] != "":
-			p.errorf(n, sec, show(k), "unknown key (a WireGuard/wg-quick key that yip-router does not support)")
+			p.errorf(n, sec, show(k), "unknown key (%s)", foreignKeys[lk])
 		default:
 			p.errorf(n, sec, show(k), "unknown key")
 		}
@@ -249,11 +266,11 @@ func (p *parser) header(n int, s string) {
 	}
 }
 
-// stripComment removes a comment: '#' or ';' at the start of the line or
+// stripComment removes a comment: one of marks at the start of the line or
 // after a space or tab.
-func stripComment(s string) string {
+func stripComment(s, marks string) string {
 	for i := 0; i < len(s); i++ {
-		if (s[i] == '#' || s[i] == ';') && (i == 0 || s[i-1] == ' ' || s[i-1] == '\t') {
+		if strings.IndexByte(marks, s[i]) >= 0 && (i == 0 || s[i-1] == ' ' || s[i-1] == '\t') {
 			return s[:i]
 		}
 	}

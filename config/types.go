@@ -4,6 +4,7 @@
 package config
 
 import (
+	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -77,7 +78,125 @@ type Interface struct {
 	// Padding is how much the datagrams to peers are padded (key
 	// Padding: off, the default, light or full).
 	Padding Padding
+	// Table is where the routes for the peers' AllowedIPs go (key
+	// Table: auto, the default, off, or a routing table); see
+	// FullTunnel.
+	Table Table
+	// FwMark is the firewall mark every underlay socket carries (key
+	// FwMark; 0, the default, is none). A full tunnel without one picks
+	// its own (internal/fulltunnel.ChooseMark).
+	FwMark uint32
+	// Hooks are the PreUp, PostUp, PreDown and PostDown commands.
+	Hooks Hooks
 }
+
+// Table is the [Interface] Table key, as wg-quick's: where the routes
+// for the peers' AllowedIPs go.
+type Table struct {
+	Mode TableMode
+	ID   uint32 // TableID: the table's number (main is 254)
+	Name string // TableID: as written, a number or a name
+}
+
+// TableMode says what Table holds.
+type TableMode uint8
+
+// The Table modes.
+const (
+	// TableAuto (the default): routes in the main table, except a
+	// peer's default route (0.0.0.0/0, ::/0), which goes into a table
+	// of its own behind policy rules (FullTunnel).
+	TableAuto TableMode = iota
+	// TableOff: no routes at all.
+	TableOff
+	// TableID: every route in table ID, and no policy rules.
+	TableID
+)
+
+// Routing tables iproute2 knows by name without rt_tables.
+var builtinTables = map[string]uint32{"default": 253, "main": 254, "local": 255}
+
+func (t Table) String() string {
+	switch t.Mode {
+	case TableOff:
+		return "off"
+	case TableID:
+		id := strconv.FormatUint(uint64(t.ID), 10)
+		if t.Name != "" && t.Name != id {
+			return t.Name + " (" + id + ")"
+		}
+		return id
+	}
+	return "auto"
+}
+
+// Same reports whether t and u route into the same place, however they
+// name the table.
+func (t Table) Same(u Table) bool { return t.Mode == u.Mode && t.ID == u.ID }
+
+// Hooks are shell commands run around the interface's life, as wg-quick
+// runs them: PreUp before the TUN device exists, PostUp once it is up
+// with its routes, PreDown before it is taken down, PostDown after. Each
+// key may repeat; the commands run in the order written, with %i
+// replaced by the interface's name.
+type Hooks struct {
+	PreUp, PostUp, PreDown, PostDown []string
+}
+
+// of is the list of hook key k.
+func (h *Hooks) of(k string) *[]string {
+	switch k {
+	case "PreUp":
+		return &h.PreUp
+	case "PostUp":
+		return &h.PostUp
+	case "PreDown":
+		return &h.PreDown
+	}
+	return &h.PostDown
+}
+
+// Empty reports whether no hook is set.
+func (h Hooks) Empty() bool {
+	return len(h.PreUp)+len(h.PostUp)+len(h.PreDown)+len(h.PostDown) == 0
+}
+
+// PreUpName is the interface name %i stands for in PreUp: Name. It is an
+// error when a PreUp command uses %i and Name is a pattern (%d), which the
+// kernel fills in only when it creates the device, after PreUp.
+func (ic *Interface) PreUpName() (string, error) {
+	if strings.Contains(ic.Name, "%d") {
+		for _, c := range ic.Hooks.PreUp {
+			if strings.Contains(c, "%i") {
+				return "", fmt.Errorf("%%i in PreUp: the interface name %q is a pattern the kernel fills in when it creates the device, after PreUp; name the interface, or leave %%i out of PreUp", ic.Name)
+			}
+		}
+	}
+	return ic.Name, nil
+}
+
+// FullTunnel reports the families whose whole address space (0.0.0.0/0,
+// ::/0) a peer's AllowedIPs route, with Table = auto. As wg-quick does,
+// their default route then goes into a table of its own, numbered like
+// the mark the underlay sockets get, behind the rules "not fwmark M
+// lookup M" and "lookup main suppress_prefixlength 0": everything but the
+// router's own datagrams takes the tunnel, and the main table's default
+// route stays for the underlay (docs/CONFIG.md, Table).
+func (c *Config) FullTunnel() (v4, v6 bool) {
+	for _, p := range c.Peers {
+		for _, a := range p.AllowedIPs {
+			if c.Interface.Table.FullTunnel(a) {
+				v4, v6 = v4 || a.Addr().Is4(), v6 || a.Addr().Is6()
+			}
+		}
+	}
+	return v4, v6
+}
+
+// FullTunnel reports whether an AllowedIPs prefix p goes through the full
+// tunnel's table and rules rather than into t: a default route with
+// Table = auto.
+func (t Table) FullTunnel(p netip.Prefix) bool { return t.Mode == TableAuto && p.Bits() == 0 }
 
 // Padding is the [Interface] Padding key: random extra bytes on every
 // datagram to a peer that reads them, so lengths say less about content.

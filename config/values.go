@@ -126,6 +126,33 @@ func (p *parser) interfaceKey(n int, key, v string) {
 			return
 		}
 		ic.Padding = Padding(i)
+	case "Table":
+		t, msg := parseTable(v)
+		if msg != "" {
+			bad("%s", msg)
+			return
+		}
+		ic.Table = t
+		if t.Mode == TableID && t.ID == 0 {
+			p.tableLine = n // a name: looked up by the tables step
+		}
+	case "FwMark":
+		m, msg := parseFwMark(v)
+		if msg != "" {
+			bad("%s", msg)
+			return
+		}
+		ic.FwMark = m
+	case "PreUp", "PostUp", "PreDown", "PostDown":
+		if v == "" {
+			bad("value is empty (want a shell command)")
+			return
+		}
+		l := ic.Hooks.of(key)
+		*l = append(*l, v)
+		if key == "PreUp" {
+			p.preUpLines = append(p.preUpLines, n)
+		}
 	}
 }
 
@@ -211,6 +238,63 @@ func (p *parser) peerKey(n int, ps *peerState, key, v string) {
 			bad("%q: want on or off", v)
 		}
 	}
+}
+
+// parseTable parses a Table value: auto, off, a number 1..4294967295, or
+// a table name. A name other than iproute2's built-in main, default and
+// local comes back as TableID with ID 0, for the tables step to look up.
+func parseTable(v string) (Table, string) {
+	switch l := strings.ToLower(v); {
+	case l == "auto":
+		return Table{Mode: TableAuto}, ""
+	case l == "off":
+		return Table{Mode: TableOff}, ""
+	case builtinTables[l] != 0:
+		return Table{Mode: TableID, ID: builtinTables[l], Name: l}, ""
+	}
+	if v != "" && '0' <= v[0] && v[0] <= '9' {
+		n, err := strconv.ParseUint(v, 10, 32)
+		if err != nil || n == 0 {
+			return Table{}, fmt.Sprintf("%q: want auto, off, a table number 1..4294967295 or a name from rt_tables", v)
+		}
+		return Table{Mode: TableID, ID: uint32(n), Name: v}, ""
+	}
+	if !tableName(v) {
+		return Table{}, fmt.Sprintf("%q: want auto, off, a table number 1..4294967295 or a name from rt_tables", v)
+	}
+	return Table{Mode: TableID, Name: v}, ""
+}
+
+// tableName reports whether s may name a routing table: letters, digits,
+// '_', '-' and '.', not starting with a digit.
+func tableName(s string) bool {
+	if s == "" || len(s) > 64 || '0' <= s[0] && s[0] <= '9' {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-' || c == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseFwMark parses a FwMark value as wg does: off, or a 32-bit number,
+// decimal or hexadecimal with 0x; 0 is off.
+func parseFwMark(v string) (uint32, string) {
+	if strings.EqualFold(v, "off") {
+		return 0, ""
+	}
+	digits, base := v, 10
+	if len(v) > 2 && v[0] == '0' && (v[1] == 'x' || v[1] == 'X') {
+		digits, base = v[2:], 16
+	}
+	n, err := strconv.ParseUint(digits, base, 32) // no sign, no '_' in a fixed base
+	if err != nil {
+		return 0, fmt.Sprintf("%q: want off or a 32-bit mark, decimal or 0x hexadecimal", v)
+	}
+	return uint32(n), ""
 }
 
 // splitList splits a comma-separated value; empty items are skipped.

@@ -90,3 +90,84 @@ func TestReloadRefusesOtherFamilyEndpoint(t *testing.T) {
 		t.Fatalf("%d peers applied", n)
 	}
 }
+
+// The wg-quick settings are set up at start: a reload names a changed
+// Table, FwMark or hook as needing a restart (the running PreDown and
+// PostDown stay the ones shutdown runs), and refuses, whole, an edit that
+// would start or end a full tunnel; moving the default route to another
+// peer is fine.
+func TestReloadWgQuickSettings(t *testing.T) {
+	m := newTestRouter(t)
+	k1, _ := crypto.GeneratePrivateKey()
+	k2, _ := crypto.GeneratePrivateKey()
+	def := netip.MustParsePrefix("0.0.0.0/0")
+	m.cfg = &config.Config{Interface: config.Interface{Name: "yip0", MTU: 1400, Table: config.Table{Mode: config.TableID, ID: 254, Name: "main"},
+		Hooks: config.Hooks{PostDown: []string{"echo down"}}},
+		Peers: []config.Peer{{PublicKey: k1.Public()}}}
+	if err := m.core.SetPeers(m.cfg.Peers); err != nil {
+		t.Fatal(err)
+	}
+	nc := *m.cfg
+	nc.Interface.Table = config.Table{Mode: config.TableID, ID: 254, Name: "254"} // the same table
+	nc.Interface.FwMark = 0x2a
+	nc.Interface.Hooks = config.Hooks{PostUp: []string{"echo up"}, PostDown: []string{"echo down"}}
+	restart, err := m.Reload(&nc)
+	if err != nil || !slices.Equal(restart, []string{"FwMark", "PostUp"}) {
+		t.Fatalf("restart %v, %v", restart, err)
+	}
+	nc.Interface.Table = config.Table{Mode: config.TableOff}
+	nc.Interface.Hooks.PostDown = nil
+	if restart, _ = m.Reload(&nc); !slices.Equal(restart, []string{"Table", "FwMark", "PostUp", "PostDown"}) {
+		t.Fatalf("restart %v", restart)
+	}
+	if ic := m.cfg.Interface; ic.Table.Name != "main" || ic.FwMark != 0 || !slices.Equal(ic.Hooks.PostDown, []string{"echo down"}) || ic.Hooks.PostUp != nil {
+		t.Fatalf("running interface changed: %+v", ic)
+	}
+
+	// Table = auto: a default route in AllowedIPs is a full tunnel.
+	m.cfg.Interface.Table = config.Table{}
+	full := *m.cfg
+	full.Peers = []config.Peer{{PublicKey: k1.Public(), AllowedIPs: []netip.Prefix{def}}}
+	if _, err := m.Reload(&full); err == nil || !strings.Contains(err.Error(), "0.0.0.0/0, a full tunnel for IPv4") || errors.Is(err, ErrReloadPartial) {
+		t.Fatalf("reload starting a full tunnel: %v", err)
+	}
+	if p := m.core.Peers(); len(p) != 1 {
+		t.Fatalf("a refused reload applied peers: %v", p)
+	}
+	m.cfg = &full // as if started so
+	moved := full
+	moved.Peers = []config.Peer{{PublicKey: k1.Public()}, {PublicKey: k2.Public(), AllowedIPs: []netip.Prefix{def}}}
+	if _, err := m.Reload(&moved); err != nil {
+		t.Fatalf("moving the default route to another peer: %v", err)
+	}
+	if m.local.Peer(k2.Public()) == nil {
+		t.Fatal("the new peer was not added")
+	}
+	ended := moved
+	ended.Peers = moved.Peers[:1]
+	if _, err := m.Reload(&ended); err == nil || !strings.Contains(err.Error(), "ends the full tunnel for IPv4") {
+		t.Fatalf("reload ending a full tunnel: %v", err)
+	}
+}
+
+// Table decides the table AllowedIPs go into; with auto a default route
+// is the full tunnel's, with a table number it is an ordinary route, with
+// off nothing is routed.
+func TestSplitRoutes(t *testing.T) {
+	p := netip.MustParsePrefix
+	all := []netip.Prefix{p("10.0.0.0/8"), p("0.0.0.0/0"), p("::/0"), p("fd00::/8")}
+	for _, tc := range []struct {
+		table            config.Table
+		id               int
+		routes, defaults []netip.Prefix
+	}{
+		{config.Table{}, 254, []netip.Prefix{p("10.0.0.0/8"), p("fd00::/8")}, []netip.Prefix{p("0.0.0.0/0"), p("::/0")}},
+		{config.Table{Mode: config.TableID, ID: 1234}, 1234, all, nil},
+		{config.Table{Mode: config.TableOff}, 0, nil, nil},
+	} {
+		routes, defaults := splitRoutes(tc.table, all)
+		if id := routeTable(tc.table); id != tc.id || !slices.Equal(routes, tc.routes) || !slices.Equal(defaults, tc.defaults) {
+			t.Errorf("Table %s: table %d, routes %v, defaults %v", tc.table, id, routes, defaults)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/yip-router/yip-router/control"
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/internal/cpuplan"
+	"github.com/yip-router/yip-router/internal/fulltunnel"
 	"github.com/yip-router/yip-router/shard"
 	"github.com/yip-router/yip-router/shard/tun"
 	"github.com/yip-router/yip-router/shard/udp"
@@ -75,6 +76,17 @@ type Router struct {
 	// iface is the config's [Interface] at start, for what a reload
 	// cannot change (Padding and the TUN MTU): read without reloadMu.
 	iface config.Interface
+	// mark is the firewall mark on every underlay socket: FwMark, or a
+	// full tunnel's (fulltunnel.ChooseMark); 0 for none.
+	mark uint32
+	// full is the full tunnel's rules and routes (nil: none), removed by
+	// closeResources; fullFamilies names its families for status (fixed
+	// at start: a reload may not change them).
+	full         *fulltunnel.Tunnel
+	fullFamilies []string
+	// isUp says PostUp ran to its end (Start): only then do PreDown and
+	// PostDown run, as with wg-quick.
+	isUp atomic.Bool
 	// resMu guards the sockets and the TUN device against closeResources
 	// while kernelDrops reads their counters; resClosed says they are gone.
 	resMu     sync.RWMutex
@@ -150,6 +162,13 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	r.offDisabled = off
 	want := tun.Offloads{TSO: !off.TSO, USO: !off.USO}
 	want.VnetHdr = want.TSO || want.USO || !off.GRO
+	preUpName, err := cfg.Interface.PreUpName()
+	if err != nil {
+		return nil, err
+	}
+	if err := runHooks(r.log, "PreUp", cfg.Interface.Hooks.PreUp, preUpName, false); err != nil {
+		return nil, err
+	}
 	if r.dev, err = tun.Open(cfg.Interface.Name, nsh, want); err != nil {
 		return nil, err
 	}
@@ -195,6 +214,9 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	}
 	for _, c := range r.conns() {
 		c.EnableOffloads(!off.UDPGSO, !off.UDPGRO)
+	}
+	if err := r.markSockets(cfg); err != nil {
+		return nil, err
 	}
 	if bind.IsUnspecified() {
 		// Bound to every address: answer each peer from the address it
@@ -248,19 +270,20 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	if err := c.SetPeers(cfg.Peers); err != nil {
 		return nil, err
 	}
-	var routes []netip.Prefix
-	for _, p := range cfg.Peers {
-		routes = append(routes, p.AllowedIPs...)
+	if err := configureLink(r.dev.Name, cfg.Interface.TunMTU(), cfg.Interface.Addresses); err != nil {
+		return nil, err
 	}
-	if err := configureLink(r.dev.Name, cfg.Interface.TunMTU(), cfg.Interface.Addresses, routes); err != nil {
+	if err := r.route(cfg); err != nil {
 		return nil, err
 	}
 	ok = true
 	return r, nil
 }
 
-// Start runs the shards and the timers.
-func (r *Router) Start() {
+// Start runs the shards and the timers, then the PostUp commands. A
+// failed PostUp is returned; the caller then Closes the router, which runs
+// no PreDown or PostDown (as wg-quick undoes a failed up).
+func (r *Router) Start() error {
 	r.started.Store(time.Now().UnixNano())
 	r.runErrs = make(chan error, len(r.shards))
 	for _, s := range r.shards {
@@ -298,6 +321,11 @@ func (r *Router) Start() {
 		zap.String("interface", r.dev.Name), zap.Ints("cpus", r.cpus), zap.Int("shards", len(r.shards)),
 		zap.Uint16("listen_port", r.group[0].LocalAddr().Port()), zap.Int("peers", len(r.cfg.Peers)),
 		zap.String("public_key", r.local.PublicKey().String()), zap.Any("offloads", r.offloadState()))
+	if err := runHooks(r.log, "PostUp", r.iface.Hooks.PostUp, r.dev.Name, false); err != nil {
+		return err
+	}
+	r.isUp.Store(true)
+	return nil
 }
 
 // peerConfigs is the running configuration's peers.
@@ -311,20 +339,31 @@ func (r *Router) peerConfigs() []config.Peer {
 // sends it here (buffered, one per shard). The channel is never closed.
 func (r *Router) Errors() <-chan error { return r.runErrs }
 
-// Close stops the shards and timers and releases the TUN device (which the
-// kernel then removes) and the sockets.
+// Close runs the PreDown commands, stops the shards and timers, removes a
+// full tunnel's rules, releases the TUN device (which the kernel then
+// removes, with its routes) and the sockets, and runs the PostDown
+// commands. The down commands run only after a complete Start; their
+// failures are logged.
 func (r *Router) Close() error {
 	select {
 	case <-r.stop:
 		return nil
 	default:
 	}
+	up := r.isUp.Load()
+	if up {
+		_ = runHooks(r.log, "PreDown", r.iface.Hooks.PreDown, r.dev.Name, true)
+	}
 	close(r.stop)
 	for _, s := range r.shards {
 		s.Stop()
 	}
 	r.wg.Wait()
+	name := r.Name()
 	r.closeResources()
+	if up {
+		_ = runHooks(r.log, "PostDown", r.iface.Hooks.PostDown, name, true)
+	}
 	r.log.Info("router stopped")
 	return nil
 }
@@ -335,6 +374,13 @@ func (r *Router) closeResources() {
 	r.resMu.Lock()
 	defer r.resMu.Unlock()
 	r.resClosed = true
+	// The rules first: with the device gone they would send the
+	// family's traffic into an empty table, which falls through anyway,
+	// but a rule that outlives its router is litter.
+	if err := r.full.Down(); err != nil {
+		r.log.Error("the full tunnel's policy rules stay behind: remove them by hand (ip rule; ip -6 rule)", zap.Error(err))
+	}
+	r.full = nil
 	if r.mesh != nil {
 		r.mesh.Close()
 	}
@@ -379,10 +425,12 @@ var ErrReloadPartial = errors.New("reload partly applied")
 // Reload applies a new configuration's peers, routes and FEC mode (SIGHUP).
 // [Interface] settings a running router cannot change (PrivateKey,
 // ListenPort, Name, MTU, Padding, Address, ListenAddress, Shards,
-// MetricsListen, DisableOffload) keep their old values and are returned,
-// so the caller can say they need a restart; the rest still applies. The
-// peers, and the routes their new AllowedIPs need, are checked whole
-// before anything is applied.
+// MetricsListen, DisableOffload, Table, FwMark and the hooks: the running
+// PreDown and PostDown are the ones that run at shutdown) keep their old
+// values and are returned, so the caller can say they need a restart; the
+// rest still applies. The peers, and the routes their new AllowedIPs need,
+// are checked whole before anything is applied; a change that would start
+// or end a full tunnel is refused (fullTunnelChange).
 func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 	r.reloadMu.Lock()
 	defer r.reloadMu.Unlock()
@@ -402,6 +450,9 @@ func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 		{"Shards", old.Shards != nw.Shards},
 		{"MetricsListen", old.MetricsListen != nw.MetricsListen},
 		{"DisableOffload", old.DisableOffload != nw.DisableOffload},
+		{"Table", !old.Table.Same(nw.Table)}, {"FwMark", old.FwMark != nw.FwMark},
+		{"PreUp", !slices.Equal(old.Hooks.PreUp, nw.Hooks.PreUp)}, {"PostUp", !slices.Equal(old.Hooks.PostUp, nw.Hooks.PostUp)},
+		{"PreDown", !slices.Equal(old.Hooks.PreDown, nw.Hooks.PreDown)}, {"PostDown", !slices.Equal(old.Hooks.PostDown, nw.Hooks.PostDown)},
 	} {
 		if c.changed {
 			needRestart = append(needRestart, c.name)
@@ -420,6 +471,9 @@ func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 	run := *cfg
 	run.Interface = old
 	run.Interface.FEC = nw.FEC
+	if err := fullTunnelChange(r.cfg, &run); err != nil {
+		return needRestart, fmt.Errorf("reload: %w", err)
+	}
 	var oldRoutes, newRoutes []netip.Prefix
 	for _, p := range r.cfg.Peers {
 		oldRoutes = append(oldRoutes, p.AllowedIPs...)
@@ -427,9 +481,15 @@ func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 	for _, p := range cfg.Peers {
 		newRoutes = append(newRoutes, p.AllowedIPs...)
 	}
+	// A full tunnel's default routes are in both or in neither
+	// (fullTunnelChange), so the difference has none of them.
+	table := routeTable(old.Table)
 	add, del := diffPrefixes(oldRoutes, newRoutes)
+	if table == 0 {
+		add, del = nil, nil
+	}
 	if len(add) > 0 {
-		if err := routeConflicts(r.dev.Name, add); err != nil {
+		if err := routeConflicts(r.dev.Name, table, add); err != nil {
 			return needRestart, fmt.Errorf("reload: %w", err)
 		}
 	}
@@ -439,12 +499,33 @@ func (r *Router) Reload(cfg *config.Config) (needRestart []string, err error) {
 	r.core.SetFEC(nw.FEC)
 	r.cfg = &run
 	if len(add)+len(del) > 0 {
-		if err := replaceRoutes(r.dev.Name, add, del); err != nil {
+		if err := replaceRoutes(r.dev.Name, table, add, del); err != nil {
 			return needRestart, fmt.Errorf("%w: peers applied, routes not: %w", ErrReloadPartial, err)
 		}
 	}
 	r.log.Info("configuration reloaded", zap.Int("peers", len(cfg.Peers)), zap.Int("routes_added", len(add)), zap.Int("routes_removed", len(del)))
 	return needRestart, nil
+}
+
+// fullTunnelChange refuses a reload that would start or end a full
+// tunnel for a family (a default route in some peer's AllowedIPs with
+// Table = auto): its mark and policy rules are set up at start. Moving the
+// default route from one peer to another is fine.
+func fullTunnelChange(old, nw *config.Config) error {
+	o4, o6 := old.FullTunnel()
+	n4, n6 := nw.FullTunnel()
+	for _, f := range []struct {
+		name, prefix string
+		was, is      bool
+	}{{"IPv4", "0.0.0.0/0", o4, n4}, {"IPv6", "::/0", o6, n6}} {
+		switch {
+		case f.is && !f.was:
+			return fmt.Errorf("a peer's AllowedIPs now hold %s, a full tunnel for %s, whose fwmark and policy rules are set up at start: restart the router to apply it", f.prefix, f.name)
+		case f.was && !f.is:
+			return fmt.Errorf("no peer's AllowedIPs hold %s any more, which ends the full tunnel for %s, whose fwmark and policy rules are set up at start: restart the router to apply it", f.prefix, f.name)
+		}
+	}
+	return nil
 }
 
 func diffPrefixes(old, nw []netip.Prefix) (add, del []netip.Prefix) {

@@ -31,6 +31,11 @@ type Status struct {
 	// Steering says how the listen group picks a shard for a datagram:
 	// "by lane remote (eBPF)" or "by source port: why not eBPF".
 	Steering string `json:"steering"`
+	// FwMark is the mark on every underlay socket (FwMark, or a full
+	// tunnel's; 0: none); FullTunnel the families whose default route
+	// goes into table FwMark behind policy rules ("IPv4", "IPv6").
+	FwMark     uint32   `json:"fwmark"`
+	FullTunnel []string `json:"full_tunnel,omitempty"`
 	// EndpointLookups counts the lookups of Endpoint host names since
 	// start (the config's at load not included) by result.
 	EndpointLookups EndpointLookups `json:"endpoint_lookups"`
@@ -111,7 +116,7 @@ func (r *Router) Status() Status {
 		Handshakes: r.core.Counts(),
 		Offloads:   r.offloadState(), Kernel: r.kernelDrops(),
 		Padding: r.iface.Padding.String(), TunMTU: r.iface.TunMTU(),
-		Steering:        r.steerMode,
+		Steering: r.steerMode, FwMark: r.mark, FullTunnel: r.fullFamilies,
 		EndpointLookups: EndpointLookups{OK: r.resolver.ok.Load(), Failed: r.resolver.failed.Load()},
 	}
 	if t := r.started.Load(); t != 0 {

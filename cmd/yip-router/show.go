@@ -180,6 +180,12 @@ func printStatus(w io.Writer, st *router.Status) {
 	if st.Steering != "" {
 		fmt.Fprintf(w, "  steering: %s\n", st.Steering)
 	}
+	if st.FwMark != 0 {
+		fmt.Fprintf(w, "  fwmark: %#x\n", st.FwMark)
+	}
+	if len(st.FullTunnel) > 0 {
+		fmt.Fprintf(w, "  full tunnel: %s (table %d)\n", strings.Join(st.FullTunnel, ", "), st.FwMark)
+	}
 	k := st.Kernel
 	fmt.Fprintf(w, "  kernel drops: tun tx %d, tun rx %d, socket %d, strangers' sockets %d\n", k.TUNTxDropped, k.TUNRxDropped, k.SocketDrops, k.StrangerDrops)
 	fmt.Fprintf(w, "  shards: %d\n", len(st.Shards))

@@ -117,6 +117,10 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 				log.Warn("key file is readable by group or others; chmod 600 it", zap.String("file", f))
 			}
 		}
+		if f := c.WritableHookFile(); f != "" && !warned[f] {
+			warned[f] = true
+			log.Warn("the config's PreUp/PostUp/PreDown/PostDown commands run as this router's user, and someone else may change them: make the file root's and chmod go-w it", zap.String("file", f))
+		}
 	}
 	warnConfig(cfg)
 	if os.Geteuid() != 0 {
@@ -138,7 +142,10 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	sigs := make(chan os.Signal, 4)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	r.Start()
+	if err := r.Start(); err != nil { // PostUp failed: as wg-quick, no PreDown or PostDown
+		r.Close()
+		return fail(err)
+	}
 	log.Info("control socket", zap.String("path", sock))
 	notify := func(f func() (bool, error)) {
 		if _, err := f(); err != nil {

@@ -22,6 +22,7 @@ import (
 
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/internal/cpuplan"
+	"github.com/yip-router/yip-router/internal/fulltunnel"
 )
 
 // SocketBuffer is what each shard socket asks for (shard/udp's
@@ -85,8 +86,12 @@ type Env struct {
 	// OpenTUN creates and removes a TUN device with the given queues
 	// (tried only when Root).
 	OpenTUN func(queues int) error
-	// RouteTo names the interface the kernel would send to dst through.
-	RouteTo func(dst netip.Addr) (string, error)
+	// RouteTo names the interface the kernel would send to dst through,
+	// for a datagram with firewall mark mark (0: none).
+	RouteTo func(dst netip.Addr, mark uint32) (string, error)
+	// FullTunnelMark is the mark (and table) a full tunnel would take
+	// now (fulltunnel.ChooseMark).
+	FullTunnelMark func(fwmark uint32) (uint32, error)
 	// Offloads reports an interface's GRO and LRO (ok=false: unknown, with
 	// why).
 	Offloads func(ifname string) (gro, lro bool, err error)
@@ -159,6 +164,8 @@ func Check(path string, env Env, opts Options) []Finding {
 	out = append(out, env.cpus(cfg, opts)...)
 	out = append(out, env.forwarding(cfg)...)
 	if cfg != nil {
+		out = append(out, env.routing(cfg)...)
+		out = append(out, hooks(cfg)...)
 		out = append(out, env.underlay(cfg)...)
 		out = append(out, env.ports(cfg)...)
 	}
@@ -190,6 +197,9 @@ func (e Env) withDefaults() Env {
 	}
 	if e.RouteTo == nil {
 		e.RouteTo = r.RouteTo
+	}
+	if e.FullTunnelMark == nil {
+		e.FullTunnelMark = r.FullTunnelMark
 	}
 	if e.Offloads == nil {
 		e.Offloads = r.Offloads
@@ -455,6 +465,107 @@ func (e Env) forwarding(cfg *config.Config) []Finding {
 	return out
 }
 
+// underlayMark is the mark the router's sockets carry, for the route
+// lookups towards the endpoints: FwMark, else for a full tunnel the mark
+// a router starting alone would pick (a running one holds that table, so
+// ChooseMark would skip it).
+func underlayMark(cfg *config.Config) uint32 {
+	if v4, v6 := cfg.FullTunnel(); cfg.Interface.FwMark == 0 && (v4 || v6) {
+		return fulltunnel.DefaultMark
+	}
+	return cfg.Interface.FwMark
+}
+
+// routing says where the routes for AllowedIPs go (Table), what a full
+// tunnel sets up (as wg-quick: a table, a mark, two rules per family) and
+// whether strict reverse-path filtering would kill it.
+func (e Env) routing(cfg *config.Config) []Finding {
+	const topic = "routes"
+	ic := cfg.Interface
+	var out []Finding
+	add := func(l Level, fix, format string, args ...any) {
+		out = append(out, Finding{Level: l, Topic: topic, Msg: fmt.Sprintf(format, args...), Fix: fix})
+	}
+	switch ic.Table.Mode {
+	case config.TableOff:
+		add(Info, "", "Table = off: no routes for the peers' AllowedIPs; route them yourself (e.g. in PostUp)")
+	case config.TableID:
+		add(Info, "", "Table = %s: the peers' AllowedIPs are routed in table %d, and no policy rule sends traffic there: add your own (ip rule, e.g. in PostUp)", ic.Table, ic.Table.ID)
+	}
+	v4, v6 := cfg.FullTunnel()
+	if !v4 && !v6 {
+		if ic.FwMark != 0 {
+			add(Info, "", "FwMark %#x: every underlay socket carries it, for your own ip rule or firewall", ic.FwMark)
+		}
+		return out
+	}
+	var fams []string
+	for _, f := range []struct {
+		on           bool
+		name, prefix string
+	}{{v4, "IPv4", "0.0.0.0/0"}, {v6, "IPv6", "::/0"}} {
+		if !f.on {
+			continue
+		}
+		for _, p := range cfg.Peers {
+			if slices.Contains(p.AllowedIPs, netip.MustParsePrefix(f.prefix)) {
+				fams = append(fams, fmt.Sprintf("%s (%s, peer at line %d)", f.name, f.prefix, p.Line))
+			}
+		}
+	}
+	m, how := ic.FwMark, "FwMark"
+	if m == 0 {
+		how = fmt.Sprintf("the first table from %d that holds no route", fulltunnel.DefaultMark)
+		var err error
+		if m, err = e.FullTunnelMark(0); err != nil {
+			add(Warn, "set FwMark", "full tunnel: cannot pick its mark and table: %v", err)
+			m = fulltunnel.DefaultMark
+		} else if m != fulltunnel.DefaultMark {
+			how += fmt.Sprintf("; %d holds routes now: this router's own, if it runs", fulltunnel.DefaultMark)
+		}
+	}
+	rules := fulltunnel.Rules(m)
+	add(OK, "", "full tunnel for %s, as wg-quick: the default route goes into table %d, every underlay socket carries fwmark %#x (%s), rules %q then %q",
+		strings.Join(fams, " and "), m, m, how, rules[0], rules[1])
+	if !v4 {
+		return out
+	}
+	seen := map[string]bool{}
+	for _, p := range cfg.Peers {
+		if !p.Endpoint.Addr().Is4() {
+			continue
+		}
+		ifname, err := e.RouteTo(p.Endpoint.Addr(), underlayMark(cfg))
+		if err != nil || seen[ifname] {
+			continue // underlay says what is wrong with the route
+		}
+		seen[ifname] = true
+		if rp, err := fulltunnel.RPFilter(e.Proc, ifname); err == nil && rp == 1 {
+			add(Warn, "run: "+fulltunnel.StrictRPFix(ifname),
+				"strict reverse-path filtering (rp_filter = 1) on %s: if the main table reaches %s by its default route, up refuses the full tunnel (the peer's datagrams would be dropped: their source routes into the tunnel)",
+				ifname, p.Endpoint.Addr())
+		}
+	}
+	return out
+}
+
+// hooks reports the PreUp, PostUp, PreDown and PostDown commands, and a
+// config file others may change while it holds them.
+func hooks(cfg *config.Config) []Finding {
+	h := cfg.Interface.Hooks
+	if h.Empty() {
+		return nil
+	}
+	out := []Finding{{Level: Info, Topic: "hooks",
+		Msg: fmt.Sprintf("%d PreUp, %d PostUp, %d PreDown, %d PostDown command(s): run with /bin/sh -c as the router's user (%%i: the interface's name)",
+			len(h.PreUp), len(h.PostUp), len(h.PreDown), len(h.PostDown))}}
+	if f := cfg.WritableHookFile(); f != "" {
+		out = append(out, Finding{Level: Warn, Topic: "hooks", Msg: f + ": whoever can change it runs commands as the router's user",
+			Fix: "chown root " + cfg.Path + "; chmod go-w " + cfg.Path})
+	}
+	return out
+}
+
 // underlay finds the interfaces towards the peers' endpoints and checks
 // their MTU against the config's and their receive offloads.
 func (e Env) underlay(cfg *config.Config) []Finding {
@@ -468,7 +579,7 @@ func (e Env) underlay(cfg *config.Config) []Finding {
 		}
 		n++
 		dst := p.Endpoint.Addr().Unmap()
-		ifname, err := e.RouteTo(dst)
+		ifname, err := e.RouteTo(dst, underlayMark(cfg))
 		if err != nil {
 			out = append(out, Finding{Level: Warn, Topic: topic, Msg: fmt.Sprintf("no route to peer endpoint %s: %v", p.Endpoint, err),
 				Fix: "check the gateway's routing table (ip route get " + dst.String() + ")"})

@@ -75,7 +75,7 @@ func (f *fakeHost) env(t *testing.T) Env {
 		Root:         true,
 		AffinityCPUs: func() ([]int, error) { return f.mask, nil },
 		OpenTUN:      func(q int) error { return f.tunErr[q] },
-		RouteTo: func(a netip.Addr) (string, error) {
+		RouteTo: func(a netip.Addr, _ uint32) (string, error) {
 			if n, ok := f.route[a]; ok {
 				return n, nil
 			}
@@ -401,4 +401,51 @@ func TestUnresolvedEndpointWarns(t *testing.T) {
 	if errs, _ := Counts(fs); errs != 0 {
 		t.Errorf("%d errors for a name that does not resolve:\n%s", errs, report(fs))
 	}
+}
+
+// What check says about Table, FwMark, a full tunnel and hooks; strict
+// reverse-path filtering on the underlay of an IPv4 full tunnel is a
+// warning with the fix.
+func TestRoutingAndHooks(t *testing.T) {
+	conf := func(iface, allowed string) string {
+		p := filepath.Join(t.TempDir(), "gw.conf")
+		text := strings.Replace(fmt.Sprintf(confTmpl, iface), "AllowedIPs = 10.77.0.2/32, 192.168.2.0/24", "AllowedIPs = "+allowed, 1)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	f := newFake(t)
+	f.files["proc/sys/net/ipv4/conf/all/rp_filter"] = "0\n"
+	f.files["proc/sys/net/ipv4/conf/eth0/rp_filter"] = "1\n"
+	f.files["proc/sys/net/ipv6/conf/all/forwarding"] = "1\n"
+	env := f.env(t)
+	var asked []uint32
+	env.RouteTo = func(a netip.Addr, mark uint32) (string, error) {
+		asked = append(asked, mark)
+		return "eth0", nil
+	}
+	env.FullTunnelMark = func(fwmark uint32) (uint32, error) { return 51821, nil }
+	fs := Check(conf("PostUp = true\nPostDown = true\nPostDown = false", "0.0.0.0/0, ::/0"), env, Options{})
+	expect(t, fs,
+		`OK    routes: full tunnel for IPv4 (0.0.0.0/0, peer at line 8) and IPv6 (::/0, peer at line 8), as wg-quick: the default route goes into table 51821, every underlay socket carries fwmark 0xca6d (the first table from 51820 that holds no route; 51820 holds routes now: this router's own, if it runs), rules "lookup main suppress_prefixlength 0" then "not fwmark 0xca6d lookup 51821"`,
+		"WARN  routes: strict reverse-path filtering (rp_filter = 1) on eth0: if the main table reaches 203.0.113.2 by its default route, up refuses the full tunnel",
+		"      fix: run: sysctl -w net.ipv4.conf.eth0.rp_filter=2 (loose)",
+		"INFO  hooks: 0 PreUp, 1 PostUp, 0 PreDown, 2 PostDown command(s): run with /bin/sh -c as the router's user",
+	)
+	if len(asked) == 0 || asked[0] != 51820 {
+		t.Errorf("endpoint routes looked up with marks %v, want the router's 51820", asked)
+	}
+
+	f.files["proc/sys/net/ipv4/conf/eth0/rp_filter"] = "2\n"
+	env = f.env(t)
+	fs = Check(conf("FwMark = 0x2a\nTable = 1234", "0.0.0.0/0"), env, Options{})
+	expect(t, fs, "INFO  routes: Table = 1234: the peers' AllowedIPs are routed in table 1234, and no policy rule")
+	if r := report(fs); strings.Contains(r, "full tunnel") || !strings.Contains(r, "FwMark 0x2a: every underlay socket carries it") {
+		t.Errorf("Table = 1234 with a default route and FwMark:\n%s", r)
+	}
+	fs = Check(conf("FwMark = 7", "0.0.0.0/0"), env, Options{})
+	expect(t, fs, `OK    routes: full tunnel for IPv4 (0.0.0.0/0, peer at line 6), as wg-quick: the default route goes into table 7, every underlay socket carries fwmark 0x7 (FwMark)`)
+	fs = Check(conf("Table = off", "0.0.0.0/0"), env, Options{})
+	expect(t, fs, "INFO  routes: Table = off: no routes for the peers' AllowedIPs")
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/internal/cpuplan"
+	"github.com/yip-router/yip-router/internal/fulltunnel"
 	"github.com/yip-router/yip-router/shard/tun"
 	"github.com/yip-router/yip-router/shard/udp"
 )
@@ -22,17 +23,18 @@ import (
 func Real() Env {
 	return Env{
 		Proc: "/proc", Sys: "/sys", Dev: "/dev",
-		Root:          os.Geteuid() == 0 || hasNetAdmin(),
-		NoBPF:         !hasCap(unix.CAP_BPF) && !hasCap(unix.CAP_SYS_ADMIN),
-		Tune:          tuneCmd(),
-		AffinityCPUs:  cpuplan.AffinityCPUs,
-		OpenTUN:       openTUN,
-		RouteTo:       routeTo,
-		Offloads:      offloads,
-		ProbeOffloads: probeOffloads,
-		SocketBuffers: socketBuffers,
-		ListenUDP:     func(ap netip.AddrPort) error { return listen("udp", ap) },
-		ListenTCP:     func(ap netip.AddrPort) error { return listen("tcp", ap) },
+		Root:           os.Geteuid() == 0 || hasNetAdmin(),
+		NoBPF:          !hasCap(unix.CAP_BPF) && !hasCap(unix.CAP_SYS_ADMIN),
+		Tune:           tuneCmd(),
+		AffinityCPUs:   cpuplan.AffinityCPUs,
+		OpenTUN:        openTUN,
+		RouteTo:        routeTo,
+		FullTunnelMark: fulltunnel.ChooseMark,
+		Offloads:       offloads,
+		ProbeOffloads:  probeOffloads,
+		SocketBuffers:  socketBuffers,
+		ListenUDP:      func(ap netip.AddrPort) error { return listen("udp", ap) },
+		ListenTCP:      func(ap netip.AddrPort) error { return listen("tcp", ap) },
 	}
 }
 
@@ -105,10 +107,10 @@ func openTUN(queues int) error {
 	return d.Close()
 }
 
-// routeTo asks the kernel which interface it would send to dst through
-// (like `ip route get`; nothing is sent).
-func routeTo(dst netip.Addr) (string, error) {
-	routes, err := netlink.RouteGet(dst.AsSlice())
+// routeTo asks the kernel which interface it would send to dst through,
+// with mark (like `ip route get DST mark M`; nothing is sent).
+func routeTo(dst netip.Addr, mark uint32) (string, error) {
+	routes, err := netlink.RouteGetWithOptions(dst.AsSlice(), &netlink.RouteGetOptions{Mark: mark})
 	if err != nil {
 		return "", err
 	}

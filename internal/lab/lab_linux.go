@@ -304,12 +304,25 @@ func (l *Lab) Start(s Side) error {
 		if _, err := l.Status(s); err == nil {
 			return nil
 		}
-		if cmd.ProcessState != nil {
+		if exited(cmd.Process.Pid) {
 			break
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("router %c did not come up; log:\n%s", 'A'+rune(s), l.Log(s))
+}
+
+// exited reports whether process pid has exited and waits to be reaped
+// (a zombie): up refused to start, so there is no point in waiting for its
+// control socket.
+func exited(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return true
+	}
+	// pid (comm) state ...: comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	return i < 0 || i+2 >= len(b) || b[i+2] == 'Z'
 }
 
 // Pid is side's router process id (taskset and ip netns exec exec it in

@@ -17,19 +17,22 @@ import (
 // already routes through another interface used to be skipped in silence
 // (a full tunnel on a host with a default route left IPv4 outside the
 // tunnel). up now stops with an error naming the interface that has the
-// route and the fix; for a default route, the two halves.
+// route and the fix; for a default route in the main table (Table =
+// main), Table = auto or the two halves.
 func TestRouteConflictRefused(t *testing.T) {
 	if err := netns.Available(); err != nil {
 		t.Skip("end-to-end test skipped: ", err)
 	}
 	for _, tc := range []struct {
-		name, route, peer, want string
+		name, route, peer, table, want string
 	}{
-		{"prefix", "10.202.0.0/16", "", "already routed through dev "},
-		{"default", "default", "0.0.0.0/0", "0.0.0.0/1, 128.0.0.0/1"},
+		{"prefix", "10.202.0.0/16", "", "", "already routed through dev "},
+		// With Table = auto a default route is a full tunnel
+		// (TestFullTunnel); with the main table it meets main's own.
+		{"default", "default", "0.0.0.0/0", "Table = main", "leave Table at auto (the default: a table of its own and policy rules, as wg-quick), or list 0.0.0.0/1, 128.0.0.0/1"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := lab.New(lab.Options{Bin: bin, Shards: [2]int{1, 1}})
+			l, err := lab.New(lab.Options{Bin: bin, Shards: [2]int{1, 1}, Extra: [2]string{tc.table}})
 			if err != nil {
 				t.Fatal(err)
 			}
