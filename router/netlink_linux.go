@@ -37,7 +37,9 @@ func (r *Router) markSockets(cfg *config.Config) error {
 	if mark == 0 {
 		return nil
 	}
-	for _, c := range r.conns() {
+	// The strangers' sockets send nothing, but every underlay socket
+	// carries the mark, as the docs and `ss -e` say.
+	for _, c := range append(r.conns(), r.strangers...) {
 		if err := c.SetMark(mark); err != nil {
 			return fmt.Errorf("FwMark %#x on the underlay socket %s: %w", mark, c.LocalAddr(), err)
 		}
