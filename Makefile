@@ -89,8 +89,10 @@ fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
+# vet and staticcheck also read the mangen build (cmd/yip-router/man.go).
 vet: deps
 	$(GO) vet ./...
+	$(GO) vet -tags mangen ./cmd/yip-router
 
 $(STATICCHECK):
 	@mkdir -p $(BIN)
@@ -99,6 +101,7 @@ $(STATICCHECK):
 
 staticcheck: $(STATICCHECK) deps
 	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags mangen ./cmd/yip-router
 
 # shellcheck comes from Debian when missing.
 shellcheck-install:
