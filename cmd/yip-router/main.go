@@ -106,7 +106,11 @@ It carries IP packets between gateways over UDP, sealed after a Noise IK
 handshake and protected against loss by cross-packet Reed-Solomon FEC, one
 shard per core. Both ends of a tunnel must run yip-router: it reads
 WireGuard-style keys and config files but does not speak WireGuard's wire
-protocol.`,
+protocol.
+
+The systemd unit yip-router@NAME runs up on /etc/yip-router/NAME.conf. The
+documents named here (CONFIG.md, SHOW.md, ...) are in the source's docs/
+and, from the package, in /usr/share/doc/yip-router/.`,
 		Example: `  yip-router genkey | tee private.key | yip-router pubkey > public.key
   yip-router check -c /etc/yip-router/wg0.conf
   systemctl enable --now yip-router@wg0     # yip-router up -c /etc/yip-router/wg0.conf --name wg0

@@ -13,8 +13,8 @@ import (
 )
 
 // A build with the mangen tag (go run -tags mangen ./cmd/yip-router
-// man-pages DIR) has the hidden command that writes the man pages from the
-// command tree. The router's own build leaves it out:
+// man-pages DIR, as make deb runs it) has the hidden command that writes
+// the man pages from the command tree. The router's own build leaves it out:
 // cobra/doc brings a Markdown and a YAML library (0.6 MB of a 14 MB
 // binary) that a router never runs.
 func init() { extraCommands = append(extraCommands, manPagesCmd) }
