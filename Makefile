@@ -22,10 +22,16 @@ BENCHCOUNT  ?= 5
 PEERS       ?= 10000
 SHARDS      ?= 2
 SCALE_EXTRA ?=
-VERSION     := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+# Releases are annotated tags vX.Y.Z (CHANGELOG.md); between them and
+# without any, describe names the commit. packaging/deb-version maps it to
+# the .deb's version.
+VERSION     := $(shell git describe --always --dirty --match 'v[0-9]*' 2>/dev/null || echo dev)
+LDFLAGS     := -X github.com/yip-router/yip-router/internal/buildinfo.version=$(VERSION)
+NFPM_VERSION := v2.48.0
+NFPM        := $(BIN)/nfpm-$(NFPM_VERSION)
 export GOTOOLCHAIN := local
 
-.PHONY: all build test test-deps promtool-check bench-e2e bench-compare bench-wan bench-tools bench-scale unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
+.PHONY: all build deb deb-check lintian lintian-install test test-deps promtool-check bench-e2e bench-compare bench-wan bench-tools bench-scale unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
 
 all: build
 
@@ -33,13 +39,64 @@ deps:
 	$(GO) mod download
 
 build: deps
-	$(GO) build -ldflags "-X github.com/yip-router/yip-router/internal/buildinfo.version=$(VERSION)" -o $(BIN)/yip-router ./cmd/yip-router
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/yip-router ./cmd/yip-router
+
+# deb: bin/yip-router_VERSION_ARCH.deb (README, "Install"), packed by nfpm
+# (pinned, installed into bin/) as packaging/nfpm.yaml says: the binary
+# (static, stripped) in /usr/sbin, yip-tune and its sysctl drop-in, the
+# systemd unit, docs, and man pages and bash/zsh/fish completions that the
+# binary's command tree generates (man pages: a build with the mangen tag,
+# cmd/yip-router/man.go). File times and dates are the commit's.
+DEB_VERSION  = $(shell packaging/deb-version '$(VERSION)')
+DEB_ARCH    := $(shell $(GO) env GOARCH | sed 's/^386$$/i386/; s/^arm$$/armhf/; s/^ppc64le$$/ppc64el/')
+DEB          = $(BIN)/yip-router_$(DEB_VERSION)_$(DEB_ARCH).deb
+DEB_STAGE   := $(BIN)/deb
+DEB_DOCS    := README.md CHANGELOG.md docs/USER_GUIDE.md docs/CONFIG.md docs/DEPLOY.md docs/SHOW.md docs/SECURITY.md
+DEB_MAINTAINER := The yip-router authors <dev@yip-router.invalid>
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null || date +%s)
+
+deb: deps $(NFPM)
+	@packaging/deb-version '$(VERSION)' >/dev/null
+	rm -rf $(DEB_STAGE) $(BIN)/yip-router_*.deb
+	mkdir -p $(DEB_STAGE)/man $(DEB_STAGE)/doc
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w $(LDFLAGS)" -o $(DEB_STAGE)/yip-router ./cmd/yip-router
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(GO) run -trimpath -tags mangen -ldflags "$(LDFLAGS)" ./cmd/yip-router man-pages $(DEB_STAGE)/man
+	cp tuning/yip-tune.8 $(DEB_STAGE)/man/
+	gzip -9n $(DEB_STAGE)/man/*.8
+	for sh in bash zsh fish; do $(DEB_STAGE)/yip-router completion $$sh > $(DEB_STAGE)/completion.$$sh || exit 1; done
+	SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) packaging/changelog '$(DEB_VERSION)' '$(VERSION)' '$(DEB_MAINTAINER)' > $(DEB_STAGE)/doc/changelog
+	for f in $(DEB_STAGE)/doc/changelog $(DEB_DOCS); do gzip -9n < $$f > $(DEB_STAGE)/doc/$${f##*/}.gz || exit 1; done
+	rm $(DEB_STAGE)/doc/changelog
+	DEB_VERSION='$(DEB_VERSION)' DEB_ARCH='$(DEB_ARCH)' DEB_STAGE='$(DEB_STAGE)' DEB_MAINTAINER='$(DEB_MAINTAINER)' \
+	  SOURCE_DATE_EPOCH=$(SOURCE_DATE_EPOCH) $(NFPM) package -f packaging/nfpm.yaml -p deb -t $(DEB)
+
+$(NFPM):
+	@mkdir -p $(BIN)
+	GOBIN=$(abspath $(BIN)) $(GO) install github.com/goreleaser/nfpm/v2/cmd/nfpm@$(NFPM_VERSION)
+	mv $(BIN)/nfpm $@
+
+# deb-check: the package through lintian (errors fail, warnings show; the
+# exceptions, each with its reason, are in packaging/lintian-overrides),
+# then packaging/deb_test.go unpacks it and runs what it installs.
+deb-check: lintian
+	YIP_DEB=$(abspath $(DEB)) $(GO) test -count=1 -run '^TestDeb$$' ./packaging/
+
+lintian: deb lintian-install
+	@if ! command -v lintian >/dev/null 2>&1; then echo "lintian skipped: lintian missing (Debian: apt-get install lintian)"; exit 0; fi; \
+	echo "lintian $(DEB)"; lintian --fail-on error $(DEB)
+
+# lintian comes from Debian when missing, as root (others skip the check).
+lintian-install:
+	@if ! command -v lintian >/dev/null 2>&1 && [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	  apt-get update >/dev/null && apt-get install -y --no-install-recommends lintian; \
+	fi
 
 # test = lint + unit tests under the race detector (root-only tests skip
 # themselves with a message when not root) + the statistical wire tests,
 # which are single-goroutine and too slow under -race to be worth it there,
-# + the alert rules' promtool checks (about a second).
-test: lint test-deps unit uniformity promtool-check
+# + the alert rules' promtool checks (about a second) + the .deb, lintian
+# on it and the test of what it installs (deb-check).
+test: lint test-deps unit uniformity promtool-check deb-check
 
 # The end-to-end tests need iproute2 and, for the loss test, iptables; as
 # root on Debian, install what is missing (others skip those tests).
@@ -89,8 +146,10 @@ fmt:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	if [ -n "$$out" ]; then echo "gofmt needed on:"; echo "$$out"; exit 1; fi
 
+# vet and staticcheck also read the mangen build (cmd/yip-router/man.go).
 vet: deps
 	$(GO) vet ./...
+	$(GO) vet -tags mangen ./cmd/yip-router
 
 $(STATICCHECK):
 	@mkdir -p $(BIN)
@@ -99,6 +158,7 @@ $(STATICCHECK):
 
 staticcheck: $(STATICCHECK) deps
 	$(STATICCHECK) ./...
+	$(STATICCHECK) -tags mangen ./cmd/yip-router
 
 # shellcheck comes from Debian when missing.
 shellcheck-install:
@@ -108,7 +168,7 @@ shellcheck-install:
 	  $$SUDO apt-get update >/dev/null && $$SUDO apt-get install -y shellcheck; }
 
 shellcheck: shellcheck-install
-	shellcheck tuning/yip-tune
+	shellcheck tuning/yip-tune packaging/deb-version packaging/changelog packaging/postinst packaging/prerm packaging/postrm
 
 # bench runs every Go benchmark; results and the commands behind the
 # numbers quoted in docs/BENCHMARKS.md.

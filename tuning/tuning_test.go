@@ -97,6 +97,7 @@ func runAs(t *testing.T, prefix []string, dir string, env []string, args ...stri
 		"YIP_CONF="+conf,
 		"YIP_SYSCTL_DIR="+filepath.Join(dir, "etc-sysctl.d"),
 		"YIP_STATE_DIR="+filepath.Join(dir, "state"),
+		"YIP_PKG_DIR="+filepath.Join(dir, "usr-share"),
 		"YIP_PROC="+filepath.Join(dir, "proc"),
 		"YIP_SYS="+filepath.Join(dir, "sys"),
 		"YIP_PROC_SYS="+filepath.Join(dir, "proc", "sys"),
@@ -541,7 +542,7 @@ func TestUnit(t *testing.T) {
 	}
 	unit := string(b)
 	for _, want := range []string{
-		"ExecStart=/usr/local/bin/yip-router up -c /etc/yip-router/%i.conf --name %i",
+		"ExecStart=/usr/sbin/yip-router up -c /etc/yip-router/%i.conf --name %i",
 		"Type=notify",
 		"NotifyAccess=main",
 		"RuntimeDirectoryPreserve=yes",
@@ -567,6 +568,95 @@ func TestUnit(t *testing.T) {
 	// PrivateDevices=yes would hide /dev/net/tun.
 	if regexp.MustCompile(`(?m)^PrivateDevices=(yes|true|1)`).MatchString(unit) {
 		t.Error("PrivateDevices=yes hides /dev/net/tun")
+	}
+}
+
+// Without YIP_CONF, yip-tune takes the drop-in beside it (a checkout),
+// else the one the .deb put in /usr/share/yip-router (yip-tune is then in
+// /usr/sbin), else the installed one.
+func TestFindsDropIn(t *testing.T) {
+	src, err := os.ReadFile("yip-tune")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dropin, err := os.ReadFile(dropIn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	script := filepath.Join(dir, "sbin", "yip-tune")
+	pkg, sysctl := filepath.Join(dir, "share"), filepath.Join(dir, "sysctl.d")
+	writeTree(t, dir, map[string]string{"sbin/yip-tune": string(src)})
+	if err := os.Chmod(script, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	installs := func() (string, int) {
+		t.Helper()
+		cmd := exec.Command(script, "apply", "--dry-run")
+		cmd.Env = append(os.Environ(), "YIP_CONF=", "YIP_PKG_DIR="+pkg, "YIP_SYSCTL_DIR="+sysctl,
+			"YIP_STATE_DIR="+filepath.Join(dir, "state"), "YIP_PROC_SYS="+filepath.Join(dir, "proc-sys"))
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return string(out), ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`Would install (\S+) as`).FindStringSubmatch(string(out))
+		if m == nil {
+			t.Fatalf("no 'Would install' in:\n%s", out)
+		}
+		return m[1], 0
+	}
+	if out, code := installs(); code != 2 || !strings.Contains(out, "cannot find "+dropIn) {
+		t.Errorf("no drop-in anywhere: exit %d, %q", code, out)
+	}
+	writeTree(t, sysctl, map[string]string{dropIn: string(dropin)})
+	if got, _ := installs(); got != filepath.Join(sysctl, dropIn) {
+		t.Errorf("only the installed drop-in: took %s", got)
+	}
+	writeTree(t, pkg, map[string]string{dropIn: string(dropin)})
+	if got, _ := installs(); got != filepath.Join(pkg, dropIn) {
+		t.Errorf("the package's and the installed drop-in: took %s, want the package's", got)
+	}
+	writeTree(t, dir, map[string]string{"sbin/" + dropIn: string(dropin)})
+	if got, _ := installs(); got != filepath.Join(dir, "sbin", dropIn) {
+		t.Errorf("a drop-in beside the script: took %s", got)
+	}
+}
+
+// The man page names every command, option (of its usage) and
+// environment variable of the script.
+func TestManPage(t *testing.T) {
+	script, err := os.ReadFile("yip-tune")
+	if err != nil {
+		t.Fatal(err)
+	}
+	man, err := os.ReadFile("yip-tune.8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmds := regexp.MustCompile(`(?m)^([a-z]+)(?: \| [-a-z]+)*\) `).FindAllSubmatch(script, -1)
+	usage := regexp.MustCompile(`(?s)\nusage\(\) \{.*?\n\}`).Find(script)
+	opts := regexp.MustCompile(`--[a-z]+(?:-[a-z]+)*`).FindAll(usage, -1)
+	vars := regexp.MustCompile(`\bYIP_[A-Z_]+`).FindAll(script, -1)
+	if len(cmds) < 5 || len(opts) < 3 || len(vars) < 7 {
+		t.Fatalf("found %d commands, %d options, %d variables in yip-tune: the patterns are stale", len(cmds), len(opts), len(vars))
+	}
+	var names []string
+	for _, m := range cmds {
+		names = append(names, ".B "+string(m[1]))
+	}
+	for _, o := range opts {
+		names = append(names, strings.ReplaceAll(string(o), "-", `\-`))
+	}
+	for _, v := range vars {
+		names = append(names, "\n.B "+string(v)+"\n")
+	}
+	for _, n := range names {
+		if !bytes.Contains(man, []byte(n)) {
+			t.Errorf("yip-tune.8 does not name %q", n)
+		}
 	}
 }
 
@@ -607,12 +697,14 @@ func TestUnitVerifies(t *testing.T) {
 	if err != nil {
 		t.Skip("no true(1) to stand in for the binary")
 	}
-	unit := strings.ReplaceAll(string(b), "/usr/local/bin/yip-router", bin)
+	unit := strings.ReplaceAll(string(b), "/usr/sbin/yip-router", bin)
 	path := filepath.Join(t.TempDir(), "yip-router@wg0.service")
 	if err := os.WriteFile(path, []byte(unit), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command(sa, "verify", path).CombinedOutput()
+	// --man=no: the man pages of Documentation= come with the .deb, which
+	// this machine need not have installed.
+	out, err := exec.Command(sa, "verify", "--man=no", path).CombinedOutput()
 	if err != nil {
 		t.Fatalf("systemd-analyze verify: %v\n%s", err, out)
 	}

@@ -4,33 +4,45 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	"github.com/yip-router/yip-router/internal/hostcheck"
 )
 
-// runCheck validates a config without starting anything and inspects the
-// host for what would make the router fail or run slowly. Exit status 1 on
-// ERROR findings only (warnings are advice), 2 on usage errors.
-func runCheck(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	return check(args, hostcheck.Real(), stdout, stderr)
+func checkCmd() *cobra.Command {
+	var conf, shards string
+	cmd := &cobra.Command{
+		Use:   "check -c FILE [--shards auto|N]",
+		Short: "validate the config and inspect the host",
+		Long: `Validate the configuration file FILE without starting anything and inspect
+the host for what would make the router fail or run slowly: privileges, the
+TUN device, CPUs and shards, socket buffers, forwarding, the underlay's MTU,
+offloads, the listen port and the metrics listener: one OK, INFO, WARN or
+ERROR line per finding. Exit status 1 when there is an ERROR (warnings are
+advice), 2 on usage errors.`,
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return exit(check(conf, shards, hostcheck.Real(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+	}
+	cmd.Flags().StringVarP(&conf, "config", "c", "", "configuration `FILE` (required)")
+	cmd.Flags().StringVar(&shards, "shards", "", "`auto|N`, as for up (default: the config's Shards)")
+	_ = cmd.MarkFlagRequired("config")
+	_ = cmd.MarkFlagFilename("config", "conf")
+	_ = cmd.RegisterFlagCompletionFunc("shards", fixedCompletions("auto"))
+	return cmd
 }
 
-func check(args []string, env hostcheck.Env, stdout, stderr io.Writer) int {
-	fs := flagSet("check", stderr)
-	conf := fs.String("c", "", "configuration file (required)")
-	shards := fs.String("shards", "", "auto or N, as for up (default: the config's Shards)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if *conf == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: yip-router check -c FILE [--shards auto|N]")
-		return 2
-	}
-	s, err := shardsFlag(*shards)
+// check validates a config and inspects the host (env): exit status 1 on
+// ERROR findings only, 2 on usage errors.
+func check(conf, shards string, env hostcheck.Env, stdout, stderr io.Writer) int {
+	s, err := shardsFlag(shards)
 	if err != nil {
 		fmt.Fprintln(stderr, "yip-router check:", err)
 		return 2
 	}
-	findings := hostcheck.Check(*conf, env, hostcheck.Options{Shards: s})
+	findings := hostcheck.Check(conf, env, hostcheck.Options{Shards: s})
 	for _, f := range findings {
 		fmt.Fprintln(stdout, f)
 	}

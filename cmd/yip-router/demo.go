@@ -10,22 +10,39 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/internal/lab"
 	"github.com/yip-router/yip-router/internal/netns"
 	"github.com/yip-router/yip-router/router"
 )
 
+func demoCmd() *cobra.Command {
+	var shards, mb int
+	var fecMode string
+	cmd := &cobra.Command{
+		Use:   "demo [--shards N] [--mb M] [--fec MODE]",
+		Short: "two routers in two namespaces, traffic, a report (root)",
+		Long: `The newcomer's tour: two routers in two network namespaces joined by a
+veth pair, ping, TCP and UDP traffic through the tunnel, a report, and
+everything torn down (also on Ctrl-C). Needs root.`,
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return exit(runDemo(shards, mb, fecMode, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+	}
+	cmd.Flags().IntVar(&shards, "shards", 0, "shards per router (0: auto, one per physical core)")
+	cmd.Flags().IntVar(&mb, "mb", 256, "megabytes to send over TCP")
+	cmd.Flags().StringVar(&fecMode, "fec", "auto", "FEC `MODE` of both routers: off, auto or K:R")
+	_ = cmd.RegisterFlagCompletionFunc("fec", fixedCompletions("off", "auto"))
+	return cmd
+}
+
 // runDemo is the newcomer's tour: two routers in two namespaces, traffic
 // through the tunnel, a report, and everything torn down (also on Ctrl-C).
-func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flagSet("demo", stderr)
-	shards := fs.Int("shards", 0, "shards per router (0: auto, one per physical core)")
-	mb := fs.Int("mb", 256, "megabytes to send over TCP")
-	fecMode := fs.String("fec", "auto", "FEC mode of both routers: off, auto or K:R")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
+func runDemo(shards, mb int, fecMode string, stdout, stderr io.Writer) int {
 	if err := netns.Available(); err != nil {
 		fmt.Fprintln(stderr, "yip-router demo:", err)
 		fmt.Fprintln(stderr, "The demo creates two network namespaces joined by a veth pair and a TUN device in each; run it as root (sudo make demo).")
@@ -36,7 +53,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "yip-router demo:", err)
 		return 1
 	}
-	l, err := lab.New(lab.Options{Bin: bin, Shards: [2]int{*shards, *shards}, FEC: [2]string{*fecMode, *fecMode}})
+	l, err := lab.New(lab.Options{Bin: bin, Shards: [2]int{shards, shards}, FEC: [2]string{fecMode, fecMode}})
 	if err != nil {
 		fmt.Fprintln(stderr, "yip-router demo: setting up namespaces:", err)
 		return 1
@@ -50,7 +67,7 @@ func runDemo(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		os.Exit(130)
 	}()
 	defer l.Close()
-	code := demo(l, *mb, stdout, stderr)
+	code := demo(l, mb, stdout, stderr)
 	signal.Stop(sigs)
 	return code
 }

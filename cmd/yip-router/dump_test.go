@@ -104,7 +104,7 @@ func TestShowArgs(t *testing.T) {
 		{"--watch", "transfer"},
 	} {
 		var out, errb bytes.Buffer
-		if code := runShow(args, nil, &out, &errb); code != 2 || errb.Len() == 0 {
+		if code := run(append([]string{"show"}, args...), nil, &out, &errb); code != 2 || errb.Len() == 0 {
 			t.Errorf("show %q: exit %d, stderr %q; want 2 and a message", args, code, errb.String())
 		}
 	}
@@ -132,7 +132,7 @@ func TestShowTarget(t *testing.T) {
 	// A name after the flags is taken too: the socket it names is looked
 	// up (none runs here, so the error names it).
 	var out, errb bytes.Buffer
-	if code := runShow([]string{"--json", "nosuch0"}, nil, &out, &errb); code != 1 || !strings.Contains(errb.String(), "nosuch0") {
+	if code := run([]string{"show", "--json", "nosuch0"}, nil, &out, &errb); code != 1 || !strings.Contains(errb.String(), "nosuch0") {
 		t.Fatalf("show --json nosuch0: exit %d, stderr %q", code, errb.String())
 	}
 }

@@ -85,7 +85,7 @@ func TestUpFailureInLogFormat(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errb strings.Builder
-	if code := runUp([]string{"-c", conf, "--log-format", "json"}, nil, &out, &errb); code != 1 {
+	if code := run([]string{"up", "-c", conf, "--log-format", "json"}, nil, &out, &errb); code != 1 {
 		t.Fatalf("exit %d, want 1; stderr %q", code, errb.String())
 	}
 	for _, line := range strings.Split(strings.TrimSpace(errb.String()), "\n") {

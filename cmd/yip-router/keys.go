@@ -5,14 +5,54 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/spf13/cobra"
+
 	"github.com/yip-router/yip-router/crypto"
 )
 
-func runGenkey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	if len(args) != 0 {
-		fmt.Fprintln(stderr, "yip-router genkey: takes no arguments")
-		return 2
+func genkeyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "genkey",
+		Short: "print a new private key (base64)",
+		Long: `Print a new random Curve25519 private key in WireGuard's text form
+(base64 of 32 bytes), for PrivateKey or PrivateKeyFile.`,
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return exit(runGenkey(cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
 	}
+}
+
+func genpskCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "genpsk",
+		Short: "print a new preshared key (base64)",
+		Long: `Print a new random 32-byte preshared key in base64, for the
+PresharedKey of a [Peer] at both ends.`,
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return exit(runGenpsk(cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+	}
+}
+
+func pubkeyCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "pubkey < private.key",
+		Short: "print the public key of the private key on stdin",
+		Long: `Read a private key (one line of base64) from stdin, like wg pubkey,
+and print its public key.`,
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return exit(runPubkey(cmd.InOrStdin(), cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+	}
+}
+
+func runGenkey(stdout, stderr io.Writer) int {
 	k, err := crypto.GeneratePrivateKey()
 	if err != nil {
 		fmt.Fprintln(stderr, "yip-router genkey:", err)
@@ -22,11 +62,7 @@ func runGenkey(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func runGenpsk(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	if len(args) != 0 {
-		fmt.Fprintln(stderr, "yip-router genpsk: takes no arguments")
-		return 2
-	}
+func runGenpsk(stdout, stderr io.Writer) int {
 	k, err := crypto.GeneratePresharedKey()
 	if err != nil {
 		fmt.Fprintln(stderr, "yip-router genpsk:", err)
@@ -37,11 +73,7 @@ func runGenpsk(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 }
 
 // runPubkey reads one private key line from stdin, like `wg pubkey`.
-func runPubkey(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) != 0 {
-		fmt.Fprintln(stderr, "yip-router pubkey: takes no arguments; pipe the private key to stdin")
-		return 2
-	}
+func runPubkey(stdin io.Reader, stdout, stderr io.Writer) int {
 	line, err := bufio.NewReader(io.LimitReader(stdin, 4096)).ReadString('\n')
 	if err != nil && err != io.EOF {
 		fmt.Fprintln(stderr, "yip-router pubkey: reading stdin:", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,9 +96,9 @@ func TestHelpListsFlags(t *testing.T) {
 		cmd   string
 		flags []string
 	}{
-		{"up", []string{"-c string", "-shards", "-log-level", "-log-format"}},
+		{"up", []string{"-c, --config FILE", "-shards", "-log-level", "-log-format"}},
 		{"show", []string{"-json", "-watch", "-interval", "-dump", "-socket"}},
-		{"check", []string{"-c string", "-shards"}},
+		{"check", []string{"-c, --config FILE", "-shards"}},
 		{"demo", []string{"-shards", "-fec"}},
 		{"genkey", nil},
 	} {
@@ -112,6 +113,70 @@ func TestHelpListsFlags(t *testing.T) {
 		}
 		if (len(c.flags) > 0) != strings.Contains(out, "flags:") {
 			t.Errorf("%s --help: flags section %v, want %v", c.cmd, strings.Contains(out, "flags:"), len(c.flags) > 0)
+		}
+	}
+}
+
+// A long flag with one dash, as Go's flag package read it before the
+// commands moved to cobra, still works: it gets the second dash, and
+// shorthands, flag values and everything after "--" stay as they are.
+func TestSingleDash(t *testing.T) {
+	for _, c := range []struct{ args, want string }{
+		{"up -c gw.conf -shards 2 -log-level=debug", "up -c gw.conf --shards 2 --log-level=debug"},
+		{"up -name -shards -c gw.conf", "up --name -shards -c gw.conf"},
+		{"up -cgw.conf --shards auto", "up -cgw.conf --shards auto"},
+		{"show -json -i yip0 dump", "show --json -i yip0 dump"},
+		{"show all -dump -- -json", "show all --dump -- -json"},
+		{"show -interval 2s -watch", "show --interval 2s --watch"},
+		{"genkey -help", "genkey --help"},
+		{"-version", "--version"},
+		{"frobnicate -json", "frobnicate -json"},
+	} {
+		got := strings.Join(singleDash(newRoot(), strings.Fields(c.args)), " ")
+		if got != c.want {
+			t.Errorf("%s: %q, want %q", c.args, got, c.want)
+		}
+	}
+	// Through the command: check reads -shards as --shards.
+	if code, _, errOut := runCLI(t, "", "check", "-c", "x.conf", "-shards", "0"); code != 2 || !strings.Contains(errOut, `--shards "0"`) {
+		t.Errorf("check -shards 0: exit %d, %q", code, errOut)
+	}
+}
+
+// The hidden completion command prints each shell's script, and the
+// scripts' helper (__complete) offers the flags' and arguments' values.
+func TestCompletion(t *testing.T) {
+	for shell, want := range map[string]string{
+		"bash": "__start_yip-router",
+		"zsh":  "#compdef yip-router",
+		"fish": "complete -c yip-router",
+	} {
+		code, out, errOut := runCLI(t, "", "completion", shell)
+		if code != 0 || !strings.Contains(out, want) {
+			t.Errorf("completion %s: exit %d, %q not in the script (stderr %q)", shell, code, want, errOut)
+		}
+	}
+	if _, out, _ := runCLI(t, "", "--help"); strings.Contains(out, "completion") {
+		t.Errorf("--help lists the hidden completion command:\n%s", out)
+	}
+	for _, c := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"__complete", ""}, []string{"up", "show", "check", "genkey", "demo"}},
+		{[]string{"__complete", "show", ""}, []string{"all", "peers", "dump"}},
+		{[]string{"__complete", "show", "all", ""}, []string{"transfer", "allowed-ips"}},
+		{[]string{"__complete", "show", "--"}, []string{"--json", "--dump", "--interface"}},
+		{[]string{"__complete", "up", "--log-level", ""}, []string{"debug", "error"}},
+		{[]string{"__complete", "up", "--shards", ""}, []string{"auto"}},
+		{[]string{"__complete", "demo", "--fec", ""}, []string{"off", "auto"}},
+	} {
+		code, out, _ := runCLI(t, "", c.args...)
+		lines := strings.Split(out, "\n")
+		for _, w := range c.want {
+			if code != 0 || !slices.ContainsFunc(lines, func(l string) bool { return l == w || strings.HasPrefix(l, w+"\t") }) {
+				t.Errorf("%q: exit %d, no %q in\n%s", c.args, code, w, out)
+			}
 		}
 	}
 }

@@ -10,82 +10,111 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	"github.com/yip-router/yip-router/router"
 )
 
-func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flagSet("show", stderr)
-	asJSON := fs.Bool("json", false, "print JSON")
-	iface := fs.String("i", "", "interface of the router to show (default: every running router)")
-	sock := fs.String("socket", "", "control socket path (overrides -i)")
-	watchF := fs.Bool("watch", false, "refresh per-shard and per-lane rates until Ctrl-C, like top")
-	every := fs.Duration("interval", time.Second, "refresh interval of --watch")
-	dump := fs.Bool("dump", false, "print the versioned tab-separated dump for scripts (docs/SHOW.md); same as the dump view")
-	allNS := fs.Bool("all-namespaces", false, "list the routers of every network namespace, not only this one's")
-	// As wg spells it: `show [NAME | all] [VIEW]`, before the flags or
-	// after them.
+func showCmd() *cobra.Command {
+	var o showOptions
+	cmd := &cobra.Command{
+		Use:   "show [IFACE | all] [--json | --dump | --watch] [-i IFACE | --socket PATH] [" + strings.Join(views, "|") + "]",
+		Short: "status of running routers",
+		Long: `Print the status of the routers running in this network namespace (or of
+the one named IFACE, as wg spells it: show wg0, show all dump): interface,
+handshakes, offloads, shards and their counters, each peer with its lanes.
+A view prints only that, tab-separated:
+` + strings.Join(views, ", ") + `.
+--dump is the versioned dump for scripts, --json an array with one element
+per router (docs/SHOW.md). --watch refreshes per-shard and per-lane rates
+until Ctrl-C, like top. The control sockets are in ` + router.RunDir + `;
+reading them needs root.`,
+		ValidArgsFunction: showCompletions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return exit(runShow(o, args, cmd.OutOrStdout(), cmd.ErrOrStderr()))
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&o.asJSON, "json", false, "print JSON")
+	f.StringVarP(&o.iface, "interface", "i", "", "`IFACE` of the router to show (default: every running router)")
+	f.StringVar(&o.sock, "socket", "", "control socket `PATH` (overrides -i)")
+	f.BoolVar(&o.watch, "watch", false, "refresh per-shard and per-lane rates until Ctrl-C, like top")
+	f.DurationVar(&o.every, "interval", time.Second, "refresh interval of --watch")
+	f.BoolVar(&o.dump, "dump", false, "print the versioned tab-separated dump for scripts (docs/SHOW.md); same as the dump view")
+	f.BoolVar(&o.allNS, "all-namespaces", false, "list the routers of every network namespace, not only this one's")
+	_ = cmd.RegisterFlagCompletionFunc("interface", cobra.NoFileCompletions)
+	_ = cmd.MarkFlagFilename("socket", "sock")
+	return cmd
+}
+
+// showOptions are show's flags.
+type showOptions struct {
+	asJSON, watch, dump, allNS bool
+	iface, sock                string
+	every                      time.Duration
+}
+
+// showCompletions completes show's arguments: all, then a view.
+func showCompletions(_ *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	switch len(args) {
+	case 0:
+		return append([]cobra.Completion{"all"}, views...), cobra.ShellCompDirectiveNoFileComp
+	case 1:
+		return views, cobra.ShellCompDirectiveNoFileComp
+	}
+	return nil, cobra.ShellCompDirectiveNoFileComp
+}
+
+func runShow(o showOptions, args []string, stdout, stderr io.Writer) int {
+	// As wg spells it: `show [NAME | all] [VIEW]`; pflag has taken the
+	// flags out wherever they were.
 	name, args := showTarget(args)
 	view := ""
-	if len(args) > 0 && slices.Contains(views, args[0]) {
-		view, args = args[0], args[1:]
-	}
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	if name == "" {
-		// After the flags: flag parsing stopped at it; flags may follow.
-		var rest []string
-		if name, rest = showTarget(fs.Args()); name != "" {
-			if err := fs.Parse(rest); err != nil {
-				return 2
-			}
+	if len(args) > 0 {
+		if len(args) > 1 || !slices.Contains(views, args[0]) {
+			fmt.Fprintf(stderr, "yip-router show: unknown view %q (views: %s)\n", strings.Join(args, " "), strings.Join(views, ", "))
+			return 2
 		}
+		view = args[0]
 	}
 	if name != "" && name != "all" {
-		if *iface != "" && *iface != name {
-			fmt.Fprintf(stderr, "yip-router show: interface %q and -i %q\n", name, *iface)
+		if o.iface != "" && o.iface != name {
+			fmt.Fprintf(stderr, "yip-router show: interface %q and -i %q\n", name, o.iface)
 			return 2
 		}
-		*iface = name
+		o.iface = name
 	}
-	if rest := fs.Args(); len(rest) > 0 {
-		if view != "" || len(rest) > 1 || !slices.Contains(views, rest[0]) {
-			fmt.Fprintf(stderr, "yip-router show: unknown view %q (views: %s)\n", strings.Join(rest, " "), strings.Join(views, ", "))
-			return 2
-		}
-		view = rest[0]
-	}
-	if *dump {
+	if o.dump {
 		if view != "" && view != "dump" {
 			fmt.Fprintln(stderr, "yip-router show: --dump and the", view, "view exclude each other")
 			return 2
 		}
 		view = "dump"
 	}
-	if view != "" && (*asJSON || *watchF) {
+	if view != "" && (o.asJSON || o.watch) {
 		fmt.Fprintln(stderr, "yip-router show: a view excludes --json and --watch")
 		return 2
 	}
 	var paths []string
 	switch {
-	case *sock != "":
-		paths = []string{*sock}
-	case *iface != "":
-		paths = []string{router.FindSocket(*iface)}
+	case o.sock != "":
+		paths = []string{o.sock}
+	case o.iface != "":
+		paths = []string{router.FindSocket(o.iface)}
 	default:
 		var err error
-		paths, err = router.Sockets(*allNS)
+		paths, err = router.Sockets(o.allNS)
 		if err != nil || len(paths) == 0 {
 			fmt.Fprintln(stderr, "yip-router show:", errNoRouters)
 			return 1
 		}
 	}
-	if *watchF {
-		return watch(stdout, paths, *every, 0, isTerminal(stdout))
+	if o.watch {
+		return watch(stdout, paths, o.every, 0, isTerminal(stdout))
 	}
 	code := 0
 	var all []*router.Status
-	listing := *sock == "" && *iface == ""
+	listing := o.sock == "" && o.iface == ""
 	for _, p := range paths {
 		st, err := router.QueryStatus(p)
 		if listing && errors.Is(err, syscall.ECONNREFUSED) {
@@ -106,10 +135,10 @@ func runShow(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		writeDump(stdout, all)
 		return code
 	default:
-		writeView(stdout, view, all, *sock == "" && *iface == "")
+		writeView(stdout, view, all, o.sock == "" && o.iface == "")
 		return code
 	}
-	if *asJSON {
+	if o.asJSON {
 		writeJSON(stdout, all)
 		return code
 	}

@@ -9,6 +9,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
+	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 
@@ -59,21 +60,45 @@ func shardsFlag(s string) (*config.Shards, error) {
 	return &v, nil
 }
 
-func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
-	fs := flagSet("up", stderr)
-	conf := fs.String("c", "", "configuration file (required)")
-	shards := fs.String("shards", "", "auto (one per physical core of the CPU affinity mask) or N (first N CPUs of the mask); overrides the config's Shards")
-	level := fs.String("log-level", "info", "debug, info, warn or error")
-	format := fs.String("log-format", "console", "console or json")
-	name := fs.String("name", "", "interface name; overrides the config's Name (the systemd unit passes its instance name)")
-	if err := fs.Parse(args); err != nil {
-		return 2
+func upCmd() *cobra.Command {
+	var o upOptions
+	cmd := &cobra.Command{
+		Use:   "up -c FILE [--name IFNAME] [--shards auto|N] [--log-level L] [--log-format console|json]",
+		Short: "run the router",
+		Long: `Run the router of the configuration file FILE (docs/CONFIG.md) until SIGINT
+or SIGTERM. SIGHUP re-reads the file: peer changes and FEC apply without
+dropping sessions; changed [Interface] settings are logged and wait for a
+restart. The log goes to stderr; under systemd (Type=notify) each line
+carries its syslog priority and the router reports readiness and reloads.
+Creating the TUN device needs CAP_NET_ADMIN, the eBPF steering CAP_BPF.`,
+		Args:              noArgs,
+		ValidArgsFunction: cobra.NoFileCompletions,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return exit(runUp(o, cmd.ErrOrStderr()))
+		},
 	}
-	if *conf == "" || fs.NArg() != 0 {
-		fmt.Fprintln(stderr, "usage: yip-router up -c FILE [--name IFNAME] [--shards auto|N] [--log-level L] [--log-format console|json]")
-		return 2
-	}
-	log, err := newLogger(*level, *format, stderr)
+	f := cmd.Flags()
+	f.StringVarP(&o.conf, "config", "c", "", "configuration `FILE` (required)")
+	f.StringVar(&o.shards, "shards", "", "`auto|N`: auto is one shard per physical core of the CPU affinity mask, N the first N CPUs of the mask; overrides the config's Shards")
+	f.StringVar(&o.level, "log-level", "info", "debug, info, warn or error")
+	f.StringVar(&o.format, "log-format", "console", "console or json")
+	f.StringVar(&o.name, "name", "", "interface name; overrides the config's Name (the systemd unit passes its instance name)")
+	_ = cmd.MarkFlagRequired("config")
+	_ = cmd.MarkFlagFilename("config", "conf")
+	_ = cmd.RegisterFlagCompletionFunc("shards", fixedCompletions("auto"))
+	_ = cmd.RegisterFlagCompletionFunc("log-level", fixedCompletions("debug", "info", "warn", "error"))
+	_ = cmd.RegisterFlagCompletionFunc("log-format", fixedCompletions("console", "json"))
+	_ = cmd.RegisterFlagCompletionFunc("name", cobra.NoFileCompletions)
+	return cmd
+}
+
+// upOptions are up's flags.
+type upOptions struct {
+	conf, shards, level, format, name string
+}
+
+func runUp(o upOptions, stderr io.Writer) int {
+	log, err := newLogger(o.level, o.format, stderr)
 	if err != nil {
 		fmt.Fprintln(stderr, "yip-router up:", err)
 		return 2
@@ -87,24 +112,24 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 	}
 	setGCPercent()
 	opts := router.Options{Log: log}
-	if opts.Shards, err = shardsFlag(*shards); err != nil {
+	if opts.Shards, err = shardsFlag(o.shards); err != nil {
 		log.Error("yip-router up: " + err.Error())
 		return 2
 	}
-	cfg, err := config.Load(*conf)
+	cfg, err := config.Load(o.conf)
 	if err != nil {
 		return fail(fmt.Errorf("configuration errors:\n%w", err))
 	}
-	if *name != "" {
-		if err := config.CheckInterfaceName(*name); err != nil {
+	if o.name != "" {
+		if err := config.CheckInterfaceName(o.name); err != nil {
 			log.Error("yip-router up: --name: " + err.Error())
 			return 2
 		}
-		if file := cfg.Interface.Name; file != *name && file != config.DefaultName {
+		if file := cfg.Interface.Name; file != o.name && file != config.DefaultName {
 			log.Warn("the interface is named by --name (the systemd unit's instance), not by the file's Name",
-				zap.String("name", *name), zap.String("file_name", file))
+				zap.String("name", o.name), zap.String("file_name", file))
 		}
-		cfg.Interface.Name = *name
+		cfg.Interface.Name = o.name
 	}
 	warned := map[string]bool{}
 	warnConfig := func(c *config.Config) {
@@ -160,9 +185,9 @@ func runUp(args []string, _ io.Reader, stdout, stderr io.Writer) int {
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
 				notify(sdnotify.Reloading)
-				nc, err := config.Load(*conf)
-				if err == nil && *name != "" {
-					nc.Interface.Name = *name
+				nc, err := config.Load(o.conf)
+				if err == nil && o.name != "" {
+					nc.Interface.Name = o.name
 				}
 				var restart []string
 				if err == nil {
