@@ -47,7 +47,9 @@ func (s *Shard) Run() error {
 	for _, c := range s.cfg.Conns {
 		fds = append(fds, unix.PollFd{Fd: int32(c.Fd()), Events: unix.POLLIN})
 	}
+	strangersFd := -1
 	if s.cfg.Strangers != nil {
+		strangersFd = len(fds)
 		fds = append(fds, unix.PollFd{Fd: int32(s.cfg.Strangers.Fd()), Events: unix.POLLIN})
 	}
 	if s.cfg.TUN != nil {
@@ -87,6 +89,9 @@ func (s *Shard) Run() error {
 			continue
 		}
 		_, err := unix.Poll(fds, int(timeout/time.Millisecond))
+		if strangersFd >= 0 && fds[strangersFd].Revents&unix.POLLIN != 0 {
+			s.strangersQuiet = time.Time{} // it woke us: read it now
+		}
 		s.waker.CancelSleep()
 		s.waker.Drain()
 		if err != nil && err != unix.EINTR {
@@ -132,12 +137,18 @@ const (
 	strangerBytes = 32 << 10
 	strangerPrice = 512
 	strangerTime  = 200 * time.Microsecond
+	// strangerRecheck: after a read of the strangers' socket found
+	// nothing, a busy loop looks again only this much later (a poll that
+	// sleeps wakes on it anyway), so a shard carrying lane traffic does
+	// not pay an empty recvmmsg per iteration; a handshake waits at most
+	// this much longer.
+	strangerRecheck = 200 * time.Microsecond
 )
 
 // readStrangers reads the strangers' socket within its budget; its
 // datagrams count as arriving on Conns[0] (Config.Strangers).
 func (s *Shard) readStrangers() int {
-	if s.cfg.Strangers == nil {
+	if s.cfg.Strangers == nil || s.now.Before(s.strangersQuiet) {
 		return 0
 	}
 	total := 0
@@ -152,6 +163,9 @@ func (s *Shard) readStrangers() int {
 		if time.Since(s.now) > strangerTime {
 			break
 		}
+	}
+	if total == 0 {
+		s.strangersQuiet = s.now.Add(strangerRecheck)
 	}
 	return total
 }

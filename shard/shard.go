@@ -156,7 +156,10 @@ type Shard struct {
 	now      time.Time
 	fecDue   time.Time // earliest FEC flush deadline known; zero: none
 	trimAt   time.Time // last trimIdle
-	stop     atomic.Bool
+	// strangersQuiet: the strangers' socket was found empty; it is read
+	// again from this time on (readStrangers).
+	strangersQuiet time.Time
+	stop           atomic.Bool
 
 	waiting   map[PeerID]*waitQueue // packets for peers still handshaking
 	waitTotal int
