@@ -57,15 +57,23 @@ func (c *Core) SetPeers(pcs []config.Peer) error {
 			}
 			cp.SetWireLengths(p.lens)
 		}
-		was, wasKA := p.cfg.Endpoint, p.cfg.PersistentKeepalive
+		was, wasName, wasKA := p.cfg.Endpoint, p.cfg.EndpointName, p.cfg.PersistentKeepalive
 		p.cfg = pc
-		c.setKnown(p, knownConfigured, pc.Endpoint.Addr())
+		if !pc.EndpointName.IsZero() && pc.EndpointName == wasName && !pc.Endpoint.IsValid() {
+			p.cfg.Endpoint = was // the reload's lookup failed: keep the last one
+		}
+		c.setKnown(p, knownConfigured, p.cfg.Endpoint.Addr())
 		if pc.PersistentKeepalive != wasKA && p.sess != nil {
 			c.dp.SetKeepalive(p.id, pc.PersistentKeepalive)
 		}
 		switch {
 		case pc.Endpoint.IsValid() && !p.endpoint.IsValid():
 			c.setEndpoint(p, pc.Endpoint)
+		case !pc.EndpointName.IsZero() && pc.EndpointName == wasName:
+			// The same name, looked up again by the reload: what it
+			// resolves to now moves the peer as the resolver's lookups
+			// do (a working session stays where it works).
+			c.resolved(p, pc.Endpoint)
 		case pc.Endpoint.IsValid() && was.IsValid() && pc.Endpoint != was && pc.Endpoint != p.endpoint:
 			// The operator moved the peer: handshakes go there, and so
 			// do the lanes that talk to its endpoint (as initiator, all
@@ -120,18 +128,29 @@ func (c *Core) HandshakesUnanswered(k crypto.PublicKey) bool {
 // first attempt counts 1). Caller holds mu.
 func (p *peer) unanswered() bool { return p.attempts >= 2 }
 
-// SetResolvedEndpoint tells the core what the Endpoint host name of the
-// peer with key k resolves to now (ep). A peer without an address gets
-// it; a peer whose handshakes go unanswered, or that has no session,
+// SetResolvedEndpoint tells the core what name, the Endpoint host name of
+// the peer with key k, resolves to now (ep). A peer without an address
+// gets it; a peer whose handshakes go unanswered, or that has no session,
 // moves there and tries it at the next tick. A working session keeps its
 // address: the peer may have roamed, and a name can lag behind. Returns
 // whether the peer's endpoint changed. A peer that is gone, or whose
-// Endpoint is no longer a name (a reload), is left alone.
-func (c *Core) SetResolvedEndpoint(k crypto.PublicKey, ep netip.AddrPort) bool {
+// Endpoint is no longer that name (a reload changed it while the lookup
+// ran), is left alone.
+func (c *Core) SetResolvedEndpoint(k crypto.PublicKey, name config.HostPort, ep netip.AddrPort) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.peers[k]
-	if p == nil || !ep.IsValid() || p.cfg.EndpointName.IsZero() {
+	if p == nil || !ep.IsValid() || name.IsZero() || p.cfg.EndpointName != name {
+		return false
+	}
+	return c.resolved(p, ep)
+}
+
+// resolved applies what p's Endpoint name resolves to now (ep; zero: it
+// did not resolve, which changes nothing): SetResolvedEndpoint's rule, for
+// the resolver's lookups and a reload's. Caller holds mu.
+func (c *Core) resolved(p *peer, ep netip.AddrPort) bool {
+	if !ep.IsValid() {
 		return false
 	}
 	p.cfg.Endpoint = ep

@@ -33,7 +33,7 @@ const resolveTick = 5 * time.Second
 // endpointCore is what the resolver needs of the control core.
 type endpointCore interface {
 	HandshakesUnanswered(k crypto.PublicKey) bool
-	SetResolvedEndpoint(k crypto.PublicKey, ep netip.AddrPort) bool
+	SetResolvedEndpoint(k crypto.PublicKey, name config.HostPort, ep netip.AddrPort) bool
 }
 
 // nameState is one peer's Endpoint name as the resolver last saw it.
@@ -135,7 +135,7 @@ func (rs *resolver) resolve(ctx context.Context, now time.Time, k crypto.PublicK
 	}
 	rs.ok.Add(1)
 	st.ok = true
-	rs.core.SetResolvedEndpoint(k, ep)
+	rs.core.SetResolvedEndpoint(k, st.name, ep)
 }
 
 // run sweeps every tick until stop closes. peers returns the running

@@ -22,7 +22,7 @@ type fakeEndpoints struct {
 }
 
 func (f *fakeEndpoints) HandshakesUnanswered(k crypto.PublicKey) bool { return f.unanswered[k] }
-func (f *fakeEndpoints) SetResolvedEndpoint(k crypto.PublicKey, ep netip.AddrPort) bool {
+func (f *fakeEndpoints) SetResolvedEndpoint(k crypto.PublicKey, _ config.HostPort, ep netip.AddrPort) bool {
 	f.set[k] = ep
 	return true
 }

@@ -237,7 +237,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		RekeyAfter: opts.RekeyAfter, FEC: cfg.Interface.FEC, KeyLog: keyLogWriter(r.keyLog),
 		Steered: r.steer != nil})
 	c := r.core
-	r.resolver = newResolver(config.DefaultLookup, bind, c, r.log, opts.ResolveEvery)
+	r.resolver = newResolver(r.lookup, bind, c, r.log, opts.ResolveEvery)
 	for i := range nsh {
 		s, err := shard.New(shard.Config{
 			ID: i, CPU: r.cpus[i], TUN: r.dev.Queues[i],
