@@ -163,14 +163,14 @@ func (h *ingressFuzz) connect(holdB bool) {
 // aLane is A's lane i (its previous keys if prev and it has them): the
 // hostile peer seals and frames with its sealer and framer.
 func (h *ingressFuzz) aLane(i int, prev bool) *lane {
-	ln := h.a.shards[i].peers[2].local[i]
+	ln := h.a.shards[i].table.peers[2].local[i]
 	if prev && ln.prev != nil {
 		return ln.prev
 	}
 	return ln
 }
 
-func (h *ingressFuzz) bLane(i int) *lane { return h.b.shards[i].peers[1].local[i] }
+func (h *ingressFuzz) bLane(i int) *lane { return h.b.shards[i].table.peers[1].local[i] }
 
 // check asserts the invariants that hold between operations.
 func (h *ingressFuzz) check(when string) {
@@ -196,7 +196,7 @@ func (h *ingressFuzz) check(when string) {
 					t.Fatalf("%s: %s shard %d: packets left for shard %d", when, x.name, i, o)
 				}
 			}
-			for _, ln := range s.lanes {
+			for _, ln := range s.table.lanes {
 				for _, l := range []*lane{ln, ln.prev} {
 					if l != nil && l.dec.StoredBytes() > l.dec.CapBytes() {
 						t.Fatalf("%s: %s shard %d: decoder holds %d bytes, cap %d", when, x.name, i, l.dec.StoredBytes(), l.dec.CapBytes())
@@ -264,11 +264,11 @@ func checkOwners(t *testing.T, when, name string, sd *side) {
 	t.Helper()
 	peerAt := map[netip.AddrPort]PeerID{}
 	for i, s := range sd.shards {
-		for addr, ln := range s.lanes {
-			if _, ok := s.foreign[addr]; ok {
+		for addr, ln := range s.table.lanes {
+			if _, ok := s.table.foreign[addr]; ok {
 				t.Fatalf("%s: %s shard %d: %s is both a lane and a hand-over entry", when, name, i, addr)
 			}
-			if pl := s.peers[ln.cfg.Peer]; pl == nil || ln.cfg.Index >= len(pl.local) || pl.local[ln.cfg.Index] != ln {
+			if pl := s.table.peers[ln.cfg.Peer]; pl == nil || ln.cfg.Index >= len(pl.local) || pl.local[ln.cfg.Index] != ln {
 				t.Fatalf("%s: %s shard %d: %s leads to a lane the shard does not own", when, name, i, addr)
 			}
 			if ln.cfg.Remote != addr {
@@ -284,7 +284,7 @@ func checkOwners(t *testing.T, when, name string, sd *side) {
 			index int
 		}
 		entries := map[laneID]int{}
-		for _, f := range s.foreign {
+		for _, f := range s.table.foreign {
 			if entries[laneID{f.peer, f.index}]++; entries[laneID{f.peer, f.index}] > 1 {
 				t.Fatalf("%s: %s shard %d: lane %d of peer %d has two hand-over entries", when, name, i, f.index, f.peer)
 			}

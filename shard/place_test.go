@@ -108,19 +108,19 @@ func TestForeignOneEntryPerLane(t *testing.T) {
 			s.SetLaneOwner(2, lanes, i, owner, remote, nil)
 		}
 	}
-	if n := len(s.foreign); n != 1 {
+	if n := len(s.table.foreign); n != 1 {
 		t.Fatalf("%d hand-over entries after 1000 handshakes of a 2-lane peer, want 1", n)
 	}
 	want := netip.AddrPortFrom(addrA.Addr(), uint16(10000+999*lanes))
-	if f, ok := s.foreign[want]; !ok || f.owner != 0 || f.index != 0 {
-		t.Fatalf("the entry is not the newest remote's: %v", s.foreign)
+	if f, ok := s.table.foreign[want]; !ok || f.owner != 0 || f.index != 0 {
+		t.Fatalf("the entry is not the newest remote's: %v", s.table.foreign)
 	}
 	// Another peer's entry stays when this peer's lane moves on, and a
 	// stale record never deletes an entry another lane took since.
 	other := netip.MustParseAddrPort("192.0.2.50:1")
 	s.SetLaneOwner(3, lanes, 0, 0, other, nil)
 	s.SetLaneOwner(2, lanes, 0, 0, netip.MustParseAddrPort("192.0.2.50:2"), nil)
-	if f, ok := s.foreign[other]; !ok || f.peer != 3 || len(s.foreign) != 2 {
-		t.Fatalf("entries %v", s.foreign)
+	if f, ok := s.table.foreign[other]; !ok || f.peer != 3 || len(s.table.foreign) != 2 {
+		t.Fatalf("entries %v", s.table.foreign)
 	}
 }

@@ -236,7 +236,7 @@ func TestAddressHasOneOwner(t *testing.T) {
 	}
 	owner := func(what string, peer PeerID) {
 		t.Helper()
-		if got := sh.lanes[shared].cfg.Peer; got != peer {
+		if got := sh.table.lanes[shared].cfg.Peer; got != peer {
 			t.Fatalf("%s: %s held by peer %d, want %d", what, shared, got, peer)
 		}
 	}
@@ -326,7 +326,7 @@ func TestAddressOwnerOnAnotherShard(t *testing.T) {
 	install(x, 0, 9, addrB, crypto.NewSessionKeys(k1, k2, true))
 	install(hub, 1, 3, xHome, crypto.NewSessionKeys(k1, k2, false))
 	s1 := hub.shards[1]
-	if _, ok := s1.foreign[shared]; !ok {
+	if _, ok := s1.table.foreign[shared]; !ok {
 		t.Fatal("shard 1 has no hand-over entry for C's lane")
 	}
 	// As if shard 0 received it and handed it over by X's candidate keys.
@@ -335,8 +335,8 @@ func TestAddressOwnerOnAnotherShard(t *testing.T) {
 	if len(hub.tun[1]) != 1 {
 		t.Fatalf("X's datagram: delivered %d, want 1", len(hub.tun[1]))
 	}
-	if f, ok := s1.foreign[shared]; !ok || f.peer != 1 || s1.lanes[shared] != nil {
-		t.Fatalf("shard 1 gave C's address to X: foreign %+v ok %v lane %v", f, ok, s1.lanes[shared] != nil)
+	if f, ok := s1.table.foreign[shared]; !ok || f.peer != 1 || s1.table.lanes[shared] != nil {
+		t.Fatalf("shard 1 gave C's address to X: foreign %+v ok %v lane %v", f, ok, s1.table.lanes[shared] != nil)
 	}
 	if st := s1.LaneStatuses(); st[0].Remote != xHome {
 		t.Fatalf("X's lane moved to %s", st[0].Remote)
@@ -351,14 +351,14 @@ func TestAddressOwnerOnAnotherShard(t *testing.T) {
 		t.Fatalf("C's lane at %s after its NAT rebinding, want %s", st[0].Remote, rebound)
 	}
 	s1.FollowLane(1, 0, rebound)
-	if f, ok := s1.foreign[rebound]; !ok || f.peer != 1 {
+	if f, ok := s1.table.foreign[rebound]; !ok || f.peer != 1 {
 		t.Fatalf("shard 1 has no hand-over entry for C's new address")
 	}
-	if _, ok := s1.foreign[shared]; ok {
+	if _, ok := s1.table.foreign[shared]; ok {
 		t.Fatalf("shard 1 kept C's old hand-over entry")
 	}
 	s1.ingressVia(-1, 0, sendOne(t, x, 0, "10.3.0.5", "10.9.0.1", 2).data, rebound)
-	if s1.lanes[rebound] != nil || s1.LaneStatuses()[0].Remote != xHome {
+	if s1.table.lanes[rebound] != nil || s1.LaneStatuses()[0].Remote != xHome {
 		t.Fatalf("X took C's new address on shard 1")
 	}
 }
@@ -372,7 +372,7 @@ func TestIdleLaneTrimmed(t *testing.T) {
 	for i := range 3 { // an incomplete group: its symbols stay stored
 		feed(sb, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", i).data)
 	}
-	ln := sb.owned[0]
+	ln := sb.table.owned[0]
 	if ln.dec.StoredBytes() == 0 {
 		t.Fatal("decoder holds nothing after traffic")
 	}
