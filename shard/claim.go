@@ -87,8 +87,8 @@ func (t *laneTable) mayClaim(addr netip.AddrPort, ln *lane, p proof, now time.Ti
 // ingress finds ln there, the steering map sends addr to ln's socket
 // (taking the entry from another socket only with proof: bind), no
 // hand-over entry is left at it, and ln's previous address is let go. The
-// caller points ln's remote at addr (Shard.setRemote): a bound lane talks
-// to its address.
+// caller points ln's remote at addr (Shard.setRemote), which the table
+// expects of a bound lane (table_check.go).
 func (t *laneTable) claim(ln *lane, addr netip.AddrPort, p proof, now time.Time) bool {
 	if !t.mayClaim(addr, ln, p, now) {
 		return false

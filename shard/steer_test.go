@@ -13,11 +13,15 @@ import (
 
 // fakeSteer is a lane map in memory: what udp.Steering would hold.
 type fakeSteer struct {
-	at   map[netip.AddrPort]*udp.Conn
-	full bool // the map has no room
+	at      map[netip.AddrPort]*udp.Conn
+	full    bool               // the map has no room
+	members map[*udp.Conn]bool // the group's sockets; nil: every socket
 }
 
 func (f *fakeSteer) Steer(r netip.AddrPort, c *udp.Conn, proven bool) udp.SteerResult {
+	if f.members != nil && !f.members[c] {
+		return udp.NotMember
+	}
 	cur, ok := f.at[r]
 	switch {
 	case ok && cur == c:

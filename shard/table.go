@@ -15,9 +15,10 @@ import (
 // methods here and nowhere else: install, setOwner, adopt, forget and
 // removePeer (the lanes' lifecycle), setForeign and moveForeign (hand-over
 // entries). Who may hold an address is claim.go (one owner per address),
-// and keeping the listen group's steering map in step with the addresses
-// is steer.go. Like all of a shard, the table belongs to the shard's
-// goroutine.
+// keeping the listen group's steering map in step with the addresses is
+// steer.go, and what must hold between any two changes is written out, and
+// checked, in table_check.go. Like all of a shard, the table belongs to
+// the shard's goroutine.
 
 // laneTable is one shard's lane table (Shard.table).
 type laneTable struct {
