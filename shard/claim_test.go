@@ -63,6 +63,7 @@ func TestAddressHasOneOwner(t *testing.T) {
 	hub := newSide(t, 1, routes)
 	c := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
 	x := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
+	checkAtEnd(t, hub, c, x)
 	pairLane(t, c, hub, 1, 9, shared, addrB) // C, the victim, at shared
 	pairLane(t, x, hub, 3, 9, xHome, addrB)  // X at its own address
 	sh := hub.shards[0]
@@ -90,6 +91,7 @@ func TestAddressHasOneOwner(t *testing.T) {
 	}
 	owner := func(what string, peer PeerID) {
 		t.Helper()
+		checkTables(t, what, hub, true)
 		if got := sh.table.lanes[shared].cfg.Peer; got != peer {
 			t.Fatalf("%s: %s held by peer %d, want %d", what, shared, got, peer)
 		}
@@ -156,6 +158,7 @@ func TestAddressOwnerOnAnotherShard(t *testing.T) {
 	hub := newSide(t, 2, routes)
 	c := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
 	x := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
+	checkAtEnd(t, hub, c, x)
 	var k1, k2 [32]byte
 	rand.Read(k1[:])
 	rand.Read(k2[:])

@@ -13,6 +13,7 @@ import (
 // timer that missed those sends would fire on every tick).
 func TestNoKeepaliveStormWhileUnconfirmed(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	connectHold(t, a, b, fec.EncoderConfig{K: 4, R: 0}, true) // rekey; B holds
 	sb := b.shards[0]
@@ -28,6 +29,7 @@ func TestNoKeepaliveStormWhileUnconfirmed(t *testing.T) {
 // responder was lost after the next rekey).
 func TestPassiveKeepaliveConfirmsRekey(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	connectHold(t, a, b, fec.EncoderConfig{K: 4, R: 0}, true)
 	sa, sb := a.shards[0], b.shards[0]
@@ -50,6 +52,7 @@ func TestPassiveKeepaliveConfirmsRekey(t *testing.T) {
 // port the NAT does not map.
 func TestRekeyKeepsProvenNATPort(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	sb := b.shards[0]
 	natted := netip.MustParseAddrPort("192.0.2.1:61234")
@@ -72,6 +75,7 @@ func TestRekeyKeepsProvenNATPort(t *testing.T) {
 // back and forth), and follows once it falls silent (a renumbering).
 func TestFollowWaitsForSilence(t *testing.T) {
 	a, b := newSide(t, 2, routesA), newSide(t, 2, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	b0 := b.shards[0]
 	lane0 := netip.AddrPortFrom(addrA.Addr(), addrA.Port())
@@ -116,6 +120,7 @@ func TestFollowWaitsForSilence(t *testing.T) {
 // must stay, for its previous keys too.
 func TestRekeyFromOtherLaneKeepsNATPort(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	sb := b.shards[0]
 	ln := sb.table.owned[0]
@@ -145,6 +150,7 @@ func TestRekeyFromOtherLaneKeepsNATPort(t *testing.T) {
 // elsewhere meanwhile: two shards never own one lane.
 func TestAdoptRefusesAfterNewerPlacement(t *testing.T) {
 	a, b := newSide(t, 3, routesA), newSide(t, 3, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	b0, b1 := b.shards[0], b.shards[1]
 	b0.MoveLane(1, 0, b1) // queued on b1 as adoptLane

@@ -40,6 +40,7 @@ func sendOne(t *testing.T, sd *side, i int, src, dst string, seq int) wireDgram 
 // next reply goes to the new address, and the move is counted.
 func TestRoamMovesLane(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	sb := b.shards[0]
 	feed(sb, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
@@ -70,6 +71,7 @@ func TestRoamMovesLane(t *testing.T) {
 // never move the lane, and the peer's traffic goes on at its own address.
 func TestRoamRefusesReplayAndForgery(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 2, R: 1})
 	sb := b.shards[0]
 	d1 := sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1)
@@ -108,6 +110,7 @@ func TestRoamRefusesReplayAndForgery(t *testing.T) {
 // bucket refills with time and the next datagram moves the lane.
 func TestRoamTrialBudget(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	sb := b.shards[0]
 	sb.tick() // starts the refill clock
@@ -137,6 +140,7 @@ func TestRoamTrialBudget(t *testing.T) {
 // their own ports (the peer changed address, not sockets).
 func TestRoamOtherShardsFollow(t *testing.T) {
 	a, b := newSide(t, 2, routesA), newSide(t, 2, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	b.shards[1].cfg.Moved = func(sh int, peer PeerID, index int, from, to netip.AddrPort) {
 		b.shards[0].FollowPeer(peer, from.Addr(), to.Addr())
@@ -162,6 +166,7 @@ func TestRoamOtherShardsFollow(t *testing.T) {
 // with recent traffic keeps it.
 func TestIdleLaneTrimmed(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 8, R: 1})
 	sb := b.shards[0]
 	for i := range 3 { // an incomplete group: its symbols stay stored
@@ -191,6 +196,7 @@ func TestIdleLaneTrimmed(t *testing.T) {
 // limit allows: the router always learns the lane's last address.
 func TestMoveReportNeverLost(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	sb := b.shards[0]
 	var got []netip.AddrPort
@@ -220,6 +226,7 @@ func TestMoveReportNeverLost(t *testing.T) {
 // an unknown one; the lane's traffic flows after it.
 func TestOversizeDroppedBeforeTagWork(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	sb := b.shards[0]
 	sb.tick()
@@ -250,6 +257,7 @@ func TestConfirmedReportsAskedLane(t *testing.T) {
 	c := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
 	for _, asked := range []bool{true, false} {
 		hub := newSide(t, 1, []Route{{netip.MustParsePrefix("10.1.0.0/16"), 1}})
+		checkAtEnd(t, hub)
 		sh := hub.shards[0]
 		var got []netip.AddrPort
 		sh.cfg.Confirmed = func(_ int, p PeerID, i int, r netip.AddrPort) {

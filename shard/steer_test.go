@@ -47,6 +47,7 @@ func (f *fakeSteer) Unsteer(r netip.AddrPort, c *udp.Conn) {
 func steeredSides(t *testing.T, bShards int, fs *fakeSteer, connectNow bool) (a, b *side, sb *Shard) {
 	t.Helper()
 	a, b = newSide(t, 1, routesA), newSide(t, bShards, routesB)
+	checkAtEnd(t, a, b)
 	sb = b.shards[0]
 	fs.at = map[netip.AddrPort]*udp.Conn{}
 	sb.cfg.Steer = fs

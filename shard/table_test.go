@@ -32,6 +32,36 @@ func checkTables(t testing.TB, when string, sd *side, quiet bool) {
 	}
 }
 
+// checkAddrOwners fails t if an address is bound to lanes of two peers on
+// two shards of sd. The shards keep that only as long as no handshake's
+// proof takes an address from another peer's lane: the proof takes it on
+// the shard of the lane it proves, and the other shards, which hold the
+// other peer's lane there, never hear of it (FuzzLaneTable finds this), so
+// only tests without such a handshake ask it.
+func checkAddrOwners(t testing.TB, when string, sd *side) {
+	t.Helper()
+	peerAt := map[netip.AddrPort]PeerID{}
+	for _, s := range sd.shards {
+		for addr, ln := range s.table.lanes {
+			if p, ok := peerAt[addr]; ok && p != ln.cfg.Peer {
+				t.Fatalf("%s: %s is bound to peers %d and %d", when, addr, p, ln.cfg.Peer)
+			}
+			peerAt[addr] = ln.cfg.Peer
+		}
+	}
+}
+
+// checkAtEnd checks the sides' lane tables (checkTables, checkAddrOwners)
+// when the test ends, whatever it did to them through the shards' methods.
+func checkAtEnd(t testing.TB, sides ...*side) {
+	t.Cleanup(func() {
+		for _, sd := range sides {
+			checkTables(t, "when the test ended", sd, true)
+			checkAddrOwners(t, "when the test ended", sd)
+		}
+	})
+}
+
 // check catches a table broken in each way it checks for: no corruption
 // below goes unreported, and an intact table passes.
 func TestTableCheckCatches(t *testing.T) {
