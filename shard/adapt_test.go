@@ -39,7 +39,7 @@ func TestAdapterRTTAndRekey(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	sa, sb := a.shards[0], b.shards[0]
 	installAuto(t, a, b, 50*time.Millisecond)
-	la, lb := sa.lanes[addrB], sb.lanes[addrA]
+	la, lb := sa.table.lanes[addrB], sb.table.lanes[addrA]
 	if got, want := la.adapt.Target(), fec.TCPResidual(50*time.Millisecond); got != want {
 		t.Fatalf("initiator's target %g, want TCPResidual(50 ms) = %g", got, want)
 	}
@@ -75,14 +75,14 @@ func TestAdapterRTTAndRekey(t *testing.T) {
 		t.Fatalf("5%% loss left the ratio at the start %d:%d", k, r)
 	}
 	installAuto(t, a, b, 80*time.Millisecond)
-	nb := sb.lanes[addrA]
+	nb := sb.table.lanes[addrA]
 	if nb == lb || nb.adapt != lb.adapt {
 		t.Fatal("the rekey's lane did not keep the adapter")
 	}
 	if nk, nr := nb.enc.Ratio(); nk != k || nr != r {
 		t.Fatalf("the rekey's encoder runs %d:%d, the adapter had learned %d:%d", nk, nr, k, r)
 	}
-	if got, want := sa.lanes[addrB].adapt.Target(), fec.TCPResidual(80*time.Millisecond); got != want {
+	if got, want := sa.table.lanes[addrB].adapt.Target(), fec.TCPResidual(80*time.Millisecond); got != want {
 		t.Fatalf("the initiator's rekey did not take the new round trip: %g, want %g", got, want)
 	}
 }
@@ -99,7 +99,7 @@ func TestControlFrameLengthsByPeerFeatures(t *testing.T) {
 		a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 		connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
 		sa, sb := a.shards[0], b.shards[0]
-		sb.lanes[addrA].peerFeatures = feat
+		sb.table.lanes[addrA].peerFeatures = feat
 		// A's datagrams and B's own: the lengths B's control frames
 		// take (those B received count as well as those it sent).
 		for i := range 40 {
@@ -160,7 +160,7 @@ func TestControlFrameLengthsByPeerFeatures(t *testing.T) {
 func TestPaddedLossReportObserved(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	installAuto(t, a, b, 0)
-	la := a.shards[0].lanes[addrB]
+	la := a.shards[0].table.lanes[addrB]
 	rep, _ := fec.LossReport{Expected: 10000, Received: 9000, Runs: 1000}.AppendBinary([]byte{ctlLossReport})
 	before := la.enc
 	k0, r0 := before.Ratio()
@@ -176,7 +176,7 @@ func TestHelloRepeatedUntilAcknowledged(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	installAuto(t, a, b, 50*time.Millisecond)
 	sa, sb := a.shards[0], b.shards[0]
-	la, lb := sa.lanes[addrB], sb.lanes[addrA]
+	la, lb := sa.table.lanes[addrB], sb.table.lanes[addrA]
 	step := func(d time.Duration) {
 		sa.now, sb.now = sa.now.Add(d), sb.now.Add(d)
 		sa.tick()
@@ -230,7 +230,7 @@ func TestLossReportSetsPartialParity(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	sa := a.shards[0]
 	installAuto(t, a, b, 50*time.Millisecond)
-	la := sa.lanes[addrB]
+	la := sa.table.lanes[addrB]
 	body, err := fec.LossReport{Expected: 10000, Received: 9500, Runs: 500}.AppendBinary([]byte{ctlLossReport})
 	if err != nil {
 		t.Fatal(err)

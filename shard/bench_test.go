@@ -46,7 +46,7 @@ func benchEgress(b *testing.B, n int, mode PadMode) {
 	connect(b, a, bb, fec.EncoderConfig{K: benchFEC, R: 2})
 	s := a.shards[0]
 	s.cfg.Padding = Padding{Mode: mode, MaxWire: 1410 + crypto.DataOverhead + 2}
-	s.lanes[addrB].peerFeatures, s.lanes[addrB].heardPeer = Features, true
+	s.table.lanes[addrB].peerFeatures, s.table.lanes[addrB].heardPeer = Features, true
 	s.sendHook = func(int, *udp.Batch, int) {}
 	pkt := ipPacket("10.1.0.5", "10.2.0.9", n, 1)
 	b.SetBytes(int64(n))
@@ -95,7 +95,7 @@ func newIngressSet(b *testing.B, n, count int) *ingressSet {
 		sa.egress(p)
 		sa.flushAll()
 	}
-	ln := sb.lanes[addrA]
+	ln := sb.table.lanes[addrA]
 	cfg := ln.cfg
 	set.reset = func() {
 		if err := sb.InstallLane(cfg); err != nil {

@@ -5,14 +5,16 @@ import (
 	"time"
 )
 
-// Address ownership. Ingress finds a lane by a datagram's source address
-// (Shard.lanes), the listen group's steering map sends that address to the
-// lane's socket, and a hand-over entry (Shard.foreign) names the shard
-// that owns another shard's lane at it. An address has one owner. Which
-// lane may take an address from another peer's lane depends on what showed
-// that the lane is there, and mayClaim is the one place that decides it,
-// for every caller: a handshake's install, a datagram's move (roam.go), a
-// follow or an operator's move, an adoption (place.go).
+// Address ownership, the lane table's rule (table.go). Ingress finds a
+// lane by a datagram's source address (laneTable.lanes), the listen
+// group's steering map sends that address to the lane's socket (steer.go),
+// and a hand-over entry (laneTable.foreign) names the shard that owns
+// another shard's lane at it. An address has one owner. Which lane may
+// take an address from another peer's lane depends on what showed that the
+// lane is there, and mayClaim is the one place that decides it, and claim
+// the one place that acts on it, for every caller: a handshake's install,
+// a datagram's move (roam.go), a follow or an operator's move, an adoption
+// (place.go).
 //
 // A peer's keys prove that a datagram is the peer's, not where the peer
 // is: an authenticated peer can put any source address on datagrams under
@@ -54,18 +56,18 @@ const (
 // next handshake, which takes the address at once.
 const addrHold = 3 * time.Minute
 
-// mayClaim reports whether ln may own addr on this shard with proof p.
-// An address that no other peer's lane holds here is ln's for any proof.
-// One that another peer's lane holds goes to a completed handshake
-// always, to a proven datagram only if that lane was not heard (nor
-// installed) within addrHold, and never to an unproven claim. A hand-over
-// entry of another peer's lane (owned by another shard, whose last datagram
-// this shard cannot see) counts as heard.
-func (s *Shard) mayClaim(addr netip.AddrPort, ln *lane, p proof) bool {
+// mayClaim reports whether ln may own addr on this shard with proof p at
+// time now. An address that no other peer's lane holds here is ln's for
+// any proof. One that another peer's lane holds goes to a completed
+// handshake always, to a proven datagram only if that lane was not heard
+// (nor installed) within addrHold, and never to an unproven claim. A
+// hand-over entry of another peer's lane (owned by another shard, whose
+// last datagram this shard cannot see) counts as heard.
+func (t *laneTable) mayClaim(addr netip.AddrPort, ln *lane, p proof, now time.Time) bool {
 	if p == handshakeProof {
 		return true
 	}
-	if cur := s.lanes[addr]; cur != nil && cur != ln && cur.cfg.Peer != ln.cfg.Peer {
+	if cur := t.lanes[addr]; cur != nil && cur != ln && cur.cfg.Peer != ln.cfg.Peer {
 		if p == unproven {
 			return false
 		}
@@ -73,22 +75,26 @@ func (s *Shard) mayClaim(addr netip.AddrPort, ln *lane, p proof) bool {
 		if cur.installed.After(last) {
 			last = cur.installed
 		}
-		return s.now.Sub(last) >= addrHold
+		return now.Sub(last) >= addrHold
 	}
-	if f, ok := s.foreign[addr]; ok && f.peer != ln.cfg.Peer {
+	if f, ok := t.foreign[addr]; ok && f.peer != ln.cfg.Peer {
 		return false
 	}
 	return true
 }
 
-// claim makes ln the lane at addr if mayClaim allows, and reports whether
-// it did. The steering map takes the entry from another socket only with
-// proof (bindRemote).
-func (s *Shard) claim(addr netip.AddrPort, ln *lane, p proof) bool {
-	if !s.mayClaim(addr, ln, p) {
+// claim makes addr ln's, if mayClaim allows, and reports whether it did:
+// ingress finds ln there, the steering map sends addr to ln's socket
+// (taking the entry from another socket only with proof: bind), no
+// hand-over entry is left at it, and ln's previous address is let go. The
+// caller points ln's remote at addr (Shard.setRemote), which the table
+// expects of a bound lane (table_check.go).
+func (t *laneTable) claim(ln *lane, addr netip.AddrPort, p proof, now time.Time) bool {
+	if !t.mayClaim(addr, ln, p, now) {
 		return false
 	}
-	s.bindRemote(addr, ln, p != unproven)
-	delete(s.foreign, addr)
+	t.unbindLane(ln)
+	t.bind(addr, ln, p != unproven, now)
+	delete(t.foreign, addr)
 	return true
 }

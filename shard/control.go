@@ -269,7 +269,7 @@ func (s *Shard) sendKeepalive(ln *lane, buf []byte, hello bool) bool {
 // SetKeepalive changes the persistent keepalive of peer's lanes on this
 // shard (a reload changed PersistentKeepalive). Call it through Do.
 func (s *Shard) SetKeepalive(peer PeerID, d time.Duration) {
-	if pl := s.peers[peer]; pl != nil {
+	if pl := s.table.peer(peer); pl != nil {
 		for _, ln := range pl.local {
 			if ln != nil {
 				ln.cfg.Keepalive = d
@@ -284,13 +284,7 @@ func (s *Shard) SetKeepalive(peer PeerID, d time.Duration) {
 var controlAD = [1]byte{byte(crypto.KindControl)}
 
 // ownedLane is lane index of peer if this shard owns it, else nil.
-func (s *Shard) ownedLane(peer PeerID, index int) *lane {
-	pl := s.peers[peer]
-	if pl == nil || index < 0 || index >= len(pl.local) {
-		return nil
-	}
-	return pl.local[index]
-}
+func (s *Shard) ownedLane(peer PeerID, index int) *lane { return s.table.local(peer, index) }
 
 func (s *Shard) sendControl(top *lane, body []byte) bool {
 	ln := top.sendKeys()

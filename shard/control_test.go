@@ -77,7 +77,7 @@ func TestEarlyLossReports(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	connect(t, a, b, fec.EncoderConfig{K: 2, R: 1})
 	sa, sb := a.shards[0], b.shards[0]
-	lb := sb.lanes[addrA]
+	lb := sb.table.lanes[addrA]
 	start := sb.now
 	var at []time.Duration
 	for el := time.Duration(0); el < 4*time.Second; el += 50 * time.Millisecond {

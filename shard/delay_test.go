@@ -134,7 +134,7 @@ func echoPair(t *testing.T, rtt time.Duration) (a, b *side, la, lb *lane) {
 	t.Helper()
 	a, b = newSide(t, 1, routesA), newSide(t, 1, routesB)
 	installAuto(t, a, b, rtt)
-	la, lb = a.shards[0].lanes[addrB], b.shards[0].lanes[addrA]
+	la, lb = a.shards[0].table.lanes[addrB], b.shards[0].table.lanes[addrA]
 	la.peerFeatures, lb.peerFeatures = Features, Features
 	return a, b, la, lb
 }
@@ -205,13 +205,13 @@ func TestDelayAcrossRekeyAndRoam(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	sa, sb := a.shards[0], b.shards[0]
 	installAuto(t, a, b, 50*time.Millisecond)
-	la := sa.lanes[addrB]
+	la := sa.table.lanes[addrB]
 	if la.delay.hs != 50*time.Millisecond {
 		t.Fatalf("the initiator's handshake round trip not noted: %s", la.delay.hs)
 	}
 	la.delay.ring[0], la.delay.n, la.delay.last = 70*time.Millisecond, 1, 70*time.Millisecond
 	installAuto(t, a, b, 80*time.Millisecond) // a rekey, same address
-	la = sa.lanes[addrB]
+	la = sa.table.lanes[addrB]
 	if la.delay.n != 1 || la.delay.hs != 50*time.Millisecond {
 		t.Fatalf("the rekey did not carry the path's delay: %d samples, least handshake %s", la.delay.n, la.delay.hs)
 	}
@@ -221,7 +221,7 @@ func TestDelayAcrossRekeyAndRoam(t *testing.T) {
 	}
 	// The responder: its keepalive from the initiator notes 50 ms once;
 	// after a roam the same value again is not a new handshake.
-	lb := sb.lanes[addrA]
+	lb := sb.table.lanes[addrA]
 	if !sa.SendKeepalive(2, 0) {
 		t.Fatal("no keepalive")
 	}

@@ -28,7 +28,7 @@ func (s *Shard) egress(p *ring.Packet) {
 		s.release(p)
 		return
 	}
-	pl := s.peers[peer]
+	pl := s.table.peer(peer)
 	if pl == nil || len(pl.owners) == 0 {
 		s.wait(peer, p)
 		return
@@ -142,7 +142,7 @@ func (s *Shard) queue(ln *lane, p *ring.Packet, n int) {
 // after a renumbering; the peer follows their datagrams. Rare: only after
 // the host lost an address.
 func (s *Shard) forgetLocal(local netip.Addr) {
-	for _, ln := range s.owned {
+	for _, ln := range s.table.owned {
 		for l := ln; l != nil; l = l.prev {
 			if l.cfg.Local == local {
 				l.cfg.Local = netip.Addr{}

@@ -42,6 +42,12 @@ func newSide(t testing.TB, n int, routes []Route) *side {
 // newSidePool is newSide with pool buffers per shard.
 func newSidePool(t testing.TB, n int, routes []Route, pool int) *side {
 	t.Helper()
+	return newSideConns(t, n, routes, pool, func(int) []*udp.Conn { return []*udp.Conn{nil} })
+}
+
+// newSideConns is newSidePool with shard i's sockets conns(i).
+func newSideConns(t testing.TB, n int, routes []Route, pool int, conns func(i int) []*udp.Conn) *side {
+	t.Helper()
 	m, err := NewMesh(n)
 	if err != nil {
 		t.Fatal(err)
@@ -50,7 +56,7 @@ func newSidePool(t testing.TB, n int, routes []Route, pool int) *side {
 	sd := &side{mesh: m, sent: make([][]wireDgram, n), tun: make([][][]byte, n)}
 	sd.table.Store(NewTable(routes))
 	for i := range n {
-		s, err := New(Config{ID: i, CPU: -1, Conns: []*udp.Conn{nil}, Mesh: m, Table: &sd.table, Pool: pool})
+		s, err := New(Config{ID: i, CPU: -1, Conns: conns(i), Mesh: m, Table: &sd.table, Pool: pool})
 		if err != nil {
 			t.Fatal(err)
 		}

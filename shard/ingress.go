@@ -40,9 +40,9 @@ const maxDatagram = BufSize
 // shard handed it over: conn is -1). A lane that proves to receive on
 // another shard is reported misplaced (place.go).
 func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
-	ln := s.lanes[from]
+	ln := s.table.laneAt(from)
 	if ln == nil {
-		if f, ok := s.foreign[from]; ok && f.owner != s.id && via == s.id {
+		if f, ok := s.table.foreignAt(from); ok && f.owner != s.id && via == s.id {
 			s.handIngress(f.owner, data, from)
 			return
 		}

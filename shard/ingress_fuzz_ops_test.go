@@ -230,7 +230,7 @@ func (h *ingressFuzz) step() {
 		// Loss reports and keepalives both ways.
 		for _, sd := range []*side{h.a, h.b} {
 			for _, s := range sd.shards {
-				for _, ln := range s.owned {
+				for _, ln := range s.table.owned {
 					ln.cfg.Keepalive, ln.kaWait, ln.reportDue = time.Second, 0, time.Time{}
 				}
 				s.tick()

@@ -26,6 +26,8 @@ import (
 //     for a handshake (none here; receive buffers are the shard's own, not
 //     the pool's), and nothing is left staged;
 //   - every lane decoder's storage stays within its cap;
+//   - every shard's lane table passes its check (laneTable.check), no lane
+//     has two owners and no address is bound to two peers;
 //   - what reaches TUN was sealed by the sender, at most once per sealing;
 //   - the shards are not wedged: after a time advance past every expiry,
 //     genuine packets from a sender that continues after what the decoder
@@ -163,14 +165,14 @@ func (h *ingressFuzz) connect(holdB bool) {
 // aLane is A's lane i (its previous keys if prev and it has them): the
 // hostile peer seals and frames with its sealer and framer.
 func (h *ingressFuzz) aLane(i int, prev bool) *lane {
-	ln := h.a.shards[i].peers[2].local[i]
+	ln := h.a.shards[i].table.peers[2].local[i]
 	if prev && ln.prev != nil {
 		return ln.prev
 	}
 	return ln
 }
 
-func (h *ingressFuzz) bLane(i int) *lane { return h.b.shards[i].peers[1].local[i] }
+func (h *ingressFuzz) bLane(i int) *lane { return h.b.shards[i].table.peers[1].local[i] }
 
 // check asserts the invariants that hold between operations.
 func (h *ingressFuzz) check(when string) {
@@ -181,7 +183,8 @@ func (h *ingressFuzz) check(when string) {
 		seen   *[2]int
 		sealed map[string]int
 	}{{"A", h.a, &h.seenA, h.sealedBA}, {"B", h.b, &h.seenB, h.sealedAB}} {
-		checkOwners(t, when, x.name, x.sd)
+		checkTables(t, when+": "+x.name, x.sd, true)
+		checkAddrOwners(t, when+": "+x.name, x.sd)
 		for i, s := range x.sd.shards {
 			if held := s.waitTotal; s.pool.Free() != s.pool.Cap()-held {
 				t.Fatalf("%s: %s shard %d: %d of %d pool buffers free, %d legitimately held: leak", when, x.name, i, s.pool.Free(), s.pool.Cap(), held)
@@ -196,7 +199,7 @@ func (h *ingressFuzz) check(when string) {
 					t.Fatalf("%s: %s shard %d: packets left for shard %d", when, x.name, i, o)
 				}
 			}
-			for _, ln := range s.lanes {
+			for _, ln := range s.table.lanes {
 				for _, l := range []*lane{ln, ln.prev} {
 					if l != nil && l.dec.StoredBytes() > l.dec.CapBytes() {
 						t.Fatalf("%s: %s shard %d: decoder holds %d bytes, cap %d", when, x.name, i, l.dec.StoredBytes(), l.dec.CapBytes())
@@ -251,43 +254,6 @@ func (h *ingressFuzz) wantDelivered(dir string, tun [][]byte, sent [][]byte, lan
 	for j, p := range sent {
 		if !got[string(p)] {
 			h.t.Fatalf("%s lane %d: genuine packet %d of %d after the hostile sequence was not delivered: the lane is wedged", dir, lane, j+1, len(sent))
-		}
-	}
-}
-
-// checkOwners asserts that every address has one owner (claim.go): on a
-// shard, an address leads to a lane or a hand-over entry, not both; a bound
-// lane is its peer's current lane there and talks to that address; a lane
-// has at most one hand-over entry per shard; and no address is bound to
-// lanes of two peers on two shards.
-func checkOwners(t *testing.T, when, name string, sd *side) {
-	t.Helper()
-	peerAt := map[netip.AddrPort]PeerID{}
-	for i, s := range sd.shards {
-		for addr, ln := range s.lanes {
-			if _, ok := s.foreign[addr]; ok {
-				t.Fatalf("%s: %s shard %d: %s is both a lane and a hand-over entry", when, name, i, addr)
-			}
-			if pl := s.peers[ln.cfg.Peer]; pl == nil || ln.cfg.Index >= len(pl.local) || pl.local[ln.cfg.Index] != ln {
-				t.Fatalf("%s: %s shard %d: %s leads to a lane the shard does not own", when, name, i, addr)
-			}
-			if ln.cfg.Remote != addr {
-				t.Fatalf("%s: %s shard %d: %s leads to a lane talking to %s", when, name, i, addr, ln.cfg.Remote)
-			}
-			if p, ok := peerAt[addr]; ok && p != ln.cfg.Peer {
-				t.Fatalf("%s: %s: %s is bound to peers %d and %d", when, name, addr, p, ln.cfg.Peer)
-			}
-			peerAt[addr] = ln.cfg.Peer
-		}
-		type laneID struct {
-			peer  PeerID
-			index int
-		}
-		entries := map[laneID]int{}
-		for _, f := range s.foreign {
-			if entries[laneID{f.peer, f.index}]++; entries[laneID{f.peer, f.index}] > 1 {
-				t.Fatalf("%s: %s shard %d: lane %d of peer %d has two hand-over entries", when, name, i, f.index, f.peer)
-			}
 		}
 	}
 }

@@ -10,11 +10,11 @@ import (
 	"github.com/yip-router/yip-router/fec"
 )
 
-// Lanes: one lane's keys, framers and FEC state, and the shard's lane
-// table — which lanes it owns (ingress.go finds them by remote address,
-// egress.go by peer and index) and which other shards own the rest. The
-// router changes the table through Do (InstallLane, SetLaneOwner,
-// RemovePeer).
+// Lanes: one lane's keys, framers and FEC state, and the router's commands
+// that change which lanes a shard owns (InstallLane, SetLaneOwner,
+// RemovePeer, through Do); the shard's lane table they change, which
+// ingress.go asks by remote address and egress.go by peer and index, is
+// table.go.
 
 // LaneConfig is what the router hands a shard to install a lane it owns.
 type LaneConfig struct {
@@ -118,7 +118,7 @@ type lane struct {
 	reportsSent         int // loss reports sent: the first few go sooner
 	kaWait, passiveWait time.Duration
 
-	// slot is the lane's index in Shard.owned (-1: not there); moves
+	// slot is the lane's index in laneTable.owned (-1: not there); moves
 	// counts the times an authenticated datagram from a new address moved
 	// its remote (roam.go), carried over rekeys.
 	slot  int
@@ -284,20 +284,6 @@ func (ln *lane) setRTT(rtt time.Duration) {
 	}
 }
 
-// peerLanes is how a shard reaches a peer: the owner shard of each lane and,
-// for lanes this shard owns, the lane itself.
-type peerLanes struct {
-	owners []int        // owners[i] is the shard owning lane i
-	local  []*lane      // local[i] != nil iff this shard owns lane i
-	cand   []*candidate // cand[i]: lane i's tag keys, when another shard owns it (place.go)
-	mine   int          // the first lane this shard owns; -1: none
-	// away[i] is the address this shard last gave a hand-over entry
-	// (Shard.foreign) for lane i, so a new one replaces it (setForeign):
-	// at most one entry per lane, however often the peer handshakes
-	// from new ports.
-	away []netip.AddrPort
-}
-
 // InstallLane adds a lane this shard owns, or replaces the lane's keys
 // (rekey, or the peer restarted): the old lane stays as prev for a while so
 // packets and FEC groups in flight under the old keys still open. Call it on
@@ -317,7 +303,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	ln.reportDue = s.now.Add(jitter(lossReportFirst))
 	ln.drawWaits()
 	s.bindDeliver(ln)
-	pl := s.peerEntry(cfg.Peer, cfg.Lanes)
+	pl := s.table.entry(cfg.Peer, cfg.Lanes)
 	top := pl.local[cfg.Index]
 	ln.offered = cfg.Offered
 	if !ln.offered.IsValid() {
@@ -327,83 +313,86 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		// Same peer sockets as before: keep the address its datagrams
 		// proved (a NAT rewrote the offered port), or every rekey would
 		// send to a port the NAT does not map.
-		cfg.Remote = top.cfg.Remote
-		ln.cfg.Remote = cfg.Remote
+		ln.cfg.Remote = top.cfg.Remote
 		// The handshake proved nothing about that address.
-		cfg.Proven, cfg.Asked = false, false
 		ln.cfg.Proven, ln.cfg.Asked = false, false
 		// The router steered the offered address before the response
 		// (router/plane.go); the lane stays at the proven one.
-		if s.cfg.Steer != nil && s.lanes[ln.offered] == nil {
-			s.cfg.Steer.Unsteer(ln.offered, s.cfg.Conns[cfg.Conn])
-		}
+		s.table.dropEarlySteer(ln.offered, cfg.Conn)
 	}
-	s.own(ln, top)
-	if old := top; old != nil {
-		// Same address and socket: the new lane takes the entry below,
-		// without a moment unsteered.
-		if s.lanes[top.cfg.Remote] == top && (top.cfg.Remote != cfg.Remote || top.cfg.Conn != cfg.Conn) {
-			s.unbindRemote(top.cfg.Remote)
-		}
-		ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = top.txPackets, top.txBytes, top.rxPackets, top.rxBytes
-		ln.moves = top.moves
-		ln.steerFull = top.steerFull     // counted once per lane, not per rekey
-		ln.reportsSent = top.reportsSent // a rekey is not a fresh start
-		ln.fecCarry = top.fecCarry
-		if top.cfg.Remote == cfg.Remote {
-			ln.delay = top.delay.carried() // same path
-		}
-		if top.adapt != nil && ln.adapt != nil && top.cfg.Mode == cfg.Mode {
-			// Same path, same loss: a rekey keeps what the loss reports
-			// taught the adapter instead of starting over every two
-			// minutes (a lossy path would lose packets after each).
-			ln.adapt = top.adapt
-			ln.setRTT(cfg.RTT)
-			_ = ln.enc.SetRatio(ln.adapt.Ratio())
-			ln.enc.SetDepth(ln.adapt.Depth())
-			ln.enc.SetPartialParity(ln.adapt.Partial())
-		}
-		if ln.rtt == 0 && top.rtt > 0 {
-			ln.setRTT(top.rtt) // a responder's, learnt from the peer
-		}
-		// Same peer process, most likely: what it reads and what the
-		// lane's data looks like carry over until its hello says else.
-		ln.peerFeatures = top.peerFeatures
-		ln.sizes, ln.sizeN, ln.sizePub, ln.sizeRand = top.sizes, top.sizeN, top.sizePub, top.sizeRand
-		if !old.confirmed && old.prev != nil {
-			// The peer never used old's keys (e.g. our response to its
-			// rekey was lost and it retried): the keys it still has are
-			// old.prev's, so keep those as prev.
-			s.dropKeys(ln, old)
-			old = old.prev
-		}
-		if old.prev != nil {
-			s.dropKeys(ln, old.prev)
-		}
-		old.prev = nil
-		// The peer that holds the previous keys is the one that just
-		// handshook (a restarted peer holds none): at its new address.
-		old.cfg.Remote = cfg.Remote
-		old.current = ln
-		ln.prev = old
+	if top != nil {
+		ln.inherit(top)
 	}
-	ln.delay.noteHandshake(cfg.RTT, s.now) // an initiator's: this handshake's
-	ln.confirmed = !cfg.HoldTx
-	ln.reported = ln.cfg.Remote
-	pl.local[cfg.Index] = ln
-	pl.owners[cfg.Index] = s.id
-	s.dropCandidate(pl, cfg.Index)
-	s.updateMine(pl)
 	// A responder's install is not proof (anyone can send an initiation
 	// from another peer's address): a lane refused the address is found by
 	// trial (roam.go) until its first datagram completes the handshake.
 	p := unproven
-	if cfg.Proven {
+	if ln.cfg.Proven {
 		p = handshakeProof
 	}
-	s.claim(cfg.Remote, ln, p)
+	s.table.install(pl, ln, top, p, s.now)
+	if top != nil {
+		s.keepPrev(ln, top)
+	}
+	ln.delay.noteHandshake(cfg.RTT, s.now) // an initiator's: this handshake's
+	ln.confirmed = !cfg.HoldTx
+	ln.reported = ln.cfg.Remote
 	s.releaseWaiting(cfg.Peer)
 	return nil
+}
+
+// inherit takes over what top, the lane ln replaces at a rekey, learnt
+// that outlives its keys: counters, the adapter's ratio, the path's round
+// trip and delay, the peer's features and the lengths it sent. The keys,
+// FEC windows and timers are ln's own.
+func (ln *lane) inherit(top *lane) {
+	ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = top.txPackets, top.txBytes, top.rxPackets, top.rxBytes
+	ln.moves = top.moves
+	ln.steerFull = top.steerFull     // counted once per lane, not per rekey
+	ln.reportsSent = top.reportsSent // a rekey is not a fresh start
+	ln.fecCarry = top.fecCarry
+	if top.cfg.Remote == ln.cfg.Remote {
+		ln.delay = top.delay.carried() // same path
+	}
+	if top.adapt != nil && ln.adapt != nil && top.cfg.Mode == ln.cfg.Mode {
+		// Same path, same loss: a rekey keeps what the loss reports
+		// taught the adapter instead of starting over every two
+		// minutes (a lossy path would lose packets after each).
+		ln.adapt = top.adapt
+		ln.setRTT(ln.cfg.RTT)
+		_ = ln.enc.SetRatio(ln.adapt.Ratio())
+		ln.enc.SetDepth(ln.adapt.Depth())
+		ln.enc.SetPartialParity(ln.adapt.Partial())
+	}
+	if ln.rtt == 0 && top.rtt > 0 {
+		ln.setRTT(top.rtt) // a responder's, learnt from the peer
+	}
+	// Same peer process, most likely: what it reads and what the
+	// lane's data looks like carry over until its hello says else.
+	ln.peerFeatures = top.peerFeatures
+	ln.sizes, ln.sizeN, ln.sizePub, ln.sizeRand = top.sizes, top.sizeN, top.sizePub, top.sizeRand
+}
+
+// keepPrev makes top's keys (or, if the peer never used them, the ones
+// before) ln's previous keys, and drops any older ones.
+func (s *Shard) keepPrev(ln, top *lane) {
+	old := top
+	if !old.confirmed && old.prev != nil {
+		// The peer never used old's keys (e.g. our response to its
+		// rekey was lost and it retried): the keys it still has are
+		// old.prev's, so keep those as prev.
+		s.dropKeys(ln, old)
+		old = old.prev
+	}
+	if old.prev != nil {
+		s.dropKeys(ln, old.prev)
+	}
+	old.prev = nil
+	// The peer that holds the previous keys is the one that just
+	// handshook (a restarted peer holds none): at its new address.
+	old.cfg.Remote = ln.cfg.Remote
+	old.current = ln
+	ln.prev = old
 }
 
 // SetLaneOwner records that lane index of peer is owned by shard owner and
@@ -414,66 +403,16 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 // responder's one listening port, told apart by our local socket) stays
 // with the local lane: the kernel already steered it by local port.
 func (s *Shard) SetLaneOwner(peer PeerID, lanes, index, owner int, remote netip.AddrPort, recv *crypto.LaneKeys) {
-	pl := s.peerEntry(peer, lanes)
-	pl.owners[index] = owner
-	if owner == s.id {
-		return
+	s.table.setOwner(s.table.entry(peer, lanes), index, owner, remote, recv)
+	if owner != s.id {
+		s.releaseWaiting(peer)
 	}
-	if ln := pl.local[index]; ln != nil {
-		s.foldLane(ln)
-		s.disown(ln)
-		pl.local[index] = nil // the lane moved away
-		s.updateMine(pl)
-		s.unbindLane(ln)
-	}
-	if recv != nil {
-		s.setCandidate(pl, peer, index, recv)
-	}
-	if remote.IsValid() {
-		s.setForeign(pl, peer, index, owner, remote)
-	}
-	s.releaseWaiting(peer)
-}
-
-// setForeign makes addr the hand-over entry of lane index of peer (owned
-// by shard owner), dropping the entry it had at another address: the one
-// place that adds to Shard.foreign. An address a lane of this shard is
-// bound to keeps that lane (an initiator's lanes all talk to the
-// responder's one port, told apart by our local socket): no entry then.
-func (s *Shard) setForeign(pl *peerLanes, peer PeerID, index, owner int, addr netip.AddrPort) {
-	if old := pl.away[index]; old.IsValid() && old != addr {
-		if f, ok := s.foreign[old]; ok && f.peer == peer && f.index == index {
-			delete(s.foreign, old)
-		}
-	}
-	if _, bound := s.lanes[addr]; bound {
-		pl.away[index] = netip.AddrPort{}
-		return
-	}
-	s.foreign[addr] = foreignLane{owner: owner, peer: peer, index: index}
-	pl.away[index] = addr
 }
 
 // RemovePeer forgets every lane of peer, the hand-over entries that point
 // at its lanes on other shards, and the packets waiting for it.
 func (s *Shard) RemovePeer(peer PeerID) {
-	if pl := s.peers[peer]; pl != nil {
-		for _, ln := range pl.local {
-			s.foldLane(ln)
-			s.disown(ln)
-		}
-		s.dropCandidates(pl)
-	}
-	for addr, ln := range s.lanes {
-		if ln.cfg.Peer == peer {
-			s.unbindRemote(addr)
-		}
-	}
-	for addr, f := range s.foreign {
-		if f.peer == peer {
-			delete(s.foreign, addr)
-		}
-	}
+	s.table.removePeer(peer)
 	if q := s.waiting[peer]; q != nil {
 		for _, p := range q.pkts {
 			s.count(DropNoSession)
@@ -482,41 +421,4 @@ func (s *Shard) RemovePeer(peer PeerID) {
 		s.waitTotal -= len(q.pkts)
 		delete(s.waiting, peer)
 	}
-	delete(s.peers, peer)
-}
-
-// foreignLane is a remote address whose lane another shard owns.
-type foreignLane struct {
-	owner int
-	peer  PeerID
-	index int // the lane's index in the peer's session
-}
-
-func (s *Shard) peerEntry(peer PeerID, lanes int) *peerLanes {
-	pl := s.peers[peer]
-	if pl == nil || len(pl.owners) != lanes {
-		if pl != nil {
-			// The lane count changed (the peer restarted with other
-			// shards): the old lanes go.
-			for _, ln := range pl.local {
-				s.foldLane(ln)
-				s.disown(ln)
-				if ln != nil {
-					s.unbindLane(ln)
-				}
-			}
-			for addr, f := range s.foreign {
-				if f.peer == peer {
-					delete(s.foreign, addr)
-				}
-			}
-			s.dropCandidates(pl)
-		}
-		pl = &peerLanes{owners: make([]int, lanes), local: make([]*lane, lanes), cand: make([]*candidate, lanes), away: make([]netip.AddrPort, lanes), mine: -1}
-		for i := range pl.owners {
-			pl.owners[i] = i % s.mesh.Size()
-		}
-		s.peers[peer] = pl
-	}
-	return pl
 }

@@ -99,7 +99,7 @@ func (s *Shard) takeMesh() int {
 			for _, p := range s.popBuf[:n] {
 				switch p.Meta {
 				case meshEgress:
-					pl := s.peers[PeerID(p.Aux)]
+					pl := s.table.peer(PeerID(p.Aux))
 					if pl != nil && int(p.Lane) < len(pl.local) && pl.local[p.Lane] == nil && pl.owners[p.Lane] != s.id {
 						// The lane moved on while the packet was on
 						// its way (place.go): pass it on.

@@ -26,7 +26,7 @@ func padTraffic(t *testing.T, mode PadMode, features uint8, heard bool, rounds i
 	connect(t, a, b, fec.EncoderConfig{K: 8, R: 2})
 	sa, sb := a.shards[0], b.shards[0]
 	sa.cfg.Padding = Padding{Mode: mode, MaxWire: padMaxWire}
-	sa.lanes[addrB].peerFeatures, sa.lanes[addrB].heardPeer = features, heard
+	sa.table.lanes[addrB].peerFeatures, sa.table.lanes[addrB].heardPeer = features, heard
 	var out []padDgram
 	var want [][]byte
 	for round := range rounds {
@@ -41,7 +41,7 @@ func padTraffic(t *testing.T, mode PadMode, features uint8, heard bool, rounds i
 		}
 		sa.flushAll()
 		for _, d := range a.sent[0] {
-			h, _, err := sb.lanes[addrA].rxf.Deframe(bytes.Clone(d.data))
+			h, _, err := sb.table.lanes[addrA].rxf.Deframe(bytes.Clone(d.data))
 			if err != nil {
 				t.Fatalf("%v: b cannot deframe a %d-byte datagram: %v", mode, len(d.data), err)
 			}
@@ -190,7 +190,7 @@ func TestControlFramesWithinOurMTU(t *testing.T) {
 	sa, sb := a.shards[0], b.shards[0]
 	maxWire := 1000 + crypto.DataOverhead + 2 + crypto.PadHeadroom // B's TUN MTU: 1000
 	sb.cfg.Padding = Padding{Mode: PadLight, MaxWire: maxWire}
-	lb := sb.lanes[addrA]
+	lb := sb.table.lanes[addrA]
 	lb.cfg.Lens = new(WireLens)
 	sb.control(lb, []byte{ctlKeepalive, Features, 0, 0})
 	for i := range 40 {
@@ -241,7 +241,7 @@ func TestControlFramesPaddedOnlyAfterHello(t *testing.T) {
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	sa, sb := a.shards[0], b.shards[0]
 	sa.cfg.Padding = Padding{Mode: PadLight, MaxWire: padMaxWire}
-	la, lb := sa.lanes[addrB], sb.lanes[addrA]
+	la, lb := sa.table.lanes[addrB], sb.table.lanes[addrA]
 	la.peerFeatures = Features // carried over, not heard
 	for i := range 8 {
 		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 500, i))
@@ -288,12 +288,12 @@ func TestPaddingRuns(t *testing.T) {
 	connect(t, a, b, fec.EncoderConfig{K: 32, R: 0})
 	sa, sb := a.shards[0], b.shards[0]
 	sa.cfg.Padding = Padding{Mode: PadLight, MaxWire: padMaxWire}
-	sa.lanes[addrB].peerFeatures = Features
+	sa.table.lanes[addrB].peerFeatures = Features
 	pads := func() []int {
 		sa.flushAll()
 		var out []int
 		for _, d := range a.sent[0] {
-			h, _, err := sb.lanes[addrA].rxf.Deframe(bytes.Clone(d.data))
+			h, _, err := sb.table.lanes[addrA].rxf.Deframe(bytes.Clone(d.data))
 			if err != nil {
 				t.Fatal(err)
 			}

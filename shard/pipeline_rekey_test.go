@@ -45,7 +45,7 @@ func TestPipelineRekey(t *testing.T) {
 	inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", 80, 101))
 	sb.flushAll()
 	d := b.sent[0][0].data
-	if _, _, err := sa.lanes[addrB].rxf.Deframe(append([]byte(nil), d...)); err != nil {
+	if _, _, err := sa.table.lanes[addrB].rxf.Deframe(append([]byte(nil), d...)); err != nil {
 		t.Fatalf("B still sends under the old keys after confirmation: %v", err)
 	}
 	deliverAll(t, b, a, nil)
@@ -61,7 +61,7 @@ func TestPipelineDoubleHoldKeepsConfirmedKeys(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
 	sb := b.shards[0]
-	first := sb.lanes[addrA].cfg
+	first := sb.table.lanes[addrA].cfg
 	for i := range 2 {
 		cfg := first
 		ks := crypto.NewSessionKeys([32]byte{byte(i + 1)}, [32]byte{byte(i + 50)}, false)
@@ -159,7 +159,7 @@ func TestDecoderCountersSurviveLaneReplacement(t *testing.T) {
 	sb.tick() // the second keys go
 	check("after the previous keys expired", 30, 3, 1)
 	// The peer comes back with two lanes: its one-lane entry goes.
-	ln := sb.lanes[addrA]
+	ln := sb.table.lanes[addrA]
 	cfg := ln.cfg
 	cfg.Lanes = 2
 	if err := sb.InstallLane(cfg); err != nil {

@@ -164,7 +164,7 @@ func TestPipelineZeroAlloc(t *testing.T) {
 			connect(t, a, b, fec.EncoderConfig{K: 8, R: 2})
 			sa, sb := a.shards[0], b.shards[0]
 			sa.cfg.Padding = Padding{Mode: mode, MaxWire: 1500}
-			sa.lanes[addrB].peerFeatures, sa.lanes[addrB].heardPeer = Features, true
+			sa.table.lanes[addrB].peerFeatures, sa.table.lanes[addrB].heardPeer = Features, true
 			pkt := ipPacket("10.1.0.5", "10.2.0.9", 1400, 1)
 			const batch = 32
 			rl := newRelay(sa, 2*batch)

@@ -14,6 +14,7 @@ import (
 // FEC state: later datagrams take no ring hop, replays stay refused.
 func TestMisplacedLaneMoves(t *testing.T) {
 	a, b := newSide(t, 2, routesA), newSide(t, 2, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	b0, b1 := b.shards[0], b.shards[1]
 	type report struct{ from, index, via int }
@@ -81,6 +82,7 @@ func TestMisplacedLaneMoves(t *testing.T) {
 // candidate (no ping-pong between shards).
 func TestHandedDatagramNotHandedAgain(t *testing.T) {
 	a, b := newSide(t, 2, routesA), newSide(t, 2, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	d := sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1) // lane 0: shard 0's
 	b.shards[1].ingressVia(-1, 0, d.data, netip.MustParseAddrPort("192.0.2.1:61234"))
@@ -96,6 +98,7 @@ func TestHandedDatagramNotHandedAgain(t *testing.T) {
 // per handshake (before: 20,000 handshakes, 20,000 entries).
 func TestForeignOneEntryPerLane(t *testing.T) {
 	sd := newSide(t, 2, routesA)
+	checkAtEnd(t, sd)
 	s := sd.shards[1]
 	const lanes = 2
 	for hs := range 1000 {
@@ -108,19 +111,19 @@ func TestForeignOneEntryPerLane(t *testing.T) {
 			s.SetLaneOwner(2, lanes, i, owner, remote, nil)
 		}
 	}
-	if n := len(s.foreign); n != 1 {
+	if n := len(s.table.foreign); n != 1 {
 		t.Fatalf("%d hand-over entries after 1000 handshakes of a 2-lane peer, want 1", n)
 	}
 	want := netip.AddrPortFrom(addrA.Addr(), uint16(10000+999*lanes))
-	if f, ok := s.foreign[want]; !ok || f.owner != 0 || f.index != 0 {
-		t.Fatalf("the entry is not the newest remote's: %v", s.foreign)
+	if f, ok := s.table.foreign[want]; !ok || f.owner != 0 || f.index != 0 {
+		t.Fatalf("the entry is not the newest remote's: %v", s.table.foreign)
 	}
 	// Another peer's entry stays when this peer's lane moves on, and a
 	// stale record never deletes an entry another lane took since.
 	other := netip.MustParseAddrPort("192.0.2.50:1")
 	s.SetLaneOwner(3, lanes, 0, 0, other, nil)
 	s.SetLaneOwner(2, lanes, 0, 0, netip.MustParseAddrPort("192.0.2.50:2"), nil)
-	if f, ok := s.foreign[other]; !ok || f.peer != 3 || len(s.foreign) != 2 {
-		t.Fatalf("entries %v", s.foreign)
+	if f, ok := s.table.foreign[other]; !ok || f.peer != 3 || len(s.table.foreign) != 2 {
+		t.Fatalf("entries %v", s.table.foreign)
 	}
 }

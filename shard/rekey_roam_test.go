@@ -13,6 +13,7 @@ import (
 // timer that missed those sends would fire on every tick).
 func TestNoKeepaliveStormWhileUnconfirmed(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	connectHold(t, a, b, fec.EncoderConfig{K: 4, R: 0}, true) // rekey; B holds
 	sb := b.shards[0]
@@ -28,6 +29,7 @@ func TestNoKeepaliveStormWhileUnconfirmed(t *testing.T) {
 // responder was lost after the next rekey).
 func TestPassiveKeepaliveConfirmsRekey(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	connectHold(t, a, b, fec.EncoderConfig{K: 4, R: 0}, true)
 	sa, sb := a.shards[0], b.shards[0]
@@ -40,7 +42,7 @@ func TestPassiveKeepaliveConfirmsRekey(t *testing.T) {
 		t.Fatal("A sent no keepalive after hearing B under the old keys")
 	}
 	deliverAll(t, a, b, nil)
-	if ln := sb.owned[0]; !ln.confirmed {
+	if ln := sb.table.owned[0]; !ln.confirmed {
 		t.Fatal("B still waits for A to use the new keys")
 	}
 }
@@ -50,15 +52,16 @@ func TestPassiveKeepaliveConfirmsRekey(t *testing.T) {
 // port the NAT does not map.
 func TestRekeyKeepsProvenNATPort(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	sb := b.shards[0]
 	natted := netip.MustParseAddrPort("192.0.2.1:61234")
 	feed(sb, natted, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
-	if sb.owned[0].cfg.Remote != natted {
+	if sb.table.owned[0].cfg.Remote != natted {
 		t.Fatal("the lane did not learn the NAT's port")
 	}
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0}) // rekey, same offered port
-	if got := sb.owned[0].cfg.Remote; got != natted {
+	if got := sb.table.owned[0].cfg.Remote; got != natted {
 		t.Fatalf("after the rekey the lane talks to %s, want the proven %s", got, natted)
 	}
 	if d := sendOne(t, b, 0, "10.2.0.9", "10.1.0.5", 2); d.to != natted {
@@ -72,6 +75,7 @@ func TestRekeyKeepsProvenNATPort(t *testing.T) {
 // back and forth), and follows once it falls silent (a renumbering).
 func TestFollowWaitsForSilence(t *testing.T) {
 	a, b := newSide(t, 2, routesA), newSide(t, 2, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	b0 := b.shards[0]
 	lane0 := netip.AddrPortFrom(addrA.Addr(), addrA.Port())
@@ -85,11 +89,11 @@ func TestFollowWaitsForSilence(t *testing.T) {
 	step(100 * time.Millisecond)
 	feed(b0, lane0, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 2).data) // still hears there
 	step(time.Second)
-	if got := b0.owned[0].cfg.Remote; got != lane0 {
+	if got := b0.table.owned[0].cfg.Remote; got != lane0 {
 		t.Fatalf("a lane that kept hearing from %s was moved to %s", lane0, got)
 	}
 	b0.FollowPeer(1, addrA.Addr(), addrNew.Addr()) // quiet for 1 s: at once
-	if got := b0.owned[0].cfg.Remote; got != moved {
+	if got := b0.table.owned[0].cfg.Remote; got != moved {
 		t.Fatalf("a quiet lane did not follow: %s", got)
 	}
 	// Back, heard, proposed again, then silence: it follows after followQuiet.
@@ -97,11 +101,11 @@ func TestFollowWaitsForSilence(t *testing.T) {
 	feed(b0, lane0, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 3).data)
 	b0.FollowPeer(1, addrA.Addr(), addrNew.Addr())
 	step(followQuiet / 2)
-	if got := b0.owned[0].cfg.Remote; got != lane0 {
+	if got := b0.table.owned[0].cfg.Remote; got != lane0 {
 		t.Fatalf("moved before followQuiet: %s", got)
 	}
 	step(followQuiet)
-	if got := b0.owned[0].cfg.Remote; got != moved {
+	if got := b0.table.owned[0].cfg.Remote; got != moved {
 		t.Fatalf("a lane silent since the proposal did not follow: %s", got)
 	}
 	b0.publish()
@@ -116,9 +120,10 @@ func TestFollowWaitsForSilence(t *testing.T) {
 // must stay, for its previous keys too.
 func TestRekeyFromOtherLaneKeepsNATPort(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	sb := b.shards[0]
-	ln := sb.owned[0]
+	ln := sb.table.owned[0]
 	natted := netip.MustParseAddrPort("192.0.2.1:61234")
 	// Session 1: this lane sent the initiation; the router gave the
 	// observed source as Remote and the offered address as Offered.
@@ -128,15 +133,15 @@ func TestRekeyFromOtherLaneKeepsNATPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Session 2: another lane sent it; this one gets its offered port.
-	cfg = sb.owned[0].cfg
+	cfg = sb.table.owned[0].cfg
 	cfg.Remote, cfg.Offered = addrA, netip.AddrPort{}
 	if err := sb.InstallLane(cfg); err != nil {
 		t.Fatal(err)
 	}
-	if got := sb.owned[0].cfg.Remote; got != natted {
+	if got := sb.table.owned[0].cfg.Remote; got != natted {
 		t.Fatalf("after a rekey from another lane the lane talks to %s, want %s", got, natted)
 	}
-	if got := sb.owned[0].prev.cfg.Remote; got != natted {
+	if got := sb.table.owned[0].prev.cfg.Remote; got != natted {
 		t.Fatalf("its previous keys talk to %s", got)
 	}
 }
@@ -145,6 +150,7 @@ func TestRekeyFromOtherLaneKeepsNATPort(t *testing.T) {
 // elsewhere meanwhile: two shards never own one lane.
 func TestAdoptRefusesAfterNewerPlacement(t *testing.T) {
 	a, b := newSide(t, 3, routesA), newSide(t, 3, routesB)
+	checkAtEnd(t, a, b)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	b0, b1 := b.shards[0], b.shards[1]
 	b0.MoveLane(1, 0, b1) // queued on b1 as adoptLane

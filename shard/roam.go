@@ -34,13 +34,13 @@ import (
 // if the datagram proves itself (and reports the lane misplaced if it
 // arrived on another shard, via). It reports whether a lane took data.
 func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool {
-	n := len(s.owned)
+	n := len(s.table.owned)
 	for range n {
 		i, ok := s.nextTrial(&s.roamNext, n)
 		if !ok {
 			return false
 		}
-		ln := s.owned[i]
+		ln := s.table.owned[i]
 		if ln == skip {
 			continue
 		}
@@ -62,7 +62,7 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 		before := s.authed
 		s.receive(ln, keys, h, sym)
 		if s.authed != before {
-			if s.lanes[from] != ln {
+			if s.table.laneAt(from) != ln {
 				p := datagramProof
 				if confirming && keys == ln && ln.cfg.Asked && from == ln.cfg.Remote {
 					// The first datagram under a responder's new keys,
@@ -87,12 +87,10 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 // delivered, and ln keeps its address. local is the address of ours the
 // datagram was sent to (zero: unknown): the lane answers from it now.
 func (s *Shard) moveLane(ln *lane, to netip.AddrPort, local netip.Addr, p proof) {
-	if !s.mayClaim(to, ln, p) {
+	if !s.table.claim(ln, to, p, s.now) {
 		s.count(LaneMoveRefused)
 		return
 	}
-	s.unbindLane(ln)
-	s.claim(to, ln, p)
 	if local.IsValid() {
 		ln.cfg.Local = local
 		if ln.prev != nil {
@@ -163,11 +161,11 @@ func (s *Shard) FollowPeer(peer PeerID, from, to netip.Addr) {
 // shard hands the lane's datagrams on and never lets another peer's
 // datagram claim the address (claim.go). Call it through Do.
 func (s *Shard) FollowLane(peer PeerID, index int, to netip.AddrPort) {
-	pl := s.peers[peer]
+	pl := s.table.peer(peer)
 	if pl == nil || index < 0 || index >= len(pl.owners) || pl.owners[index] == s.id {
 		return
 	}
-	s.setForeign(pl, peer, index, pl.owners[index], to)
+	s.table.setForeign(pl, index, pl.owners[index], to)
 }
 
 // MoveRemote moves peer's lanes on this shard that talk to from over to to
@@ -178,10 +176,9 @@ func (s *Shard) MoveRemote(peer PeerID, from, to netip.AddrPort) {
 
 // relocate moves peer's lanes and hand-over entries whose remote move
 // maps elsewhere (follow: a consequence of a proven move, skipping lanes
-// that heard from their remote within followQuiet). A lane takes its new
-// address in the map unless another peer's lane holds it (as InstallLane).
+// that heard from their remote within followQuiet).
 func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (netip.AddrPort, bool)) {
-	pl := s.peers[peer]
+	pl := s.table.peer(peer)
 	if pl == nil {
 		return
 	}
@@ -197,20 +194,9 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 			ln.followTo, ln.followAt = next, s.now
 			continue
 		}
-		if !s.mayClaim(next, ln, unproven) {
-			continue // another peer's address: the lane stays where it is
-		}
-		s.unbindLane(ln)
-		s.claim(next, ln, unproven)
-		s.setRemote(ln, next, follow)
-		ln.reported = next // the router moved the endpoint itself
+		s.moveUnproven(ln, next, follow)
 	}
-	for addr, f := range s.foreign {
-		if next, ok := move(addr); ok && f.peer == peer {
-			delete(s.foreign, addr)
-			s.setForeign(pl, peer, f.index, f.owner, next)
-		}
-	}
+	s.table.moveForeign(pl, move)
 }
 
 // followPending moves ln to the address FollowPeer proposed if it has
@@ -229,13 +215,20 @@ func (s *Shard) followPending(ln *lane) {
 	}
 	next := ln.followTo
 	ln.followTo = netip.AddrPort{}
-	if !s.mayClaim(next, ln, unproven) {
-		return // another peer's address: the lane stays where it is
+	s.moveUnproven(ln, next, true)
+}
+
+// moveUnproven moves ln to next on no proof of its own (a follow, counted,
+// or the operator's move): unless another peer's lane holds the address
+// (claim.go), in which case the lane stays where it is. The router moved
+// the peer's endpoint itself (with the first lane, on a follow), so the
+// move is not reported back.
+func (s *Shard) moveUnproven(ln *lane, next netip.AddrPort, counted bool) {
+	if !s.table.claim(ln, next, unproven, s.now) {
+		return
 	}
-	s.unbindLane(ln)
-	s.claim(next, ln, unproven)
-	s.setRemote(ln, next, true)
-	ln.reported = next // the router moved the endpoint with the first lane
+	s.setRemote(ln, next, counted)
+	ln.reported = next
 }
 
 // nextTrial spends one trial from the budget and advances *pos
@@ -262,29 +255,4 @@ func (s *Shard) refillRoam() {
 		s.roamTokens = min(s.roamTokens+earned, roamTrialBurst)
 	}
 	s.roamAt = s.now
-}
-
-// own adds ln to the lanes roam tries, in old's place if old was there.
-func (s *Shard) own(ln, old *lane) {
-	if old != nil && old.slot >= 0 && old.slot < len(s.owned) && s.owned[old.slot] == old {
-		ln.slot = old.slot
-		s.owned[ln.slot] = ln
-		old.slot = -1
-		return
-	}
-	ln.slot = len(s.owned)
-	s.owned = append(s.owned, ln)
-}
-
-// disown removes ln from the lanes roam tries.
-func (s *Shard) disown(ln *lane) {
-	if ln == nil || ln.slot < 0 || ln.slot >= len(s.owned) || s.owned[ln.slot] != ln {
-		return
-	}
-	last := len(s.owned) - 1
-	s.owned[ln.slot] = s.owned[last]
-	s.owned[ln.slot].slot = ln.slot
-	s.owned[last] = nil
-	s.owned = s.owned[:last]
-	ln.slot = -1
 }

@@ -113,11 +113,7 @@ type Shard struct {
 	mesh  *Mesh
 	waker *ring.Waker
 
-	lanes   map[netip.AddrPort]*lane       // ingress: remote address → owned lane
-	foreign map[netip.AddrPort]foreignLane // ingress: remote address → owner shard
-	peers   map[PeerID]*peerLanes
-	owned   []*lane      // every lane this shard owns, for roam's trials
-	cands   []*candidate // lanes other shards own, for the same (place.go)
+	table laneTable // which shard owns each lane, and where (table.go)
 
 	// Roaming (roam.go): a token bucket of tag trials, the round-robin
 	// position, and a count of authenticated symbols, which tells roam
@@ -186,7 +182,6 @@ func New(cfg Config) (*Shard, error) {
 	n := cfg.Mesh.Size()
 	s := &Shard{
 		id: cfg.ID, cfg: cfg, pool: pool, mesh: cfg.Mesh, waker: cfg.Mesh.wakers[cfg.ID],
-		lanes: map[netip.AddrPort]*lane{}, foreign: map[netip.AddrPort]foreignLane{}, peers: map[PeerID]*peerLanes{},
 		waiting:    map[PeerID]*waitQueue{},
 		roamTokens: roamTrialBurst,
 		rx:         udp.NewBatch(cfg.Batch),
@@ -195,6 +190,7 @@ func New(cfg Config) (*Shard, error) {
 		popBuf:     make([]*ring.Packet, cfg.Batch),
 		padRand:    newPadRand(),
 	}
+	s.table = newLaneTable(&s.cfg, n, &s.stats, s.foldLane)
 	for i := range n {
 		s.handoff[i] = make([]*ring.Packet, 0, cfg.Batch)
 		s.retOut[i] = make([]*ring.Packet, 0, cfg.Batch)

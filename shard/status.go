@@ -35,7 +35,7 @@ type LaneStatus struct {
 // goroutine (through Query).
 func (s *Shard) LaneStatuses() []LaneStatus {
 	var out []LaneStatus
-	for peer, pl := range s.peers {
+	for peer, pl := range s.table.peers {
 		for i, ln := range pl.local {
 			if ln == nil {
 				continue

@@ -2,6 +2,7 @@ package shard
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/yip-router/yip-router/shard/udp"
 )
@@ -21,36 +22,44 @@ type Steerer interface {
 	Unsteer(remote netip.AddrPort, c *udp.Conn)
 }
 
-// bindRemote makes ln the lane ingress finds at addr and steers addr to
-// ln's socket. proven: a datagram under ln's keys came from addr (a
+// The lane table keeps the listen group's map in step with its lanes
+// (table.go): a lane bound to an address (laneTable.lanes) is steered
+// there, and unbinding it takes its entry out. These are the only places
+// that call the Steerer, save the router's early steer of a responder's
+// lane (router/plane.go), which dropEarlySteer may take back.
+
+// bind makes ln the lane ingress finds at addr and steers addr to ln's
+// socket. proven: a datagram under ln's keys came from addr (a
 // handshake's source address, or a follow of another lane's move, is
-// not proof).
-func (s *Shard) bindRemote(addr netip.AddrPort, ln *lane, proven bool) {
-	if old := s.lanes[addr]; old != nil && old != ln {
+// not proof). Only claim (claim.go) calls it.
+func (t *laneTable) bind(addr netip.AddrPort, ln *lane, proven bool, now time.Time) {
+	if old := t.lanes[addr]; old != nil && old != ln {
 		old.steered = false // the entry is ln's now
 	}
-	s.lanes[addr] = ln
-	s.steer(addr, ln, proven)
+	t.lanes[addr] = ln
+	t.steer(addr, ln, proven, now)
 }
 
-// steer points addr at ln's socket in the group's map.
-func (s *Shard) steer(addr netip.AddrPort, ln *lane, proven bool) {
-	if s.cfg.Steer == nil {
+// steer points addr at ln's socket in the group's map: when ln is bound
+// there, and again with proof when ln's datagrams arrive through another
+// shard (place.go's misplaced).
+func (t *laneTable) steer(addr netip.AddrPort, ln *lane, proven bool, now time.Time) {
+	if t.cfg.Steer == nil {
 		return
 	}
-	switch s.cfg.Steer.Steer(addr, s.cfg.Conns[ln.cfg.Conn], proven) {
+	switch t.cfg.Steer.Steer(addr, t.cfg.Conns[ln.cfg.Conn], proven) {
 	case udp.Steered:
 		// A proven claim may have just taken the entry back from another
 		// socket: the datagrams in flight still go there for a moment.
 		if !ln.steered || proven {
-			ln.steeredAt = s.now
+			ln.steeredAt = now
 		}
 		ln.steered = true
 	case udp.Full:
 		ln.steered = false
 		if !ln.steerFull {
 			ln.steerFull = true // once per lane, not per retry
-			s.count(SteerRefused)
+			t.stats.c[SteerRefused]++
 		}
 	default:
 		ln.steered = false
@@ -58,18 +67,30 @@ func (s *Shard) steer(addr netip.AddrPort, ln *lane, proven bool) {
 }
 
 // unbindRemote forgets the lane at addr and its steering.
-func (s *Shard) unbindRemote(addr netip.AddrPort) {
-	ln := s.lanes[addr]
-	delete(s.lanes, addr)
-	if ln != nil && s.cfg.Steer != nil {
-		s.cfg.Steer.Unsteer(addr, s.cfg.Conns[ln.cfg.Conn])
+func (t *laneTable) unbindRemote(addr netip.AddrPort) {
+	ln := t.lanes[addr]
+	delete(t.lanes, addr)
+	if ln != nil && t.cfg.Steer != nil {
+		t.cfg.Steer.Unsteer(addr, t.cfg.Conns[ln.cfg.Conn])
 		ln.steered = false
 	}
 }
 
 // unbindLane forgets ln's remote if ingress finds ln there.
-func (s *Shard) unbindLane(ln *lane) {
-	if s.lanes[ln.cfg.Remote] == ln {
-		s.unbindRemote(ln.cfg.Remote)
+func (t *laneTable) unbindLane(ln *lane) {
+	if t.lanes[ln.cfg.Remote] == ln {
+		t.unbindRemote(ln.cfg.Remote)
+	}
+}
+
+// bound reports whether ingress finds ln at its remote.
+func (t *laneTable) bound(ln *lane) bool { return t.lanes[ln.cfg.Remote] == ln }
+
+// dropEarlySteer takes back the router's steer of addr to socket conn
+// (router/plane.go steers a responder's lane before the shard installs
+// it) when the lane stays elsewhere, unless a lane here is bound at addr.
+func (t *laneTable) dropEarlySteer(addr netip.AddrPort, conn int) {
+	if t.cfg.Steer != nil && t.lanes[addr] == nil {
+		t.cfg.Steer.Unsteer(addr, t.cfg.Conns[conn])
 	}
 }

@@ -13,11 +13,15 @@ import (
 
 // fakeSteer is a lane map in memory: what udp.Steering would hold.
 type fakeSteer struct {
-	at   map[netip.AddrPort]*udp.Conn
-	full bool // the map has no room
+	at      map[netip.AddrPort]*udp.Conn
+	full    bool               // the map has no room
+	members map[*udp.Conn]bool // the group's sockets; nil: every socket
 }
 
 func (f *fakeSteer) Steer(r netip.AddrPort, c *udp.Conn, proven bool) udp.SteerResult {
+	if f.members != nil && !f.members[c] {
+		return udp.NotMember
+	}
 	cur, ok := f.at[r]
 	switch {
 	case ok && cur == c:
@@ -43,6 +47,7 @@ func (f *fakeSteer) Unsteer(r netip.AddrPort, c *udp.Conn) {
 func steeredSides(t *testing.T, bShards int, fs *fakeSteer, connectNow bool) (a, b *side, sb *Shard) {
 	t.Helper()
 	a, b = newSide(t, 1, routesA), newSide(t, bShards, routesB)
+	checkAtEnd(t, a, b)
 	sb = b.shards[0]
 	fs.at = map[netip.AddrPort]*udp.Conn{}
 	sb.cfg.Steer = fs

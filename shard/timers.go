@@ -35,7 +35,7 @@ func (s *Shard) flushAll() {
 func (s *Shard) tick() time.Time {
 	var next time.Time
 	s.refillRoam()
-	for _, ln := range s.owned {
+	for _, ln := range s.table.owned {
 		s.controlTimers(ln)
 		for _, l := range []*lane{ln, ln.prev} {
 			if l == nil {
@@ -72,7 +72,7 @@ func (s *Shard) tick() time.Time {
 // lanes that received nothing for laneIdleTrim: at a hub most sessions sit
 // idle, and a burst of loss can leave a decoder holding up to a MiB.
 func (s *Shard) trimIdle() {
-	for _, ln := range s.owned {
+	for _, ln := range s.table.owned {
 		if s.now.Sub(ln.lastRx) < laneIdleTrim {
 			continue
 		}
@@ -87,7 +87,7 @@ func (s *Shard) publish() {
 	// Only decoders that saw a symbol or expired a group since the last
 	// publication can have new counts: a hub's thousands of idle lanes
 	// cost nothing here.
-	for _, ln := range s.owned {
+	for _, ln := range s.table.owned {
 		for l := ln; l != nil; l = l.prev {
 			if l.decDirty {
 				l.decDirty = false

@@ -15,7 +15,7 @@ func TestWireLensSampleSentData(t *testing.T) {
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	sa := a.shards[0]
 	w := new(WireLens)
-	sa.lanes[addrB].cfg.Lens = w
+	sa.table.lanes[addrB].cfg.Lens = w
 	sent := map[int]int{}
 	for i := range 12 {
 		n := []int{60, 300, 300, 700}[i%4]
@@ -60,7 +60,7 @@ func TestWireLensSampleSentData(t *testing.T) {
 	if a := testing.AllocsPerRun(100, func() { w.DrawLen(0, 2000) }); a != 0 {
 		t.Fatalf("DrawLen: %.1f allocations", a)
 	}
-	ln := sa.lanes[addrB]
+	ln := sa.table.lanes[addrB]
 	if a := testing.AllocsPerRun(100, func() { ln.noteSize(500); sa.publish() }); a != 0 {
 		t.Fatalf("publish with new lengths: %.1f allocations", a)
 	}
@@ -74,7 +74,7 @@ func TestWireLensPaddedAndReceived(t *testing.T) {
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
 	sa, sb := a.shards[0], b.shards[0]
 	sb.cfg.Padding = Padding{Mode: PadLight}
-	lb := sb.lanes[addrA]
+	lb := sb.table.lanes[addrA]
 	w := new(WireLens)
 	lb.cfg.Lens = w
 	sb.control(lb, []byte{ctlKeepalive, Features, 0, 0}) // A's hello

@@ -1,0 +1,330 @@
+package shard
+
+import (
+	"net/netip"
+	"time"
+
+	"github.com/yip-router/yip-router/crypto"
+)
+
+// The lane table: where every lane of every peer lives, as one shard sees
+// it. Ingress asks it for the lane at a datagram's source address (or the
+// shard to hand the datagram to), egress for a peer's lanes and their
+// owners, roam and the timers for the lanes this shard owns, place.go for
+// the other shards' lanes' keys. Its indexes are kept in step by the
+// methods here and nowhere else: install, setOwner, adopt, forget and
+// removePeer (the lanes' lifecycle), setForeign and moveForeign (hand-over
+// entries). Who may hold an address is claim.go (one owner per address),
+// keeping the listen group's steering map in step with the addresses is
+// steer.go, and what must hold between any two changes is written out, and
+// checked, in table_check.go. Like all of a shard, the table belongs to
+// the shard's goroutine.
+
+// laneTable is one shard's lane table (Shard.table).
+type laneTable struct {
+	self   int // this shard's id
+	shards int // shards in the mesh: a peer's lane i starts on shard i mod shards
+	// lanes is where ingress finds a lane this shard owns, by remote
+	// address: one map lookup per datagram. An owned lane may be missing
+	// (claim.go refused it the address; roam.go finds it by trial).
+	lanes map[netip.AddrPort]*lane
+	// foreign holds the hand-over entries: a remote address whose lane
+	// another shard owns, so ingress hands its datagrams over. At most one
+	// per lane (peerLanes.away).
+	foreign map[netip.AddrPort]foreignLane
+	peers   map[PeerID]*peerLanes
+	// owned is every lane this shard owns, in no order (lane.slot is a
+	// lane's index): roam tries their tags, the timers run them.
+	owned []*lane
+	// cands is the lanes other shards own, by their receive keys, so a
+	// datagram of theirs that arrives here is recognised (place.go).
+	cands []*candidate
+
+	// cfg is the shard's: its sockets and the listen group's steering map
+	// (Config.Conns, Config.Steer; steer.go).
+	cfg *Config
+	// stats is the shard's counters (steer_refused).
+	stats *stats
+	// fold is told of every lane the table stops owning, before it goes:
+	// the shard keeps what its decoders counted (Shard.foldLane).
+	fold func(*lane)
+}
+
+// peerLanes is how a shard reaches a peer: the owner shard of each lane and,
+// for lanes this shard owns, the lane itself.
+type peerLanes struct {
+	id     PeerID
+	owners []int        // owners[i] is the shard owning lane i
+	local  []*lane      // local[i] != nil iff this shard owns lane i
+	cand   []*candidate // cand[i]: lane i's tag keys, when another shard owns it (place.go)
+	mine   int          // the first lane this shard owns; -1: none
+	// away[i] is the address this shard last gave a hand-over entry
+	// (laneTable.foreign) for lane i, so a new one replaces it
+	// (setForeign): at most one entry per lane, however often the peer
+	// handshakes from new ports.
+	away []netip.AddrPort
+}
+
+// foreignLane is a remote address whose lane another shard owns.
+type foreignLane struct {
+	owner int
+	peer  PeerID
+	index int // the lane's index in the peer's session
+}
+
+// candidate is a lane another shard owns, as far as finding its datagrams
+// goes.
+type candidate struct {
+	peer  PeerID
+	index int
+	rxf   crypto.Framer
+	slot  int // index in laneTable.cands
+}
+
+func newLaneTable(cfg *Config, shards int, st *stats, fold func(*lane)) laneTable {
+	return laneTable{
+		self: cfg.ID, shards: shards, cfg: cfg, stats: st, fold: fold,
+		lanes: map[netip.AddrPort]*lane{}, foreign: map[netip.AddrPort]foreignLane{}, peers: map[PeerID]*peerLanes{},
+	}
+}
+
+// laneAt is the lane this shard owns at remote address addr (nil: none).
+func (t *laneTable) laneAt(addr netip.AddrPort) *lane { return t.lanes[addr] }
+
+// foreignAt is the hand-over entry at addr, if there is one.
+func (t *laneTable) foreignAt(addr netip.AddrPort) (foreignLane, bool) {
+	f, ok := t.foreign[addr]
+	return f, ok
+}
+
+// peer is how this shard reaches peer (nil: it knows no session of it).
+func (t *laneTable) peer(peer PeerID) *peerLanes { return t.peers[peer] }
+
+// local is lane index of peer if this shard owns it, else nil.
+func (t *laneTable) local(peer PeerID, index int) *lane {
+	pl := t.peers[peer]
+	if pl == nil || index < 0 || index >= len(pl.local) {
+		return nil
+	}
+	return pl.local[index]
+}
+
+// entry is peer's record for a session of lanes lanes, made on first use.
+// A different lane count means the peer restarted with other shards: its
+// old lanes, hand-over entries and candidates go first.
+func (t *laneTable) entry(peer PeerID, lanes int) *peerLanes {
+	pl := t.peers[peer]
+	if pl != nil && len(pl.owners) == lanes {
+		return pl
+	}
+	if pl != nil {
+		t.drop(pl)
+	}
+	pl = &peerLanes{id: peer, owners: make([]int, lanes), local: make([]*lane, lanes), cand: make([]*candidate, lanes), away: make([]netip.AddrPort, lanes), mine: -1}
+	for i := range pl.owners {
+		pl.owners[i] = i % t.shards
+	}
+	t.peers[peer] = pl
+	return pl
+}
+
+// install makes ln, a lane of pl's new session (or new keys for one), the
+// lane this shard owns at its index, in top's place (the lane it had
+// there, nil: none), and gives it its remote if proof p may take the
+// address (claim.go): else ln is found by trial until its datagrams prove
+// it. Called after ln took what it keeps of top (lane.inherit), before
+// top becomes ln's previous keys.
+func (t *laneTable) install(pl *peerLanes, ln, top *lane, p proof, now time.Time) {
+	t.own(ln, top)
+	if top != nil && t.lanes[top.cfg.Remote] == top && (top.cfg.Remote != ln.cfg.Remote || top.cfg.Conn != ln.cfg.Conn) {
+		// Same address and socket: ln takes the entry in claim below,
+		// without a moment unsteered.
+		t.unbindRemote(top.cfg.Remote)
+	}
+	i := ln.cfg.Index
+	pl.local[i], pl.owners[i] = ln, t.self
+	t.dropCandidate(pl, i)
+	t.updateMine(pl)
+	t.claim(ln, ln.cfg.Remote, p, now)
+}
+
+// setOwner records that shard owner owns lane index of pl and is reached at
+// remote (invalid: not known here), so this shard hands that lane's packets
+// over; recv (nil: unchanged) are the lane's receive keys, kept to
+// recognise its datagrams here (place.go). A lane this shard owned there
+// is forgotten. No hand-over entry at an address a lane of this shard is
+// bound to (setForeign).
+func (t *laneTable) setOwner(pl *peerLanes, index, owner int, remote netip.AddrPort, recv *crypto.LaneKeys) {
+	pl.owners[index] = owner
+	if owner == t.self {
+		return
+	}
+	t.forget(pl, index)
+	if recv != nil {
+		t.setCandidate(pl, index, recv)
+	}
+	if remote.IsValid() {
+		t.setForeign(pl, index, owner, remote)
+	}
+}
+
+// adopt makes ln, moved here from shard from (MoveLane), the lane this
+// shard owns at its index, and gives it its remote with a datagram's
+// proof (it proved itself arriving here); refused, its own hand-over
+// entry there goes anyway. If a rekey raced the move — a lane installed
+// here meanwhile, or the owner moved elsewhere (this shard learnt another
+// owner than from) — the newer placement wins: adopt reports false and
+// changes nothing.
+func (t *laneTable) adopt(ln *lane, from int, now time.Time) bool {
+	pl := t.peers[ln.cfg.Peer]
+	i := ln.cfg.Index
+	if pl == nil || len(pl.local) != ln.cfg.Lanes || pl.local[i] != nil || pl.owners[i] != from {
+		return false
+	}
+	pl.local[i], pl.owners[i] = ln, t.self
+	t.updateMine(pl)
+	t.own(ln, nil)
+	t.dropCandidate(pl, i)
+	if !t.claim(ln, ln.cfg.Remote, datagramProof, now) {
+		if f, ok := t.foreign[ln.cfg.Remote]; ok && f.peer == ln.cfg.Peer {
+			delete(t.foreign, ln.cfg.Remote) // its own hand-over entry
+		}
+	}
+	return true
+}
+
+// forget stops owning lane index of pl (it moved to another shard, or its
+// session or peer went): the shard folds its decoders' counts, roam and
+// the timers no longer run it, egress no longer picks it and ingress no
+// longer finds it at its remote. The one place a lane leaves the table.
+func (t *laneTable) forget(pl *peerLanes, index int) {
+	ln := pl.local[index]
+	if ln == nil {
+		return
+	}
+	t.fold(ln)
+	t.disown(ln)
+	pl.local[index] = nil
+	t.updateMine(pl)
+	t.unbindLane(ln)
+}
+
+// removePeer forgets every lane of peer, the hand-over entries that point
+// at its lanes on other shards, and its candidates.
+func (t *laneTable) removePeer(peer PeerID) {
+	if pl := t.peers[peer]; pl != nil {
+		t.drop(pl)
+		delete(t.peers, peer)
+	}
+}
+
+// drop empties pl: its lanes, candidates and hand-over entries go.
+func (t *laneTable) drop(pl *peerLanes) {
+	for i := range pl.local {
+		t.forget(pl, i)
+		t.dropCandidate(pl, i)
+		if f, ok := t.foreign[pl.away[i]]; ok && f.peer == pl.id && f.index == i {
+			delete(t.foreign, pl.away[i])
+		}
+	}
+}
+
+// setForeign makes addr the hand-over entry of lane index of pl (owned by
+// shard owner), dropping the entry it had at another address: the one
+// place that adds to foreign. An address a lane of this shard is bound to
+// keeps that lane (an initiator's lanes all talk to the responder's one
+// port, told apart by our local socket): no entry then.
+func (t *laneTable) setForeign(pl *peerLanes, index, owner int, addr netip.AddrPort) {
+	if old := pl.away[index]; old.IsValid() && old != addr {
+		if f, ok := t.foreign[old]; ok && f.peer == pl.id && f.index == index {
+			delete(t.foreign, old)
+		}
+	}
+	if _, bound := t.lanes[addr]; bound {
+		pl.away[index] = netip.AddrPort{}
+		return
+	}
+	t.foreign[addr] = foreignLane{owner: owner, peer: pl.id, index: index}
+	pl.away[index] = addr
+}
+
+// moveForeign moves pl's hand-over entries whose address move maps
+// elsewhere (roam.go's relocate: the peer moved, or the operator moved
+// it).
+func (t *laneTable) moveForeign(pl *peerLanes, move func(netip.AddrPort) (netip.AddrPort, bool)) {
+	for i, addr := range pl.away {
+		f, ok := t.foreign[addr]
+		if !ok || f.peer != pl.id || f.index != i {
+			continue
+		}
+		if next, ok := move(addr); ok {
+			delete(t.foreign, addr)
+			t.setForeign(pl, i, f.owner, next)
+		}
+	}
+}
+
+// own adds ln to the lanes roam tries, in old's place if old was there.
+func (t *laneTable) own(ln, old *lane) {
+	if old != nil && old.slot >= 0 && old.slot < len(t.owned) && t.owned[old.slot] == old {
+		ln.slot = old.slot
+		t.owned[ln.slot] = ln
+		old.slot = -1
+		return
+	}
+	ln.slot = len(t.owned)
+	t.owned = append(t.owned, ln)
+}
+
+// disown removes ln from the lanes roam tries.
+func (t *laneTable) disown(ln *lane) {
+	if ln.slot < 0 || ln.slot >= len(t.owned) || t.owned[ln.slot] != ln {
+		return
+	}
+	last := len(t.owned) - 1
+	t.owned[ln.slot] = t.owned[last]
+	t.owned[ln.slot].slot = ln.slot
+	t.owned[last] = nil
+	t.owned = t.owned[:last]
+	ln.slot = -1
+}
+
+// updateMine records the first lane of pl this shard owns: egress sends a
+// peer's packets read here on it rather than handing them to another shard
+// when the lane its index picks lives elsewhere.
+func (t *laneTable) updateMine(pl *peerLanes) {
+	pl.mine = -1
+	for i, ln := range pl.local {
+		if ln != nil {
+			pl.mine = i
+			return
+		}
+	}
+}
+
+// setCandidate records lane index of pl, owned by another shard, under its
+// receive keys.
+func (t *laneTable) setCandidate(pl *peerLanes, index int, recv *crypto.LaneKeys) {
+	if c := pl.cand[index]; c != nil {
+		c.rxf = crypto.NewFramer(recv)
+		return
+	}
+	c := &candidate{peer: pl.id, index: index, rxf: crypto.NewFramer(recv), slot: len(t.cands)}
+	pl.cand[index] = c
+	t.cands = append(t.cands, c)
+}
+
+// dropCandidate forgets lane index of pl as a candidate (this shard owns
+// it now, or the peer went).
+func (t *laneTable) dropCandidate(pl *peerLanes, index int) {
+	c := pl.cand[index]
+	if c == nil {
+		return
+	}
+	pl.cand[index] = nil
+	last := len(t.cands) - 1
+	t.cands[c.slot] = t.cands[last]
+	t.cands[c.slot].slot = c.slot
+	t.cands[last] = nil
+	t.cands = t.cands[:last]
+}
