@@ -211,6 +211,9 @@ type phaseResult struct {
 	bOut, aTunIn                 uint64
 	aCompleted                   uint64 // handshakes A completed (its restart and rekeys)
 	aBefore                      map[string]uint64
+	// tcpMatched is the CPU-matched baseline: one TCP connection while
+	// the same attack goes to closedPort (matchedTCP).
+	tcpMatched float64
 	// floodSocketDrops are B's lane and listen sockets' kernel drops from
 	// the phase's start to the end of the flood window (before the TCP
 	// transfer): what the attack cost them.
@@ -225,7 +228,8 @@ type phaseResult struct {
 func (c *campaign) phase(name string, attack func(stop *atomic.Bool) uint64,
 	during func(*phaseResult) (time.Time, time.Time)) phaseResult {
 	t, cfg := c.t, c.cfg
-	pr := phaseResult{name: name, rssBefore: c.rss(), gorBefore: c.goroutines()}
+	tcpMatched := c.matchedTCP(attack)
+	pr := phaseResult{name: name, rssBefore: c.rss(), gorBefore: c.goroutines(), tcpMatched: tcpMatched}
 	// A's counters before B's, and B's after A's at the end: what is in
 	// flight at either edge is counted by A and not by B. At the start
 	// nothing may be in flight: the previous phase (or the baseline) may
@@ -304,10 +308,10 @@ func (c *campaign) phase(name string, attack func(stop *atomic.Bool) uint64,
 	pr.aCompleted += a["hs_completed"] - pr.aBefore["hs_completed"]
 
 	t.Logf("%s: attacker sent %d datagrams (%.0f/s); stream delivered %.1f%% before, %.1f%% under the attack, "+
-		"%.1f%% in the first second after it and %.1f%% then (recovered after %s); TCP %.3f Gbit/s under the attack; "+
-		"B RSS %.1f -> %.1f (peak %.1f) MiB, goroutines %d -> %d",
+		"%.1f%% in the first second after it and %.1f%% then (recovered after %s); TCP %.3f Gbit/s under the attack, "+
+		"%.3f Gbit/s under the same flood to a closed port; B RSS %.1f -> %.1f (peak %.1f) MiB, goroutines %d -> %d",
 		name, pr.attackSent, pr.attackRate, 100*pr.pre.ratio(), 100*pr.flood.ratio(), 100*pr.after1.ratio(),
-		100*pr.after.ratio(), pr.recovery, pr.tcp, mib(pr.rssBefore), mib(pr.rssAfter), mib(pr.rssPeak), pr.gorBefore, pr.gorAfter)
+		100*pr.after.ratio(), pr.recovery, pr.tcp, pr.tcpMatched, mib(pr.rssBefore), mib(pr.rssAfter), mib(pr.rssPeak), pr.gorBefore, pr.gorAfter)
 	if pr.hs != 0 {
 		t.Logf("%s: A's fresh handshake completed %s after it restarted (%d initiations)", name, pr.hs.Round(time.Millisecond), pr.hsInitiations)
 	}
@@ -324,6 +328,27 @@ func (c *campaign) phase(name string, attack func(stop *atomic.Bool) uint64,
 
 	c.check(&pr)
 	return pr
+}
+
+// matchedTCP is the CPU-matched baseline of a phase's TCP transfer: the
+// same attack, from the same generator at the same rate, sent to a UDP
+// port of B's that nobody listens on (so the attacker's CPU and B's
+// kernel receive path cost what they cost under the attack, and only the
+// router's share differs), while one TCP connection runs through the
+// tunnel, the stream paused as under the attack.
+func (c *campaign) matchedTCP(attack func(stop *atomic.Bool) uint64) float64 {
+	c.at.port.Store(closedPort)
+	defer c.at.port.Store(lab.Port)
+	var stop atomic.Bool
+	done := make(chan uint64, 1)
+	go func() { done <- attack(&stop) }()
+	time.Sleep(c.cfg.pre)
+	c.stream.paused.Store(true)
+	tcp := c.tcp()
+	stop.Store(true)
+	<-done
+	c.stream.paused.Store(false)
+	return tcp
 }
 
 // check asserts what a phase must show: the attack reached B and was
@@ -427,16 +452,16 @@ func (c *campaign) report(base window, tcp0 float64, rs []phaseResult, rssEnd ui
 		mode, c.cfg.flood, c.cfg.pps, c.cfg.size, captured)
 	fmt.Fprintf(&b, "baseline (no attack): stream %.1f%% delivered, TCP %.3f Gbit/s; B RSS %.1f MiB, %d goroutines\n\n",
 		100*base.ratio(), tcp0, mib(c.rss0), c.gor0)
-	fmt.Fprintf(&b, "| attack | attacker datagrams/s | stream delivered under attack (vs unflooded) | first 1 s after | recovered after | TCP under attack (vs unflooded) | fresh handshake | B RSS before → %s in → peak → after | B goroutines before → after |\n", c.cfg.warm)
-	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&b, "| attack | attacker datagrams/s | stream delivered under attack (vs unflooded) | first 1 s after | recovered after | TCP under attack (vs unflooded) | TCP, same flood to a closed port (under attack vs it) | fresh handshake | B RSS before → %s in → peak → after | B goroutines before → after |\n", c.cfg.warm)
+	b.WriteString("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n")
 	for _, r := range rs {
 		hs := "—"
 		if r.hs > 0 {
 			hs = fmt.Sprintf("%s (%d initiations)", r.hs.Round(time.Millisecond), r.hsInitiations)
 		}
-		fmt.Fprintf(&b, "| %s | %.0f | %.1f%% (%.2f) | %.1f%% | %s | %.3f Gbit/s (%.2f) | %s | %.1f → %.1f → %.1f → %.1f MiB | %d → %d |\n",
+		fmt.Fprintf(&b, "| %s | %.0f | %.1f%% (%.2f) | %.1f%% | %s | %.3f Gbit/s (%.2f) | %.3f Gbit/s (%.2f) | %s | %.1f → %.1f → %.1f → %.1f MiB | %d → %d |\n",
 			r.name, r.attackRate, 100*r.flood.ratio(), r.flood.ratio()/max(base.ratio(), 1e-9), 100*r.after1.ratio(),
-			r.recovery, r.tcp, r.tcp/max(tcp0, 1e-9), hs, mib(r.rssBefore), mib(r.rssWarm), mib(r.rssPeak), mib(r.rssAfter), r.gorBefore, r.gorAfter)
+			r.recovery, r.tcp, r.tcp/max(tcp0, 1e-9), r.tcpMatched, r.tcp/max(r.tcpMatched, 1e-9), hs, mib(r.rssBefore), mib(r.rssWarm), mib(r.rssPeak), mib(r.rssAfter), r.gorBefore, r.gorAfter)
 	}
 	fmt.Fprintf(&b, "\nB over the whole campaign: RSS %.1f → %.1f MiB, goroutines %d → %d\n", mib(c.rss0), mib(rssEnd), c.gor0, gorEnd)
 	b.WriteString("\n| attack | B's counters over the phase |\n|---|---|\n")
@@ -841,7 +866,13 @@ type attacker struct {
 	fd     int
 	self   netip.Addr
 	target netip.AddrPort // B's ListenPort on its underlay address
+	// port is the UDP destination port every packet is sent to: B's
+	// ListenPort, or closedPort for the CPU-matched baseline.
+	port atomic.Uint32
 }
+
+// closedPort is a UDP port nobody listens on in B's namespace (discard).
+const closedPort = 9
 
 const spoofNet = "10.64.0.0/10"
 
@@ -849,6 +880,7 @@ func newAttacker(t *testing.T, l *lab.Lab) *attacker {
 	id := l.NS[0][len("yipA-"):]
 	at := &attacker{ns: "yipX-" + id, fd: -1, self: netip.MustParseAddr("172.31.251.2"),
 		target: netip.AddrPortFrom(l.Underlay[lab.B], lab.Port)}
+	at.port.Store(lab.Port)
 	if err := netns.Add(at.ns); err != nil {
 		t.Fatal(err)
 	}
@@ -919,14 +951,17 @@ func (at *attacker) garbage(stop *atomic.Bool) uint64 {
 }
 
 // loop sends pkts round and round until stop, returning how many the
-// kernel took.
+// kernel took. Each goes to at.port (written into every packet, in both
+// modes, so the generator's cost is the same).
 func (at *attacker) loop(stop *atomic.Bool, pkts [][]byte) uint64 {
 	var n uint64
+	port := uint16(at.port.Load())
 	for i := 0; ; i++ {
 		if i%64 == 0 && stop.Load() {
 			return n
 		}
 		p := pkts[i%len(pkts)]
+		binary.BigEndian.PutUint16(p[int(p[0]&0x0f)*4+2:], port)
 		if unix.Sendto(at.fd, p, 0, &unix.SockaddrInet4{Addr: [4]byte(p[16:20])}) == nil {
 			n++
 		}
