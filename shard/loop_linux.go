@@ -67,7 +67,7 @@ func (s *Shard) Run() error {
 		if s.cfg.TUN != nil {
 			work += s.readTun()
 		}
-		work += s.readStrangers()
+		work += s.readStrangers(work > 0)
 		s.flushAll()
 		if (!s.fecDue.IsZero() && !s.now.Before(s.fecDue)) || s.now.Sub(lastTick) >= idlePoll {
 			s.fecDue = s.tick()
@@ -128,15 +128,18 @@ func (s *Shard) readConn(c int) int {
 // The strangers' socket's budget per loop iteration: datagrams are priced
 // at their length plus strangerPrice (the fixed cost of looking one up and
 // classifying it), and reading stops once strangerBytes are spent or
-// strangerTime has passed since the iteration began. Lane sockets and the
-// TUN queue are read first in every iteration, so a flood from strangers
-// delays lane traffic by at most this much per iteration; the rest of the
-// flood waits in (and overflows) the strangers' small receive buffer.
+// strangerTime has passed since the iteration began; in an iteration that
+// found lane work (lane sockets, TUN, mesh) the budget is
+// strangerBusyBytes. Lane sockets and the TUN queue are read first in
+// every iteration, so a flood from strangers delays lane traffic by at
+// most this much per iteration; the rest of the flood waits in (and
+// overflows) the strangers' small receive buffer.
 const (
-	strangerBatch = 16
-	strangerBytes = 32 << 10
-	strangerPrice = 512
-	strangerTime  = 200 * time.Microsecond
+	strangerBatch     = 16
+	strangerBytes     = 32 << 10
+	strangerBusyBytes = 8 << 10
+	strangerPrice     = 512
+	strangerTime      = 200 * time.Microsecond
 	// strangerRecheck: after a read of the strangers' socket found
 	// nothing, a busy loop looks again only this much later (a poll that
 	// sleeps wakes on it anyway), so a shard carrying lane traffic does
@@ -145,15 +148,19 @@ const (
 	strangerRecheck = 200 * time.Microsecond
 )
 
-// readStrangers reads the strangers' socket within its budget; its
-// datagrams count as arriving on Conns[0] (Config.Strangers).
-func (s *Shard) readStrangers() int {
+// readStrangers reads the strangers' socket within its budget (the
+// smaller one when busy: the iteration found lane work); its datagrams
+// count as arriving on Conns[0] (Config.Strangers).
+func (s *Shard) readStrangers(busy bool) int {
 	if s.cfg.Strangers == nil || s.now.Before(s.strangersQuiet) {
 		return 0
 	}
-	total := 0
-	for budget := strangerBytes; budget > 0; {
-		got, bytes := s.recvBatch(s.cfg.Strangers, 0, min(strangerBatch, len(s.rx.Bufs)))
+	total, budget, batch := 0, strangerBytes, strangerBatch
+	if busy {
+		budget, batch = strangerBusyBytes, strangerBatch/2
+	}
+	for budget > 0 {
+		got, bytes := s.recvBatch(s.cfg.Strangers, 0, min(batch, len(s.rx.Bufs)))
 		if got == 0 {
 			break
 		}

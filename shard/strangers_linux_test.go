@@ -41,16 +41,21 @@ func TestReadStrangersBudget(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // loopback delivery
 	s.now = time.Now()
-	first := s.readStrangers()
+	first := s.readStrangers(false)
 	// Batches of 16, the budget (32 KiB at 1000 + 512 per datagram)
 	// checked after each: two batches.
 	if first == 0 || first > 2*strangerBatch {
 		t.Fatalf("one iteration read %d of %d strangers' datagrams, want at most two batches", first, sent)
 	}
-	total := first
+	// With lane work in the same iteration, one batch of 8 (8 KiB).
+	s.now = time.Now()
+	if busy := s.readStrangers(true); busy != strangerBatch/2 {
+		t.Fatalf("a busy iteration read %d strangers' datagrams, want one batch of %d", busy, strangerBatch/2)
+	}
+	total := first + strangerBatch/2
 	for range sent {
 		s.now = time.Now()
-		total += s.readStrangers()
+		total += s.readStrangers(false)
 	}
 	if total != sent || len(conns) != sent {
 		t.Fatalf("read %d, handed %d to the handshake path, want %d", total, len(conns), sent)
@@ -66,18 +71,18 @@ func TestReadStrangersBudget(t *testing.T) {
 	}
 	// Found empty: the next look comes strangerRecheck later.
 	s.now = time.Now()
-	if s.readStrangers() != 0 {
+	if s.readStrangers(false) != 0 {
 		t.Fatal("read something from an empty socket")
 	}
 	if err := sender.SendTo(junk, strangers.LocalAddr()); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	if n := s.readStrangers(); n != 0 { // s.now unchanged: within the recheck wait
+	if n := s.readStrangers(false); n != 0 { // s.now unchanged: within the recheck wait
 		t.Fatalf("read %d within the recheck wait", n)
 	}
 	s.now = s.now.Add(strangerRecheck)
-	if n := s.readStrangers(); n != 1 {
+	if n := s.readStrangers(false); n != 1 {
 		t.Fatalf("read %d after the recheck wait, want 1", n)
 	}
 }
