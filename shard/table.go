@@ -144,8 +144,24 @@ func (t *laneTable) install(pl *peerLanes, ln, top *lane, p proof, now time.Time
 	i := ln.cfg.Index
 	pl.local[i], pl.owners[i] = ln, t.self
 	t.dropCandidate(pl, i)
+	t.dropAway(pl, i)
 	t.updateMine(pl)
 	t.claim(ln, ln.cfg.Remote, p, now)
+}
+
+// dropAway removes lane index's hand-over entry (pl.away[index]), if it is
+// still that lane's: the lane is owned here now, and an entry at an
+// address it had before (the offered port) would hand its datagrams to
+// the shard it left.
+func (t *laneTable) dropAway(pl *peerLanes, index int) {
+	a := pl.away[index]
+	if !a.IsValid() {
+		return
+	}
+	if f, ok := t.foreign[a]; ok && f.peer == pl.id && f.index == index {
+		delete(t.foreign, a)
+	}
+	pl.away[index] = netip.AddrPort{}
 }
 
 // setOwner records that shard owner owns lane index of pl and is reached at
@@ -185,6 +201,7 @@ func (t *laneTable) adopt(ln *lane, from int, now time.Time) bool {
 	t.updateMine(pl)
 	t.own(ln, nil)
 	t.dropCandidate(pl, i)
+	t.dropAway(pl, i)
 	if !t.claim(ln, ln.cfg.Remote, datagramProof, now) {
 		if f, ok := t.foreign[ln.cfg.Remote]; ok && f.peer == ln.cfg.Peer {
 			delete(t.foreign, ln.cfg.Remote) // its own hand-over entry

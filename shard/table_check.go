@@ -25,18 +25,17 @@ import "fmt"
 //     holds no other (an owner just set to this shard may keep one until
 //     its lane's install: tryCandidates hands nothing over then).
 //  6. No orphan hand-over entry: every entry's peer has a record here, the
-//     entry is its lane's one entry (away), and it names another shard of
-//     the mesh. So removing a peer (or its session) finds all its entries
-//     through away, without a scan of the map.
+//     entry is its lane's one entry (away), it names another shard of
+//     the mesh, and the lane is not owned here (install and adopt drop
+//     it: dropAway). So removing a peer (or its session) finds all its
+//     entries through away, without a scan of the map.
 //  7. A lane the steering map is said to send here (steered) is bound: the
 //     entry goes with the binding (steer.go).
 //
 // Not checked, because the table does not keep them (FuzzLaneTable and the
 // unit tests break both): that an entry names the lane's owner (setOwner
 // without an address, as after a move, leaves the lane's entry naming the
-// shard the lane left), and that no entry is left for a lane this shard
-// owns (install and adopt delete the entry at the lane's remote only, not
-// one the lane had at another address). Nor, across shards, one owner per
+// shard the lane left). Nor, across shards, one owner per
 // lane or one peer per address (checkTables, checkAddrOwners).
 
 // check reports the first way t breaks what must hold between its
@@ -89,6 +88,8 @@ func (t *laneTable) check() error {
 			return fmt.Errorf("hand-over entry %s is not lane %d of peer %d's (%s)", addr, f.index, f.peer, pl.away[f.index])
 		case f.owner == t.self || f.owner < 0 || f.owner >= t.shards:
 			return fmt.Errorf("hand-over entry %s names shard %d", addr, f.owner)
+		case pl.local[f.index] != nil:
+			return fmt.Errorf("hand-over entry %s for lane %d of peer %d, which this shard owns", addr, f.index, f.peer)
 		}
 	}
 	return nil

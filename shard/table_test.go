@@ -102,6 +102,10 @@ func TestTableCheckCatches(t *testing.T) {
 				tb.foreign[a] = f
 			}
 		}},
+		{"hand-over entry for a lane owned here", "which this shard owns", func(tb *laneTable) {
+			tb.foreign[addrEvil] = foreignLane{owner: 1, peer: 1, index: 0}
+			tb.peers[1].away[0] = addrEvil
+		}},
 		{"candidate for an owned lane", "owned here and a candidate", func(tb *laneTable) {
 			pl := tb.peers[1]
 			c := &candidate{peer: 1, index: 0, slot: len(tb.cands)}
