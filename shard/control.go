@@ -205,7 +205,7 @@ func (s *Shard) controlTimers(ln *lane) {
 // checkSilence reports (Config.Silent) a lane that kept sending what asks
 // for an answer (lastAskTx: data, or control frames other than
 // keepalives) for noReplyAfter after it last heard from the peer (under either key set, or
-// since its install): liveness is an event from the lane, so the router
+// since its install): liveness is an event from the lane, so the control core
 // polls no shard for it. It says whether the peer's datagrams were framed
 // by the previous wire version (noteOldFraming).
 func (s *Shard) checkSilence(ln *lane) {

@@ -18,7 +18,7 @@ import (
 // datagram that came that way proves itself on the owner (it opens and is
 // no replay), the owner steers its address to itself (misplaced), or,
 // where it cannot, reports the lane misplaced (Config.Misplaced, at most
-// once a second per lane) and the router moves the lane, keys, counters,
+// once a second per lane) and the control core moves the lane, keys, counters,
 // FEC and replay state, to the shard its datagrams arrive on (MoveLane):
 // at steady state nothing takes a ring hop.
 
@@ -57,7 +57,7 @@ func (s *Shard) tryCandidates(data []byte, from netip.AddrPort) bool {
 // datagram that brought us here) and still arrives elsewhere, the map does
 // not decide where its datagrams go (the entry was lost, or the kernel
 // delivered them without running the program), and the lane is moved as
-// without steering (Config.Misplaced: the router moves it there).
+// without steering (Config.Misplaced: the control core moves it there).
 func (s *Shard) misplaced(ln *lane, via int) {
 	if !ln.misplacedAt.IsZero() && s.now.Sub(ln.misplacedAt) < misplacedEvery {
 		return

@@ -105,7 +105,7 @@ func (s *Shard) moveLane(ln *lane, to netip.AddrPort, local netip.Addr, p proof)
 	s.reportMove(ln)
 }
 
-// reportMove tells the router (Config.Moved) where ln went since it last
+// reportMove tells the control core (Config.Moved) where ln went since it last
 // reported, at most once a second per lane: a peer whose lanes leave
 // through different public addresses (per-flow dual-WAN balancing, a NAT
 // pooling addresses per flow) must not turn every datagram into a router

@@ -6,7 +6,7 @@ import (
 	"slices"
 )
 
-// PeerID names a peer inside the data plane (the router assigns them).
+// PeerID names a peer inside the data plane (the control core assigns them).
 type PeerID uint32
 
 // NoPeer is what a lookup returns when no prefix matches.

@@ -61,23 +61,23 @@ type Config struct {
 	CoalesceTCP, CoalesceUDP bool
 	Pool                     int // packet buffers; 0: a default sized for the batch and mesh
 	// Unmatched receives datagrams that match no lane or fail its tag,
-	// on the shard's goroutine (the router's handshake path). It reports
+	// on the shard's goroutine (the control core's handshake path). It reports
 	// whether it took the datagram; otherwise it is counted as dropped.
 	Unmatched func(shard, conn int, data []byte, from netip.AddrPort, local netip.Addr) bool
 	// NoSession is told (on the shard's goroutine, at most once per
 	// second per peer) that traffic is waiting for a peer without lanes:
-	// the router starts a handshake. The packets wait in a bounded queue.
+	// the control core starts a handshake. The packets wait in a bounded queue.
 	NoSession func(shard int, peer PeerID)
 	// Moved is told (on the shard's goroutine) that an authenticated
 	// datagram moved lane index of peer from one address to another
-	// (roam.go); the router has the peer's other shards follow
+	// (roam.go); the control core has the peer's other shards follow
 	// (FollowPeer) and, for lane 0, moves the peer's endpoint. Rare: only
 	// the peer's keys can cause it.
 	Moved func(shard int, peer PeerID, index int, from, to netip.AddrPort)
 	// Silent is told (on the shard's goroutine, at most once per
 	// noReplyAfter per lane) that a lane of peer has been sending for
 	// noReplyAfter without hearing anything back: the peer presumably
-	// restarted and lost its keys, and the router starts a handshake.
+	// restarted and lost its keys, and the control core starts a handshake.
 	// oldFraming says the peer's datagrams arrive framed as wire version
 	// 1 did (crypto.MatchesV1): it handshakes, but it runs the previous
 	// version and nothing it sends passes the tag.
@@ -85,13 +85,13 @@ type Config struct {
 	// Misplaced is told (on the shard's goroutine, at most once a second
 	// per lane) that lane index of peer, which this shard owns, proved to
 	// arrive on shard via (a NAT rewrote its port) and the steering map
-	// cannot send it here (place.go): the router moves it there
+	// cannot send it here (place.go): the control core moves it there
 	// (MoveLane).
 	Misplaced func(shard int, peer PeerID, index, via int)
 	// Confirmed is told (on the shard's goroutine, once per session) that
 	// the first datagram under a responder's new keys arrived on the lane
 	// the initiation came from (LaneConfig.Asked): the peer received our
-	// response at the lane's remote, so it receives there (the router
+	// response at the lane's remote, so it receives there (the control core
 	// then answers that address's initiations past the cap on cookie
 	// replies).
 	Confirmed func(shard int, peer PeerID, index int, remote netip.AddrPort)

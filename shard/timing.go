@@ -17,16 +17,16 @@ const (
 
 	// waitMaxAge is how long a packet waits for its peer's handshake
 	// before it is dropped: long enough for an initiation and its first
-	// retries (the router retries after 1 s, then 2 s more), while the
+	// retries (the control core retries after 1 s, then 2 s more), while the
 	// waiting buffers come out of the shard's pool. Older packets are
 	// stale: the inner transport (TCP's initial RTO is 1 s) has sent
 	// them again by then.
 	waitMaxAge = 3 * time.Second
 
-	// noSessionAsk is how often, at most, a shard tells the router
-	// (Config.NoSession) that packets wait for a peer: the router starts
+	// noSessionAsk is how often, at most, a shard tells the control core
+	// (Config.NoSession) that packets wait for a peer: the control core starts
 	// and retries handshakes on its own timers, so once a second is enough
-	// to start one and bounds the calls into the router from a busy shard.
+	// to start one and bounds the calls into the control core from a busy shard.
 	noSessionAsk = time.Second
 
 	// helloEvery: a lane repeats its hello (a keepalive with its features
@@ -46,7 +46,7 @@ const (
 	// than a keepalive from its peer since it last sent, and has sent
 	// nothing for about this long, sends a keepalive
 	// (controlTimers), so one-way traffic does not look like a dead peer.
-	// With its jitter it stays well under the router's no-reply limit
+	// With its jitter it stays well under the lanes' no-reply limit
 	// (5 s): the peer hears from us within 2.5 s.
 	passiveKeepalive = 2 * time.Second
 
