@@ -39,7 +39,7 @@ func (r *Router) markSockets(cfg *config.Config) error {
 	}
 	// The strangers' sockets send nothing, but every underlay socket
 	// carries the mark, as the docs and `ss -e` say.
-	for _, c := range append(r.conns(), r.strangers...) {
+	for _, c := range r.allSockets() {
 		if err := c.SetMark(mark); err != nil {
 			return fmt.Errorf("FwMark %#x on the underlay socket %s: %w", mark, c.LocalAddr(), err)
 		}

@@ -52,10 +52,15 @@ func (r *Router) offloadState() map[string]string {
 
 var errGRORefused = errors.New("the kernel refused a TUN superpacket write")
 
-// conns are every shard's sockets.
+// conns are every shard's sockets that send: its listen-group member and
+// its lane socket (allSockets adds the strangers').
 func (r *Router) conns() []*udp.Conn {
 	return append(append([]*udp.Conn{}, r.group...), r.laneSk...)
 }
+
+// allSockets is every underlay socket: conns and the strangers' sockets
+// (which only receive).
+func (r *Router) allSockets() []*udp.Conn { return append(r.conns(), r.strangers...) }
 
 // KernelDrops are the drops the kernel counts outside the shards: packets
 // the TUN device dropped because a shard did not read its queue in time

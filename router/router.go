@@ -384,7 +384,7 @@ func (r *Router) closeResources() {
 	if r.mesh != nil {
 		r.mesh.Close()
 	}
-	for _, c := range append(r.conns(), r.strangers...) {
+	for _, c := range r.allSockets() {
 		c.Close()
 	}
 	if r.dev != nil {
