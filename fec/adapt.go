@@ -65,13 +65,16 @@ func (m Mode) String() string {
 
 // AdaptConfig tunes ModeAuto. Zero fields take the defaults.
 type AdaptConfig struct {
-	// Ks are the group sizes the rule chooses from (default 16 and 32).
+	// Ks are the group sizes the rule chooses from (default 16, 32, 64
+	// and 192; above LegacyMaxK only for a peer that reads long groups,
+	// SetLongGroups).
 	// For the same parity share a larger K survives more loss (32:8
 	// beats 16:4), at the price of waiting longer for a group to fill
 	// before a loss is recovered; the rule takes the cheapest K:R that
 	// meets its target and, at equal cost, the smaller K.
 	Ks []int
-	// MinR and MaxR are the floor and ceiling for R (default 1 and 24)
+	// MinR and MaxR are the floor and ceiling for R (default 1 and 48;
+	// LegacyMaxR for a peer that does not read long groups)
 	// while the path loses anything; a path clean for cleanReports
 	// reports in a row gets no parity at all (the data symbols' indices
 	// still show loss).
@@ -96,7 +99,7 @@ type AdaptConfig struct {
 }
 
 // DefaultAdaptConfig is what a zero AdaptConfig means.
-var DefaultAdaptConfig = AdaptConfig{Ks: []int{16, 32, 64}, MinR: 1, MaxR: 24, MaxOverhead: 0.4,
+var DefaultAdaptConfig = AdaptConfig{Ks: []int{16, 32, 64, MaxK}, MinR: 1, MaxR: 48, MaxOverhead: 0.4,
 	Target: 0.001, MinTarget: 1e-7, MinExpected: 200, MaxDepth: MaxDepth}
 
 var errAdaptConfig = errors.New("fec: adapt config out of range")
@@ -169,6 +172,8 @@ type Adapter struct {
 	// clean counts the reports in a row that lost nothing; from
 	// cleanReports on the lane sends no parity.
 	clean int
+	// long: the peer's decoder reads long groups (SetLongGroups).
+	long bool
 	// path is what the round trip says (SetPath); p is the loss the
 	// rule last acted on (pOK: it has), clearP the last it acted on
 	// while the path was clear.
@@ -253,8 +258,15 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 	return a, nil
 }
 
-// Ratio is the K:R the encoder should use for its next group.
-func (a *Adapter) Ratio() (k, r int) { return a.k, a.r }
+// Ratio is the K:R the encoder should use for its next group, within
+// what the peer's decoder reads (FitRatio).
+func (a *Adapter) Ratio() (k, r int) { return FitRatio(a.k, a.r, a.long) }
+
+// SetLongGroups tells the rule whether the peer's decoder reads groups
+// beyond LegacyMaxK:LegacyMaxR (it announced so; false until it has).
+// Without, the rule weighs no group larger, spends no more parity on one,
+// and keeps blocks within what the legacy decoder's store holds.
+func (a *Adapter) SetLongGroups(ok bool) { a.long = ok }
 
 // Depth is the interleaving depth the encoder should use (Encoder.SetDepth).
 func (a *Adapter) Depth() int { return a.d }
@@ -270,7 +282,8 @@ func (a *Adapter) Partial() []uint8 {
 	if !a.partialOK {
 		return nil
 	}
-	return a.partial[:a.k]
+	k, _ := a.Ratio()
+	return a.partial[:k]
 }
 
 // SetRTT tells the rule the path's round-trip time (zero: unknown), which
@@ -303,7 +316,11 @@ func (a *Adapter) SetFill(n float64) {
 // groupSize is the K a choice of nominal group size k at depth d gets at
 // the lane's rate: k, or what fills within the flush timeout.
 func (a *Adapter) groupSize(k, d int) int {
-	k = min(k, int(float64(blockBudget)/(float64(d)*(1+a.cfg.MaxOverhead))))
+	budget := blockBudget
+	if !a.long {
+		k, budget = min(k, LegacyMaxK), legacyBlockBudget
+	}
+	k = min(k, int(float64(budget)/(float64(d)*(1+a.cfg.MaxOverhead))))
 	if a.fill <= 0 {
 		return k
 	}
@@ -343,14 +360,20 @@ func (a *Adapter) maxR(k int) int {
 	if k < slices.Min(a.cfg.Ks) {
 		r = max(r, min(smallGroupR, k))
 	}
-	return max(a.cfg.MinR, min(a.cfg.MaxR, r))
+	_, most := FitRatio(k, a.cfg.MaxR, a.long)
+	return max(a.cfg.MinR, min(most, r))
 }
 
 // blockBudget bounds a block's symbols (depth × (K + R)), so that the
 // blocks of the three size classes fit together in the peer's decoder
-// store (fec.DefaultMaxBytes: about 650 symbols) while they wait for
-// their parity.
-const blockBudget = 192
+// store (DefaultMaxBytes: about 820 symbols) while they wait for their
+// parity: a group of MaxK with the most parity the rule spends on it
+// (MaxOverhead) fits. legacyBlockBudget is the same for a decoder before
+// long groups, whose store holds about 650.
+const (
+	blockBudget       = 272
+	legacyBlockBudget = 192
+)
 
 // choice is one candidate of the rule.
 type choice struct{ k, r, d int }
@@ -492,7 +515,7 @@ func wireBurst(p, measured float64, d int) float64 {
 // depth is then Depth.
 func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if a.mode.Kind != ModeAuto {
-		return a.k, a.r
+		return a.Ratio()
 	}
 	a.pending = a.pending.Add(rep)
 	a.trackClean(rep)
@@ -510,7 +533,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		a.burstPend = a.burstPend.Add(rep)
 	}
 	if a.pending.Expected < a.cfg.MinExpected {
-		return a.k, a.r
+		return a.Ratio()
 	}
 	interval := a.pending
 	congested := a.path == PathQueued && a.pOK
@@ -589,7 +612,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if a.clean >= cleanReports || congested && p == 0 {
 		a.parityOff()
 	}
-	return a.k, a.r
+	return a.Ratio()
 }
 
 // minQueuedLoss is where the loss a queued path is judged to have (a

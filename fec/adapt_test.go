@@ -3,6 +3,7 @@ package fec
 import (
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,10 +32,10 @@ func TestParseMode(t *testing.T) {
 		"16":    "want off, auto or K:R",
 		"a:b":   "decimal integers",
 		"16:":   "decimal integers",
-		"0:1":   "K must be 1..64",
-		"65:1":  "K must be 1..64",
-		"8:-1":  "R must be 0..32",
-		"8:33":  "R must be 0..32",
+		"0:1":   "K must be 1..192",
+		"193:1": "K must be 1..192",
+		"8:-1":  "R must be 0..63",
+		"8:64":  "R must be 0..63",
 		"8:2:1": "decimal integers",
 	}
 	for in, msg := range bad {
@@ -59,11 +60,30 @@ func TestResidualLoss(t *testing.T) {
 	}
 }
 
+// defaultKs are the group sizes of DefaultAdaptConfig the rule weighs for
+// a peer that reads long groups or not.
+func defaultKs(long bool) []int {
+	var ks []int
+	for _, k := range DefaultAdaptConfig.Ks {
+		if long || k <= LegacyMaxK {
+			ks = append(ks, k)
+		}
+	}
+	return ks
+}
+
+// defaultMaxR is the most parity DefaultAdaptConfig spends on a group of k
+// data symbols (kk/2 at most, so the search stays in the interesting range).
+func defaultMaxR(k int, long bool) int {
+	_, r := FitRatio(k, DefaultAdaptConfig.MaxR, long)
+	return min(k/2, r)
+}
+
 // cheapestMeeting is the brute-force answer to what the rule must choose:
 // the smallest parity share (then the smaller K) meeting target at loss p.
-func cheapestMeeting(p, target float64) (k, r int, ok bool) {
-	for _, kk := range DefaultAdaptConfig.Ks {
-		for rr := 1; rr <= min(kk/2, DefaultAdaptConfig.MaxR); rr++ {
+func cheapestMeeting(p, target float64, long bool) (k, r int, ok bool) {
+	for _, kk := range defaultKs(long) {
+		for rr := 1; rr <= defaultMaxR(kk, long); rr++ {
 			if ResidualLoss(kk, rr, p) <= target {
 				if !ok || rr*k < r*kk || rr*k == r*kk && kk < k {
 					k, r, ok = kk, rr, true
@@ -76,21 +96,28 @@ func cheapestMeeting(p, target float64) (k, r int, ok bool) {
 }
 
 func TestAdapterRule(t *testing.T) {
+	t.Run("legacy peer", func(t *testing.T) { testAdapterRule(t, false) })
+	t.Run("long groups", func(t *testing.T) { testAdapterRule(t, true) })
+}
+
+func testAdapterRule(t *testing.T, long bool) {
 	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.SetLongGroups(long)
+	biggest := slices.Max(defaultKs(long))
 	rep := func(loss float64) LossReport {
 		return LossReport{Expected: 10000, Received: uint32(10000 * (1 - loss))}
 	}
 	if k, r := a.Ratio(); k != 16 || r != 4 {
 		t.Fatalf("start %d:%d, want the smallest K with K/4 parity", k, r)
 	}
-	if k, r := a.Observe(rep(0)); k != 64 || r != 1 {
-		t.Fatalf("clean path: %d:%d, want the cheapest 64:1", k, r)
+	if k, r := a.Observe(rep(0)); k != biggest || r != 1 {
+		t.Fatalf("clean path: %d:%d, want the cheapest %d:1", k, r, biggest)
 	}
 	k, r := a.Observe(rep(0.05))
-	wk, wr, _ := cheapestMeeting(0.05, a.Target())
+	wk, wr, _ := cheapestMeeting(0.05, a.Target(), long)
 	if k != wk || r != wr || ResidualLoss(k, r, 0.05) > a.Target() {
 		t.Fatalf("5%% loss: %d:%d, want the cheapest meeting %g: %d:%d", k, r, a.Target(), wk, wr)
 	}
@@ -98,16 +125,17 @@ func TestAdapterRule(t *testing.T) {
 	// loss a lot: the rule spends near the ceiling.
 	k, r = a.Observe(rep(0.2))
 	least := 1.0
-	for _, kk := range DefaultAdaptConfig.Ks {
-		least = min(least, ResidualLoss(kk, min(DefaultAdaptConfig.MaxR, int(float64(kk)*DefaultAdaptConfig.MaxOverhead)), 0.2))
+	for _, kk := range defaultKs(long) {
+		_, most := FitRatio(kk, DefaultAdaptConfig.MaxR, long)
+		least = min(least, ResidualLoss(kk, min(most, int(float64(kk)*DefaultAdaptConfig.MaxOverhead)), 0.2))
 	}
 	if ResidualLoss(k, r, 0.2) > 2*least || 4*r < k {
 		t.Fatalf("20%% loss: %d:%d predicts %g, the least is %g", k, r, ResidualLoss(k, r, 0.2), least)
 	}
 	// 50% loss: parity cannot help (every K:R loses about half): the
 	// cheapest.
-	if k, r := a.Observe(rep(0.5)); k != 64 || r != 1 {
-		t.Fatalf("50%% loss: %d:%d, want the cheapest 64:1", k, r)
+	if k, r := a.Observe(rep(0.5)); k != biggest || r != 1 {
+		t.Fatalf("50%% loss: %d:%d, want the cheapest %d:1", k, r, biggest)
 	}
 	a.Observe(rep(0.2))
 	// Loss gone: the parity share only falls, down to none once
@@ -244,16 +272,17 @@ func TestDecoderLossReport(t *testing.T) {
 	}
 }
 
-// lostRuns counts runs of missing indices, across the 64-bit word boundary.
+// runsMissingBelow counts runs of missing indices, across the 64-bit
+// word boundaries.
 func TestLostRuns(t *testing.T) {
-	set := func(idx ...int) [2]uint64 {
-		var p [2]uint64
+	set := func(idx ...int) indexSet {
+		var p indexSet
 		for _, i := range idx {
-			p[i>>6] |= 1 << (i & 63)
+			p.add(i)
 		}
 		return p
 	}
-	all := func(n int, except ...int) [2]uint64 {
+	all := func(n int, except ...int) indexSet {
 		var idx []int
 	next:
 		for i := range n {
@@ -268,7 +297,7 @@ func TestLostRuns(t *testing.T) {
 	}
 	for _, c := range []struct {
 		name    string
-		present [2]uint64
+		present indexSet
 		n, want int
 	}{
 		{"none lost", all(20), 20, 0},
@@ -276,13 +305,16 @@ func TestLostRuns(t *testing.T) {
 		{"two apart", all(20, 5, 7), 20, 2},
 		{"one run of three", all(20, 5, 6, 7), 20, 1},
 		{"first and last", all(20, 0, 19), 20, 2},
-		{"all lost", [2]uint64{}, 20, 1},
+		{"all lost", indexSet{}, 20, 1},
+		{"all lost, every word", indexSet{}, MaxK + MaxR, 1},
 		{"run across 63/64", all(80, 62, 63, 64, 65), 80, 1},
 		{"64 alone", all(80, 64), 80, 1},
 		{"63 and 65", all(80, 63, 65), 80, 2},
 		{"tail beyond n ignored", all(10, 3), 10, 1},
+		{"run across 127/128 and 191/192", all(MaxK+MaxR, 127, 128, 191, 192, 254), MaxK + MaxR, 3},
+		{"the last index alone", all(MaxK+MaxR, MaxK+MaxR-1), MaxK + MaxR, 1},
 	} {
-		if got := lostRuns(c.present, c.n); got != c.want {
+		if got := c.present.runsMissingBelow(c.n); got != c.want {
 			t.Errorf("%s: %d runs, want %d", c.name, got, c.want)
 		}
 	}
@@ -334,8 +366,8 @@ func TestAdapterUnreachableTarget(t *testing.T) {
 		k, r = a.Observe(LossReport{Expected: 100000, Received: 99900, Runs: 4}) // 0.1% in bursts of 25
 	}
 	least := 1.0
-	for _, kk := range DefaultAdaptConfig.Ks {
-		for rr := 1; rr <= min(kk/2, DefaultAdaptConfig.MaxR); rr++ {
+	for _, kk := range defaultKs(false) {
+		for rr := 1; rr <= defaultMaxR(kk, false); rr++ {
 			least = min(least, ResidualLossBurst(kk, rr, 0.001, 25))
 		}
 	}

@@ -206,3 +206,39 @@ func BenchmarkObserve(b *testing.B) {
 		run(b, []LossReport{{Expected: 40000, Received: 40000}, {Expected: 40000, Received: 40000}})
 	})
 }
+
+// BenchmarkDecodeRandomLoss is the receiver's cost per symbol pushed under
+// 5% independent loss of every symbol, data and parity (so each group
+// loses a different pattern and a recovery cannot reuse anything): the
+// ratios auto mode takes at 5% for a legacy peer (64:15) and with long
+// groups (192:28).
+func BenchmarkDecodeRandomLoss(b *testing.B) {
+	for _, kr := range [][2]int{{64, 15}, {MaxK, 28}} {
+		b.Run(ratioName(kr[0], kr[1]), func(b *testing.B) {
+			const groups = 256
+			all := precomputeWire(b, kr[0], kr[1], groups, 1400, -1)
+			rng := rand.New(rand.NewPCG(9, 9))
+			var wire []wireSym
+			for _, w := range all {
+				if rng.Float64() >= 0.05 {
+					wire = append(wire, w)
+				}
+			}
+			d := NewDecoder(DecoderConfig{})
+			deliver := func([]byte) bool { return true }
+			pos, cycle := 0, 0
+			b.ReportAllocs()
+			for b.Loop() {
+				w := wire[pos]
+				w.m.Group += uint32(cycle * groups)
+				d.Push(w.m, w.b, t0, deliver)
+				if pos++; pos == len(wire) {
+					pos, cycle = 0, cycle+1
+				}
+			}
+			if d.Stats().Recovered == 0 {
+				b.Fatal("nothing recovered")
+			}
+		})
+	}
+}

@@ -2,6 +2,8 @@ package fec
 
 import (
 	"bytes"
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/klauspost/reedsolomon"
@@ -30,6 +32,35 @@ func TestFieldMatchesLibrary(t *testing.T) {
 	}
 }
 
+// TestLegacyMatrix: a group within the legacy limits is coded with the
+// matrix decoders before long groups use (x_j = 64+j, y_i = i), so a peer
+// that does not read long groups still decodes what it is sent; and the
+// elements of the long matrix are distinct, as a Cauchy matrix needs.
+func TestLegacyMatrix(t *testing.T) {
+	rows := parityRows(LegacyMaxK, LegacyMaxR)
+	for j := range LegacyMaxR {
+		for i := range LegacyMaxK {
+			y := byte(i)
+			if want := gfMul(reedsolomon.Inv(byte(64+j)^y), byte(64)^y); rows[j][i] != want {
+				t.Fatalf("row %d column %d: %d, legacy decoders use %d", j, i, rows[j][i], want)
+			}
+		}
+	}
+	seen := map[byte]string{}
+	for i := range MaxK {
+		if o, ok := seen[cauchyY(i)]; ok {
+			t.Fatalf("column %d's element is %s's", i, o)
+		}
+		seen[cauchyY(i)] = fmt.Sprintf("column %d", i)
+	}
+	for j := range MaxR {
+		if o, ok := seen[cauchyX(j)]; ok {
+			t.Fatalf("row %d's element is %s's", j, o)
+		}
+		seen[cauchyX(j)] = fmt.Sprintf("row %d", j)
+	}
+}
+
 // TestIncrementalParityIsPrefixStable: parity folded in symbol by symbol
 // under a large K and closed early equals the library's Encode at the
 // smaller K—what lets a flushed group be decoded with its actual K.
@@ -45,7 +76,7 @@ func TestIncrementalParityIsPrefixStable(t *testing.T) {
 			copy(shards[i][2:], sym)
 		}
 		e.Flush()
-		enc, err := newCodec(7, r)
+		enc, err := reedsolomon.New(7, r, reedsolomon.WithCustomMatrix(parityRows(7, r)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -64,21 +95,60 @@ func TestIncrementalParityIsPrefixStable(t *testing.T) {
 	}
 }
 
-// TestCodecReplacedAfterBudget: the inversion cache cannot grow past its
-// budget because the codec holding it is replaced.
-func TestCodecReplacedAfterBudget(t *testing.T) {
-	var c codecCache
-	limit := recoveriesPerCodec(MaxK, MaxR)
-	if limit < 1 || limit*(MaxK*MaxK) > inversionCacheBudget {
-		t.Fatalf("limit %d does not respect the budget", limit)
+// TestErasuresMatchLibrary: the solver recovers what the library's
+// ReconstructData recovers from the same symbols, for legacy and long
+// groups and any pattern of lost data and arriving parity.
+func TestErasuresMatchLibrary(t *testing.T) {
+	rng := rand.New(rand.NewPCG(12, 13))
+	enc, err := mulAddCodec()
+	if err != nil {
+		t.Fatal(err)
 	}
-	first, _ := c.forRecovery(MaxK, MaxR)
-	for range limit - 1 {
-		if enc, _ := c.forRecovery(MaxK, MaxR); enc != first {
-			t.Fatal("codec replaced before its budget")
+	er := &erasures{m: mulAdder{enc: enc}}
+	for _, kr := range [][2]int{{1, 1}, {5, 3}, {LegacyMaxK, LegacyMaxR}, {100, 40}, {MaxK, MaxR}} {
+		k, r := kr[0], kr[1]
+		lib, err := reedsolomon.New(k, r, reedsolomon.WithCustomMatrix(parityRows(k, r)))
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if enc, _ := c.forRecovery(MaxK, MaxR); enc == first {
-		t.Fatal("codec not replaced after its budget")
+		for range 20 {
+			size := 1 + rng.IntN(300)
+			shards := make([][]byte, k+r)
+			for i := range shards {
+				shards[i] = make([]byte, size)
+				if i < k {
+					for x := range shards[i] {
+						shards[i][x] = byte(rng.Uint32())
+					}
+				}
+			}
+			if err := lib.Encode(shards); err != nil {
+				t.Fatal(err)
+			}
+			e := 1 + rng.IntN(min(k, r))
+			lostIdx := rng.Perm(k)[:e]
+			rowIdx := rng.Perm(r)[:e]
+			data := make([][]byte, k)
+			for i := range k {
+				data[i] = bytes.Clone(shards[i])
+			}
+			var lost, rows []uint8
+			var parity, out [][]byte
+			for x := range e {
+				data[lostIdx[x]] = nil
+				lost = append(lost, uint8(lostIdx[x]))
+				rows = append(rows, uint8(rowIdx[x]))
+				parity = append(parity, bytes.Clone(shards[k+rowIdx[x]]))
+				out = append(out, make([]byte, size))
+			}
+			if !er.solve(data, lost, parity, rows, out) {
+				t.Fatalf("%d:%d: singular", k, r)
+			}
+			for x, i := range lost {
+				if !bytes.Equal(out[x], shards[i]) {
+					t.Fatalf("%d:%d: data %d (of %d lost, parity rows %v) recovered wrong", k, r, i, e, rows)
+				}
+			}
+		}
 	}
 }

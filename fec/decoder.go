@@ -6,17 +6,17 @@ import (
 	"time"
 )
 
-// Decoder defaults. A window of 32 groups (auto mode's run up to 88
+// Decoder defaults. A window of 32 groups (auto mode's run up to 240
 // symbols each) tolerates several hundred packets of reordering, with 16
 // groups to spare beyond the span an encoder's size classes keep between
-// them (maxSpan); 1 MiB holds about 650 symbols, three of the largest
-// blocks auto mode sends (192 symbols, the adapter's blockBudget; the
+// them (maxSpan); 1.25 MiB holds about 820 symbols, three of the largest
+// blocks auto mode sends (272 symbols, the adapter's blockBudget; the
 // oldest open group is evicted past it); 250 ms is far beyond any useful
 // recovery (a recovered packet later than that is worse than a loss to TCP
 // and to real-time traffic alike).
 const (
 	DefaultMaxGroups = 32
-	DefaultMaxBytes  = 1 << 20
+	DefaultMaxBytes  = 5 << 18
 	DefaultGroupTTL  = 250 * time.Millisecond
 	maxMaxGroups     = 1024
 )
@@ -91,9 +91,9 @@ type slot struct {
 	maxIdx      uint8  // 1 + highest data index seen
 	shardLen    uint16 // parity length once known
 	start       time.Time
-	present     [2]uint64 // distinct indices received
-	delivered   uint64    // data indices handed out
-	nStored     uint8
+	present     indexSet // distinct indices received
+	delivered   indexSet // data indices handed out
+	nStored     uint16
 	// spoiled counts reconstructions whose output failed to open: a parity
 	// symbol was changed on the path (see tryRecover).
 	spoiled uint8
@@ -122,12 +122,18 @@ type Decoder struct {
 	free     []int16
 	maxSlabs int
 
-	shards [MaxK + MaxR][]byte
+	// Scratch of one recovery (tryRecover): the group's symbols by role
+	// and the slabs its lost data is recovered into.
+	data   [MaxK][]byte
+	parity [MaxR][]byte
+	out    [MaxR][]byte
+	lost   [MaxR]uint8
+	rows   [MaxR]uint8
 	tmp    [MaxR]int16
+	er     *erasures
 
-	codecs codecCache
-	stats  Stats
-	loss   LossReport
+	stats Stats
+	loss  LossReport
 }
 
 // NewDecoder returns a decoder bounded by cfg.
@@ -168,13 +174,13 @@ func (d *Decoder) Head() (group uint32, ok bool) { return d.head, d.started }
 // StoredBytes is the symbol storage currently allocated, never above the cap.
 func (d *Decoder) StoredBytes() int { return len(d.arena) * slabLen }
 
-// Trim releases the symbol arena and the cached codecs when no group holds
-// symbols (a lane gone quiet: groups expire after GroupTTL), so an idle
-// lane keeps only its window bookkeeping, not the up to MaxBytes of slabs
-// and codec inversion caches a burst of loss left behind. The next symbol
-// grows them again. It reports whether anything was released.
+// Trim releases the symbol arena and the recovery's scratch when no group
+// holds symbols (a lane gone quiet: groups expire after GroupTTL), so an
+// idle lane keeps only its window bookkeeping, not the up to MaxBytes of
+// slabs a burst of loss left behind. The next symbol grows them again. It
+// reports whether anything was released.
 func (d *Decoder) Trim() bool {
-	if len(d.arena) == 0 && d.codecs.empty() {
+	if len(d.arena) == 0 && d.er == nil {
 		return false
 	}
 	for i := range d.slots {
@@ -183,7 +189,7 @@ func (d *Decoder) Trim() bool {
 		}
 	}
 	d.arena, d.free = nil, d.free[:0]
-	d.codecs = codecCache{}
+	d.er = nil
 	return true
 }
 
@@ -218,19 +224,18 @@ func (d *Decoder) Push(m Meta, sym []byte, now time.Time, deliver Deliver) {
 		return
 	}
 	idx := int(m.Index)
-	word, bit := idx>>6, uint64(1)<<(idx&63)
 	if m.Kind == KindData {
 		if !d.pushData(s, m, sym, deliver) {
 			return
 		}
 	} else {
-		if s.present[word]&bit != 0 {
+		if s.present.has(idx) {
 			d.stats.Duplicates++
 			return
 		}
 		d.pushParity(s, m, sym)
 	}
-	s.present[word] |= bit
+	s.present.add(idx)
 	if s.state == stateOpen {
 		d.tryRecover(s, deliver)
 	}
@@ -344,8 +349,7 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 // reports whether deliver accepted it (a duplicate counts as accepted).
 func (d *Decoder) pushData(s *slot, m Meta, sym []byte, deliver Deliver) bool {
 	idx := int(m.Index)
-	bit := uint64(1) << idx
-	if s.delivered&bit != 0 {
+	if s.delivered.has(idx) {
 		d.stats.Duplicates++
 		return true
 	}
@@ -375,7 +379,7 @@ func (d *Decoder) pushData(s *slot, m Meta, sym []byte, deliver Deliver) bool {
 		d.unstore(s, idx)
 		return false
 	}
-	s.delivered |= bit
+	s.delivered.add(idx)
 	d.stats.Delivered++
 	d.checkDone(s)
 	return true
@@ -425,27 +429,10 @@ func (d *Decoder) checkDone(s *slot) {
 	if s.kKnown {
 		k = s.k
 	}
-	if k > 0 && s.delivered == lowBits(int(k)) {
+	if k > 0 && s.delivered.allBelow(int(k)) {
 		s.state = stateDone
 		d.freeBufs(s)
 	}
-}
-
-// lostRuns counts the runs of indices below n missing from present: a
-// group's symbols go out in index order, so these are its loss bursts.
-func lostRuns(present [2]uint64, n int) int {
-	m0 := ^present[0] & lowBits(n)
-	m1 := ^present[1] & lowBits(max(n-64, 0))
-	// A run starts at a missing index whose predecessor arrived; index 64
-	// follows index 63.
-	return bits.OnesCount64(m0&^(m0<<1)) + bits.OnesCount64(m1&^(m1<<1|m0>>63))
-}
-
-func lowBits(n int) uint64 {
-	if n >= 64 {
-		return ^uint64(0)
-	}
-	return 1<<n - 1
 }
 
 func (d *Decoder) corrupt(s *slot) {
@@ -455,61 +442,69 @@ func (d *Decoder) corrupt(s *slot) {
 }
 
 // tryRecover reconstructs the group's missing data once K of its symbols are
-// stored. Output buffers come from the arena and missing parity is left nil,
-// so the library allocates no shard memory; it does still allocate five or
-// six small bookkeeping slices per ReconstructData call (sub-shard and index
-// lists, ≈1.6 KiB at 8:2, ≈2.4 KiB at 16:4), plus an inverted matrix the
-// first time a loss pattern is seen (bounded, see recoveriesPerCodec). That
-// is per recovered group, never per symbol, and never retained.
+// stored (erasures.solve). Output buffers come from the arena; nothing is
+// allocated but the solver's scratch, once per decoder (Trim releases it).
+// The parity symbols used are overwritten: after a recovery the group is
+// done, or, if a reconstruction is refused, forgets its parity (spoiled).
 func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 	if !s.kKnown || int(s.nStored) < int(s.k) {
 		return
 	}
 	k, r, size := int(s.k), int(s.r), int(s.shardLen)
-	enc, err := d.codecs.forRecovery(k, r)
-	if err != nil {
-		return
+	if d.er == nil {
+		enc, err := mulAddCodec()
+		if err != nil {
+			return
+		}
+		d.er = &erasures{m: mulAdder{enc: enc}}
 	}
-	shards := d.shards[:k+r]
-	nTmp := 0
+	// Missing data (or delivered but not stored under the byte cap) is
+	// solved for, into a slab each: at most R of these, since
+	// nStored >= K.
+	e := 0
 	for i := range k {
 		if b := s.bufs[i]; b >= 0 {
 			buf := d.arena[b][:size]
 			clear(buf[lenPrefix+int(s.lens[i]):])
-			shards[i] = buf
+			d.data[i] = buf
 			continue
 		}
-		// Missing (or delivered but not stored under the byte cap): needs
-		// an output buffer. At most R of these, since nStored >= K.
+		d.data[i] = nil
 		t := d.takeSlab(s)
 		if t < 0 {
-			d.releaseTmp(nTmp)
+			d.releaseTmp(e)
 			d.stats.NotStored++
 			return
 		}
-		d.tmp[nTmp] = t
-		nTmp++
-		shards[i] = d.arena[t][:0]
+		d.tmp[e], d.lost[e] = t, uint8(i)
+		d.out[e] = d.arena[t][:size]
+		clear(d.out[e])
+		e++
 	}
-	for j := range r {
+	// As many parity symbols as data symbols are lost: the first to have
+	// arrived.
+	n := 0
+	for j := 0; j < r && n < e; j++ {
 		if b := s.bufs[k+j]; b >= 0 {
-			shards[k+j] = d.arena[b][:size]
-		} else {
-			shards[k+j] = nil
+			d.parity[n], d.rows[n] = d.arena[b][:size], uint8(j)
+			n++
 		}
 	}
-	if err := enc.ReconstructData(shards); err != nil {
-		d.releaseTmp(nTmp)
+	ok := n == e && d.er.solve(d.data[:k], d.lost[:e], d.parity[:e], d.rows[:e], d.out[:e])
+	clear(d.data[:k])
+	clear(d.parity[:e])
+	if !ok {
+		d.releaseTmp(e)
 		d.corrupt(s)
 		return
 	}
 	refused := false
-	for i := range k {
-		bit := uint64(1) << i
-		if s.bufs[i] >= 0 || s.delivered&bit != 0 {
-			continue
+	for x, i := range d.lost[:e] {
+		b := d.out[x]
+		d.out[x] = nil
+		if s.delivered.has(int(i)) {
+			continue // delivered before, only not stored
 		}
-		b := shards[i]
 		n := int(binary.BigEndian.Uint16(b))
 		if n == 0 || lenPrefix+n > size {
 			// Parity that passed the tag but encodes garbage (a broken
@@ -526,13 +521,10 @@ func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 			refused = true
 			continue
 		}
-		s.delivered |= bit
+		s.delivered.add(int(i))
 		d.stats.Recovered++
 	}
-	d.releaseTmp(nTmp)
-	for i := range shards {
-		shards[i] = nil
-	}
+	d.releaseTmp(e)
 	if refused {
 		d.spoiled(s)
 		return
@@ -558,7 +550,7 @@ func (d *Decoder) spoiled(s *slot) {
 	for j := int(s.k); j < int(s.k)+int(s.r); j++ {
 		if s.bufs[j] >= 0 {
 			d.unstore(s, j)
-			s.present[j>>6] &^= 1 << (j & 63)
+			s.present.remove(j)
 		}
 	}
 }
@@ -691,11 +683,11 @@ func (d *Decoder) account(s *slot) {
 	if s.kKnown {
 		k, r = int(s.k), int(s.r)
 	}
-	recv := bits.OnesCount64(s.present[0]) + bits.OnesCount64(s.present[1])
+	recv := s.present.count()
 	d.loss.Expected = satAdd(d.loss.Expected, uint32(max(k+r, recv)))
 	d.loss.Received = satAdd(d.loss.Received, uint32(recv))
-	d.loss.Runs = satAdd(d.loss.Runs, uint32(lostRuns(s.present, k+r)))
-	if missing := k - bits.OnesCount64(s.delivered&lowBits(k)); missing > 0 {
+	d.loss.Runs = satAdd(d.loss.Runs, uint32(s.present.runsMissingBelow(k+r)))
+	if missing := k - s.delivered.countBelow(k); missing > 0 {
 		d.stats.Unrecoverable++
 		d.stats.LostData += uint64(missing)
 		d.loss.Unrecovered = satAdd(d.loss.Unrecovered, uint32(missing))

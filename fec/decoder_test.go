@@ -1,7 +1,6 @@
 package fec
 
 import (
-	"math/bits"
 	"math/rand/v2"
 	"runtime"
 	"slices"
@@ -28,7 +27,7 @@ func newHarness(rng *rand.Rand, k, r int) *patternHarness {
 // optional duplicates), and checks that every data symbol comes out exactly
 // once, byte-exact, iff at least n of the n+R symbols arrived; otherwise
 // exactly the received data symbols come out.
-func (h *patternHarness) check(t *testing.T, rng *rand.Rand, n int, mask uint64, shuffle, dup bool) {
+func (h *patternHarness) check(t *testing.T, rng *rand.Rand, n int, mask indexSet, shuffle, dup bool) {
 	t.Helper()
 	k, r, d := h.k, h.r, h.d
 	s := newSink(t)
@@ -44,7 +43,7 @@ func (h *patternHarness) check(t *testing.T, rng *rand.Rand, n int, mask uint64,
 	}
 	var got []wireSym
 	for i, w := range wire {
-		if mask&(1<<i) != 0 {
+		if mask.has(i) {
 			got = append(got, w)
 			if dup {
 				got = append(got, w)
@@ -58,9 +57,9 @@ func (h *patternHarness) check(t *testing.T, rng *rand.Rand, n int, mask uint64,
 	for _, w := range got {
 		d.Push(w.m, w.b, t0, s.deliver)
 	}
-	arrived := bits.OnesCount64(mask)
+	arrived := mask.count()
 	for i, sym := range syms {
-		want := arrived >= n || mask&(1<<i) != 0
+		want := arrived >= n || mask.has(i)
 		if s.has(sym) != want {
 			t.Fatalf("%d:%d n=%d mask=%b: data %d delivered=%v, want %v (arrived %d)",
 				k, r, n, mask, i, s.has(sym), want, arrived)
@@ -88,8 +87,8 @@ func TestLossPatternsExhaustive(t *testing.T) {
 		for r := 1; k+r <= maxN; r++ {
 			h := newHarness(rng, k, r)
 			for _, n := range []int{k, (k + 1) / 2} {
-				for mask := uint64(0); mask < 1<<(n+r); mask++ {
-					h.check(t, rng, n, mask, mask%3 == 0, mask%5 == 0)
+				for m := uint64(0); m < 1<<(n+r); m++ {
+					h.check(t, rng, n, indexSet{m}, m%3 == 0, m%5 == 0)
 				}
 			}
 		}
@@ -103,7 +102,7 @@ func TestLossPatternsRandom(t *testing.T) {
 	if testing.Short() {
 		iters = 30
 	}
-	for _, kr := range [][2]int{{8, 2}, {16, 2}, {16, 4}, {32, 8}, {MaxK, MaxR}} {
+	for _, kr := range [][2]int{{8, 2}, {16, 2}, {16, 4}, {32, 8}, {LegacyMaxK, LegacyMaxR}, {128, 40}, {MaxK, MaxR}} {
 		k, r := kr[0], kr[1]
 		h := newHarness(rng, k, r)
 		for it := range iters {
@@ -114,9 +113,12 @@ func TestLossPatternsRandom(t *testing.T) {
 			// Bias towards the interesting boundary: about n arrivals.
 			lost := max(0, r-2+rng.IntN(5))
 			perm := rng.Perm(n + r)
-			mask := lowBits(n + r)
+			var mask indexSet
+			for i := range n + r {
+				mask.add(i)
+			}
 			for _, i := range perm[:min(lost, n+r)] {
-				mask &^= 1 << i
+				mask.remove(i)
 			}
 			h.check(t, rng, n, mask, it%2 == 0, it%3 == 0)
 		}
@@ -476,7 +478,7 @@ func TestHead(t *testing.T) {
 	}
 }
 
-// Trim gives back the arena and codecs of a decoder with nothing stored,
+// Trim gives back the arena and solver of a decoder with nothing stored,
 // never while a group holds symbols, and the decoder recovers as before
 // afterwards.
 func TestTrimReleasesIdleMemory(t *testing.T) {
@@ -503,8 +505,8 @@ func TestTrimReleasesIdleMemory(t *testing.T) {
 			t.Fatal("not recovered")
 		}
 	}
-	if d.StoredBytes() == 0 || d.codecs.empty() {
-		t.Fatalf("nothing held after a recovery: %d bytes, codecs empty %v", d.StoredBytes(), d.codecs.empty())
+	if d.StoredBytes() == 0 || d.er == nil {
+		t.Fatalf("nothing held after a recovery: %d bytes, solver %v", d.StoredBytes(), d.er != nil)
 	}
 	// An open group holding symbols (its parity lost) blocks the trim.
 	group(t0.Add(time.Millisecond), 4, 5, 3)
@@ -512,8 +514,8 @@ func TestTrimReleasesIdleMemory(t *testing.T) {
 		t.Fatal("trimmed while a group holds symbols")
 	}
 	d.Tick(t0.Add(time.Second)) // the group expires
-	if !d.Trim() || d.StoredBytes() != 0 || !d.codecs.empty() {
-		t.Fatalf("after expiry: %d bytes held, codecs empty %v", d.StoredBytes(), d.codecs.empty())
+	if !d.Trim() || d.StoredBytes() != 0 || d.er != nil {
+		t.Fatalf("after expiry: %d bytes held, solver %v", d.StoredBytes(), d.er != nil)
 	}
 	if d.Trim() {
 		t.Fatal("a second trim released something")

@@ -123,7 +123,7 @@ type Encoder struct {
 	pfx    [MaxR][]byte
 	body   [MaxR][]byte
 	lenBuf [lenPrefix]byte
-	codecs [MaxR + 1]reedsolomon.Encoder // per R, MaxK columns
+	codecs [MaxR + 1]reedsolomon.Encoder // per R, shared (parityCodec)
 
 	dropped uint64
 }
@@ -156,12 +156,7 @@ func (e *Encoder) prepare(slab int, g *group, r int) error {
 		g.parity = append(g.parity, make([]byte, slab))
 	}
 	if r > 0 && e.codecs[r] == nil {
-		// MaxK columns: EncodeIdx only reads column Index, and columns do
-		// not depend on K, so one codec per R serves every K.
-		enc, err := reedsolomon.New(MaxK, r,
-			reedsolomon.WithMaxGoroutines(1),
-			reedsolomon.WithCustomMatrix(parityRows(MaxK, r)),
-			reedsolomon.WithInversionCache(false))
+		enc, err := parityCodec(r)
 		if err != nil {
 			return err
 		}

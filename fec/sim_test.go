@@ -419,7 +419,7 @@ type loopResult struct {
 // loss report goes to an Adapter (RTT 50 ms) every second of simulated
 // time, and the encoder takes its ratio, depth and partial table, as a lane
 // does. Loss and overhead are counted after the first warm packets.
-func simAdaptive(t testing.TB, p, burst float64, step time.Duration, n, warm, maxDepth int, seed uint64) loopResult {
+func simAdaptive(t testing.TB, p, burst float64, step time.Duration, n, warm, maxDepth int, seed uint64, long bool) loopResult {
 	rng := rand.New(rand.NewPCG(seed, 77))
 	lose := gilbertChannel(rng, p, burst)
 	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{MaxDepth: maxDepth})
@@ -427,6 +427,7 @@ func simAdaptive(t testing.TB, p, burst float64, step time.Duration, n, warm, ma
 		t.Fatal(err)
 	}
 	a.SetRTT(50 * time.Millisecond)
+	a.SetLongGroups(long)
 	k, r := a.Ratio()
 	e, _ := NewEncoder(EncoderConfig{K: k, R: r, FlushTimeout: FlushFor(50 * time.Millisecond)})
 	d := NewDecoder(DecoderConfig{})
@@ -501,8 +502,8 @@ func TestAdaptiveLoopBursts(t *testing.T) {
 	// hundred losses without interleaving (about 25 s under -race).
 	n, warm := 300000, 50000
 	// 9k packets/s: 100 Mbit/s of full-size packets, as the e2e test.
-	flat := simAdaptive(t, 0.05, 4, 112*time.Microsecond, n, warm, 1, 8)
-	deep := simAdaptive(t, 0.05, 4, 112*time.Microsecond, n, warm, MaxDepth, 8)
+	flat := simAdaptive(t, 0.05, 4, 112*time.Microsecond, n, warm, 1, 8, false)
+	deep := simAdaptive(t, 0.05, 4, 112*time.Microsecond, n, warm, MaxDepth, 8, false)
 	for _, x := range []struct {
 		name string
 		res  loopResult
@@ -534,10 +535,44 @@ func TestSlowBurstTable(t *testing.T) {
 	sb.WriteString("| packets/s | seed | settles on | parity | post-FEC loss |\n|---|---|---|---|---|\n")
 	for _, step := range []time.Duration{112 * time.Microsecond, 300 * time.Microsecond, 625 * time.Microsecond, 2 * time.Millisecond} {
 		for _, seed := range []uint64{8, 9} {
-			res := simAdaptive(t, 0.05, 4, step, 60000, 10000, MaxDepth, seed)
+			res := simAdaptive(t, 0.05, 4, step, 60000, 10000, MaxDepth, seed, false)
 			fmt.Fprintf(&sb, "| %.0f | %d | %d:%d ×%d | %.1f%% | %.3f%% |\n", float64(time.Second)/float64(step), seed,
 				res.k, res.r, res.d, 100*res.symOverhead(), 100*res.residual())
 		}
 	}
 	t.Log("\n" + sb.String())
+}
+
+// TestAdaptiveLoopLongGroups: in closed loop against independent loss at
+// 200 Mbit/s on a 50 ms path (18k full-size packets/s, so groups of 192
+// fill within the flush timeout), a peer that reads long groups gets the
+// same protection for less parity: at 5%, 28 parity per 192 instead of 15
+// per 64.
+func TestAdaptiveLoopLongGroups(t *testing.T) {
+	n, warm := 200000, 40000
+	if testing.Short() || raceEnabled {
+		n, warm = 60000, 20000
+	}
+	step := 55 * time.Microsecond
+	for _, p := range []float64{0.01, 0.05} {
+		legacy := simAdaptive(t, p, 1, step, n, warm, MaxDepth, 11, false)
+		long := simAdaptive(t, p, 1, step, n, warm, MaxDepth, 11, true)
+		for _, x := range []struct {
+			name string
+			res  loopResult
+		}{{"legacy", legacy}, {"long", long}} {
+			t.Logf("%g%% loss, %s: %d:%d depth %d, parity %.1f%% of data, post-FEC loss %.4f%%", 100*p, x.name,
+				x.res.k, x.res.r, x.res.d, 100*x.res.symOverhead(), 100*x.res.residual())
+		}
+		if long.k <= LegacyMaxK || legacy.k > LegacyMaxK || legacy.r > LegacyMaxR {
+			t.Errorf("%g%%: long groups %d:%d, legacy %d:%d", 100*p, long.k, long.r, legacy.k, legacy.r)
+		}
+		if long.symOverhead() > 0.8*legacy.symOverhead() {
+			t.Errorf("%g%%: long groups spend %.1f%% parity, legacy %.1f%%", 100*p, 100*long.symOverhead(), 100*legacy.symOverhead())
+		}
+		// Both aim for ~7e-7; a run of this length sees a few losses at most.
+		if long.residual() > 1e-4 || legacy.residual() > 1e-4 {
+			t.Errorf("%g%%: post-FEC loss %.5f%% (long), %.5f%% (legacy)", 100*p, 100*long.residual(), 100*legacy.residual())
+		}
+	}
 }

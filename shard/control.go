@@ -72,9 +72,13 @@ const (
 	// round trip all along. The echo goes only to a peer that also
 	// announces FeatureLossRuns and FeaturePadding (echoFeatures).
 	FeatureDelayEcho = 1 << 4
+	// FeatureLongGroups: FEC groups beyond fec.LegacyMaxK:LegacyMaxR
+	// are decoded, so the adapter may weigh groups of up to fec.MaxK
+	// (lane.applyFEC).
+	FeatureLongGroups = 1 << 5
 
 	// Features is every feature this version has.
-	Features = FeatureLossRuns | FeaturePadding | FeatureFramePad | FeatureLongHandshakes | FeatureDelayEcho
+	Features = FeatureLossRuns | FeaturePadding | FeatureFramePad | FeatureLongHandshakes | FeatureDelayEcho | FeatureLongGroups
 )
 
 // control acts on an opened control frame. Opening it already proved the
@@ -89,16 +93,12 @@ func (s *Shard) control(ln *lane, body []byte) {
 	switch body[0] {
 	case ctlKeepalive:
 		if len(body) < keepaliveLen {
-			ln.peerFeatures = 0 // an older router (perhaps restarted as one)
-			ln.cfg.Lens.SetLong(false)
+			ln.setPeerFeatures(0) // an older router (perhaps restarted as one)
 			return
 		}
 		first := !ln.heardPeer
-		ln.peerFeatures, ln.heardPeer = body[1]&^heardYou, true
-		// Only a keepalive of the peer's sets this (not a rekey carrying
-		// features over), so a retry's clearing sticks until the peer
-		// says it again.
-		ln.cfg.Lens.SetLong(ln.peerFeatures&FeatureLongHandshakes != 0)
+		ln.heardPeer = true
+		ln.setPeerFeatures(body[1] &^ heardYou)
 		if body[1]&heardYou != 0 {
 			ln.acked = true
 		}
@@ -147,10 +147,8 @@ func (s *Shard) control(ln *lane, body []byte) {
 			}
 			ln.reportAt, ln.reportTx = s.now, ln.txPackets
 		}
-		k, r := ln.adapt.Observe(rep)
-		_ = ln.enc.SetRatio(k, r)
-		ln.enc.SetDepth(ln.adapt.Depth())
-		ln.enc.SetPartialParity(ln.adapt.Partial())
+		ln.adapt.Observe(rep)
+		ln.applyFEC()
 	}
 }
 
