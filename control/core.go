@@ -124,6 +124,13 @@ type Core struct {
 	// events are the shards' lane events, waiting for the control loop
 	// (queue.go).
 	events *eventQueue
+	// outbox holds the initiations the control loop decided in this step
+	// (initiate), made and sent once it lets go of mu
+	// (sendInitiations). Under mu.
+	outbox []initPlan
+	// afterDH, if set (tests), runs in sendInitiations after the
+	// initiations' DH, before mu is taken to send them.
+	afterDH func()
 }
 
 type handshakeStats struct {
@@ -184,6 +191,10 @@ type peer struct {
 	// initiation; the initiator's: any, 0), so its move moves the
 	// endpoint.
 	endpointLane int
+	// gen counts changes of sess (install, dropSession): an initiation
+	// decided under the lock is sent only if gen did not move while its
+	// message was made outside it (sendInitiations).
+	gen uint64
 	// place[i] is the shard that owns lane i: i, unless the lane's
 	// datagrams proved to arrive elsewhere (a NAT rewrote its port; see
 	// shard/place.go) and it was moved there. Kept across rekeys.

@@ -198,6 +198,7 @@ func TestJunkCostIndependentOfPending(t *testing.T) {
 				m.initiate(p, m.clock.Now())
 			}
 		})
+		m.Step()
 		junk := make([]byte, 60)
 		before := m.cookieScans.Load()
 		const sent = 100
@@ -221,6 +222,7 @@ func TestAnsweringAbandonsOurStaleInitiation(t *testing.T) {
 	ini.clock.Advance(HandshakeTimeout + time.Second)
 	rp := resp.peerOf(t)
 	resp.locked(func() { resp.initiate(rp, resp.clock.Now()) })
+	resp.Step()
 	ini.deliver(resp.take(), resp.addr, ConnGroup)
 	resp.deliver(ini.take(), ini.addr, ConnLane)
 	if ini.hs.answered.Load() != 1 || resp.hs.completed.Load() != 1 {

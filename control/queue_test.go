@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"testing"
 	"time"
+
+	"github.com/yip-router/yip-router/config"
 )
 
 // The shards' event methods return at once while the core's lock is held
@@ -97,5 +99,48 @@ func TestFullQueueDropsAndCounts(t *testing.T) {
 	resp.NoSession(0, p.id)
 	if n := resp.EventsDropped(); n != 3 {
 		t.Fatalf("%d events dropped after the queue was emptied, want 3", n)
+	}
+}
+
+// Tick makes its initiations (a DH each) without the core's lock, and an
+// initiation whose peer got a session meanwhile (the peer's own
+// initiation, answered on a shard while the message was made) is not
+// sent: the session stands, nothing is left pending.
+func TestTickInitiatesOutsideTheLock(t *testing.T) {
+	ini, resp := memPair(t, "198.51.100.7:40000")
+	if err := resp.SetPeers([]config.Peer{{PublicKey: ini.local.PublicKey(), Endpoint: ini.addr,
+		AllowedIPs: []netip.Prefix{netip.MustParsePrefix("10.9.0.1/32")}}}); err != nil {
+		t.Fatal(err)
+	}
+	calls := 0
+	ini.afterDH = func() {
+		calls++
+		if !ini.mu.TryLock() {
+			t.Error("the core lock is held across the initiation's DH")
+			return
+		}
+		ini.mu.Unlock()
+		if calls > 1 {
+			return
+		}
+		// The peer initiates too, and ini answers it on a shard.
+		resp.kick(t)
+		ini.deliver(resp.take(), resp.addr, ConnGroup)
+	}
+	ini.kick(t)
+	if calls != 1 {
+		t.Fatalf("afterDH ran %d times, want 1", calls)
+	}
+	out := ini.take()
+	if len(out) != 1 || ini.hs.answered.Load() != 1 || ini.hs.initiated.Load() != 0 {
+		t.Fatalf("ini sent %d datagrams, answered %d, initiated %d; want only the response",
+			len(out), ini.hs.answered.Load(), ini.hs.initiated.Load())
+	}
+	if n := ini.npending.Load(); n != 0 {
+		t.Fatalf("%d initiations pending beside the new session", n)
+	}
+	resp.deliver(out, ini.addr, ConnGroup)
+	if resp.hs.completed.Load() != 1 || !sessionsAgree(t, ini, resp) {
+		t.Fatal("the peer's handshake did not complete")
 	}
 }

@@ -11,7 +11,8 @@ import (
 	"go.uber.org/zap"
 )
 
-// Step applies the events the shards queued. Package router's control loop calls it whenever Wake has a
+// Step applies the events the shards queued and sends the initiations they
+// call for. Package router's control loop calls it whenever Wake has a
 // value; Step and Tick run on that one goroutine.
 func (c *Core) Step() { c.step(time.Time{}, false) }
 
@@ -19,7 +20,10 @@ func (c *Core) Step() { c.step(time.Time{}, false) }
 // package router's control loop calls it every TimerPeriod.
 func (c *Core) Tick(now time.Time) { c.step(now, true) }
 
-// step applies the events and runs the timers under the lock.
+// step holds the lock to apply the events and run the timers, which
+// decide the initiations (initiate), and makes and sends those after it
+// let go of it (sendInitiations): a step that initiates to many peers
+// spends their DH without holding up the handshake path on the shards.
 func (c *Core) step(now time.Time, timers bool) {
 	evs, held := c.events.take()
 	c.mu.Lock()
@@ -32,8 +36,11 @@ func (c *Core) step(now time.Time, timers bool) {
 	if timers {
 		c.timersLocked(now)
 	}
+	out := c.outbox
+	c.outbox = nil
 	c.mu.Unlock()
 	c.events.recycle(evs)
+	c.sendInitiations(out)
 }
 
 // timersLocked runs the timers at now. Caller holds mu.
