@@ -61,8 +61,13 @@ type Deps struct {
 }
 
 // Core is the control plane's state and decisions. Its methods are safe for
-// concurrent use: shards call the event methods (Unmatched, NoSession,
-// PeerMoved, PeerSilent, LaneMisplaced) from their goroutines.
+// concurrent use. The shards call Unmatched (the handshake path,
+// handshake.go) and the lane events (events.go) on their goroutines; the
+// events are queued and applied by the control loop (Step, Tick), which
+// package router runs on one goroutine. A shard takes the core lock (mu)
+// only on the handshake path, for a message that passed its mac1: to find
+// the pending initiation a response answers, and to answer an initiation
+// whose DH it has consumed and install the session.
 type Core struct {
 	local      *crypto.Local
 	cookies    *crypto.CookieChecker
@@ -75,12 +80,15 @@ type Core struct {
 	keyLog     io.Writer // under mu
 	steered    bool
 
-	// known holds the addresses cookie replies always go to, over
-	// cookieReplyCap: each peer's configured Endpoint and the latest
-	// address a handshake proved it receives at (setKnown), read
-	// lock-free by the cookie path. Not an address a datagram merely
-	// came from: a peer can send its own authenticated datagrams from any
-	// source it spoofs, and would so put any address here.
+	// known holds the addresses cookie replies go to even over
+	// cookieReplyCap: each peer's configured Endpoint (or what its name
+	// resolves to now) and the latest address a handshake proved it
+	// receives at (an initiator's response from where the initiation
+	// went; a responder's lane confirmed, LaneConfirmed), kept by
+	// setKnown under mu and read lock-free by the cookie path. Not an
+	// address a datagram merely came from: a peer can send its own
+	// authenticated datagrams from any source it spoofs, and would so put
+	// any address here.
 	known     sync.Map           // netip.Addr → struct{}; lock-free reads
 	knownRefs map[netip.Addr]int // peers per known address, under mu
 	// replySlot and replyCount count cookie replies to unknown sources
@@ -112,6 +120,17 @@ type Core struct {
 	// load, and does not count towards the load.
 	seenInits crypto.InitiationFilter
 	hs        handshakeStats
+
+	// events are the shards' lane events, waiting for the control loop
+	// (queue.go).
+	events *eventQueue
+	// outbox holds the initiations the control loop decided in this step
+	// (initiate), made and sent once it lets go of mu
+	// (sendInitiations). Under mu.
+	outbox []initPlan
+	// afterDH, if set (tests), runs in sendInitiations after the
+	// initiations' DH, before mu is taken to send them.
+	afterDH func()
 }
 
 type handshakeStats struct {
@@ -172,6 +191,10 @@ type peer struct {
 	// initiation; the initiator's: any, 0), so its move moves the
 	// endpoint.
 	endpointLane int
+	// gen counts changes of sess (install, dropSession): an initiation
+	// decided under the lock is sent only if gen did not move while its
+	// message was made outside it (sendInitiations).
+	gen uint64
 	// place[i] is the shard that owns lane i: i, unless the lane's
 	// datagrams proved to arrive elsewhere (a NAT rewrote its port; see
 	// shard/place.go) and it was moved there. Kept across rekeys.
@@ -190,6 +213,7 @@ func New(d Deps) *Core {
 		knownRefs:  map[netip.Addr]int{},
 		limit:      newLimiter(sourcePrefix), proven: newLimiter(provenKey),
 		keyLog: d.KeyLog, steered: d.Steered,
+		events: newEventQueue(),
 	}
 	if c.log == nil {
 		c.log = zap.NewNop()

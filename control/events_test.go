@@ -28,6 +28,7 @@ func TestPeerMovedEndpoint(t *testing.T) {
 	to := netip.MustParseAddrPort("203.0.113.5:41000")
 	resp.FollowMoved(0, p.id, lane, ini.addr, to)
 	resp.PeerMoved(0, p.id, lane, ini.addr, to)
+	resp.Step()
 	if ep() != to || len(resp.plane.follows) != 1 || resp.plane.follows[0] != 0 {
 		t.Fatalf("endpoint %s, follows %v", ep(), resp.plane.follows)
 	}
@@ -41,6 +42,7 @@ func TestPeerMovedEndpoint(t *testing.T) {
 	// its port.
 	to2 := netip.MustParseAddrPort("203.0.113.9:50000")
 	resp.PeerMoved(1, p.id, lane+1, netip.AddrPortFrom(to.Addr(), 40001), to2)
+	resp.Step()
 	if want := netip.AddrPortFrom(to2.Addr(), to.Port()); ep() != want {
 		t.Fatalf("endpoint %s, want %s", ep(), want)
 	}
@@ -50,13 +52,16 @@ func TestPeerMovedEndpoint(t *testing.T) {
 	before, follows := ep(), len(resp.plane.follows)
 	resp.FollowMoved(0, p.id, lane+1, netip.AddrPortFrom(to2.Addr(), 40001), netip.AddrPortFrom(to2.Addr(), 40002))
 	resp.PeerMoved(0, p.id, lane+1, netip.AddrPortFrom(to2.Addr(), 40001), netip.AddrPortFrom(to2.Addr(), 40002))
+	resp.Step()
 	if ep() != before || len(resp.plane.follows) != follows {
 		t.Fatalf("port change moved the endpoint to %s or lanes (%d follows)", ep(), len(resp.plane.follows)-follows)
 	}
 	// A move from an address the peer is not at, and one for a peer that
 	// is gone, change nothing.
 	resp.PeerMoved(0, p.id, lane+1, netip.MustParseAddrPort("192.0.2.77:1"), netip.MustParseAddrPort("192.0.2.77:2"))
+	resp.Step()
 	resp.PeerMoved(0, p.id+9, lane, before, to)
+	resp.Step()
 	if ep() != before {
 		t.Fatalf("endpoint %s after unrelated moves", ep())
 	}
@@ -90,6 +95,7 @@ func TestLaneMisplacedMovesAndSticks(t *testing.T) {
 	other := 3 - from - via
 
 	resp.LaneMisplaced(from, rp, lane, via)
+	resp.Step()
 	if resp.plane.owner[laneAt{rp, lane}] != via || len(resp.plane.moved) != 1 {
 		t.Fatalf("lane on shard %d after the move (moves %v)", resp.plane.owner[laneAt{rp, lane}], resp.plane.moved)
 	}
@@ -99,9 +105,13 @@ func TestLaneMisplacedMovesAndSticks(t *testing.T) {
 	// Stale (the lane is no longer on from), out of range, unknown peer,
 	// and the initiator's lanes: nothing moves.
 	resp.LaneMisplaced(from, rp, lane, other)
+	resp.Step()
 	resp.LaneMisplaced(via, rp, lane, 7)
+	resp.Step()
 	resp.LaneMisplaced(via, rp+5, lane, other)
+	resp.Step()
 	ini.LaneMisplaced(lane, ip, lane, (lane+1)%3)
+	ini.Step()
 	if len(resp.plane.moved) != 1 || len(ini.plane.moved) != 0 {
 		t.Fatalf("moves: responder %v, initiator %v", resp.plane.moved, ini.plane.moved)
 	}

@@ -198,6 +198,7 @@ func TestJunkCostIndependentOfPending(t *testing.T) {
 				m.initiate(p, m.clock.Now())
 			}
 		})
+		m.Step()
 		junk := make([]byte, 60)
 		before := m.cookieScans.Load()
 		const sent = 100
@@ -221,6 +222,7 @@ func TestAnsweringAbandonsOurStaleInitiation(t *testing.T) {
 	ini.clock.Advance(HandshakeTimeout + time.Second)
 	rp := resp.peerOf(t)
 	resp.locked(func() { resp.initiate(rp, resp.clock.Now()) })
+	resp.Step()
 	ini.deliver(resp.take(), resp.addr, ConnGroup)
 	resp.deliver(ini.take(), ini.addr, ConnLane)
 	if ini.hs.answered.Load() != 1 || resp.hs.completed.Load() != 1 {
@@ -300,10 +302,12 @@ func TestKnownAddressesAreProven(t *testing.T) {
 		t.Fatal("an initiation's source became known before the peer proved it receives there")
 	}
 	resp.LaneConfirmed(0, p.id+7, 0, ini.addr) // a stale event: no such peer
+	resp.Step()
 	if knownAt(resp, ini.addr) {
 		t.Fatal("a stale confirmation made the address known")
 	}
 	resp.LaneConfirmed(0, p.id, 0, ini.addr)
+	resp.Step()
 	if !knownAt(resp, ini.addr) {
 		t.Fatal("the confirmed address is not known")
 	}
@@ -311,6 +315,7 @@ func TestKnownAddressesAreProven(t *testing.T) {
 	// forgets every address it had.
 	elsewhere := netip.MustParseAddrPort("203.0.113.8:40000")
 	resp.LaneConfirmed(0, p.id, 0, elsewhere)
+	resp.Step()
 	if knownAt(resp, ini.addr) || !knownAt(resp, elsewhere) {
 		t.Fatal("the known address did not follow the latest proof")
 	}
@@ -400,6 +405,7 @@ func TestProvenNeighbourDoesNotLockOutPeer(t *testing.T) {
 		// The peer's attempt (a new handshake each time: its lanes went
 		// silent): an initiation, a cookie reply, a retry with mac2.
 		ini.PeerSilent(0, p.id, false)
+		ini.Step()
 		for range 3 {
 			resp.deliver(ini.take(), ini.addr, ConnGroup)
 			ini.deliver(resp.take(), resp.addr, ConnLane)

@@ -182,6 +182,7 @@ func (c *Core) dropSession(p *peer) {
 	}
 	p.sess = nil
 	p.place = nil
+	p.gen++
 	c.dp.RemovePeer(p.id)
 }
 

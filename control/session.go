@@ -90,6 +90,7 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 		c.log.Info("handshakes with peer work again", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", p.endpoint))
 	}
 	p.sess, p.sessAt, p.lanes, p.remoteIP, p.initiator = sess, now, lanes, remoteIP, initiator
+	p.gen++
 	// Rekeys come at no fixed period either: up to a tenth later.
 	p.rekeyJitter = time.Duration(c.rnd.IntN(int(c.rekeyAfter/rekeyJitterDiv) + 1))
 	p.want = false
@@ -119,13 +120,27 @@ func (c *Core) clearInit(p *peer) {
 	c.npending.Store(int32(len(c.pending)))
 }
 
-// initiate sends an initiation to p. Caller holds c.mu.
+// initPlan is an initiation initiate decided under the lock, whose
+// message sendInitiations makes outside it.
+type initPlan struct {
+	p     *peer
+	cp    *crypto.Peer
+	gen   uint64 // p.gen when decided
+	index uint32
+	offer crypto.LaneOffer
+	at    time.Time
+}
+
+// initiate decides an initiation to p: the lane it leaves from, its
+// index, the attempt count and the backoff to the next one; the control
+// loop's step makes and sends it once it let go of the lock
+// (sendInitiations). Until then p's previous initiation, if any, stays
+// pending. Caller holds c.mu, on the control loop's goroutine.
 func (c *Core) initiate(p *peer, now time.Time) {
 	if !p.endpoint.IsValid() {
 		return // responder-only peer: it must come to us
 	}
 	ports := c.dp.LanePorts()
-	c.clearInit(p)
 	// From a random lane's socket: no single port starts every session,
 	// and a responder that steers by port spreads a hub's handshakes over
 	// its shards (steering by lane remote, the kernel's hash spreads a
@@ -134,7 +149,6 @@ func (c *Core) initiate(p *peer, now time.Time) {
 	if p.attempts == 0 || p.fromLane >= len(ports) {
 		p.fromLane = c.rnd.IntN(len(ports))
 	}
-	fromLane := p.fromLane
 	if p.attempts > 0 && p.lens != nil {
 		// Unanswered: the peer may now run a router that drops long
 		// initiations.
@@ -146,18 +160,6 @@ func (c *Core) initiate(p *peer, now time.Time) {
 		// pending initiation's must not be overwritten.
 		index = c.rnd.Uint32()
 	}
-	in, dgram, err := c.local.Initiate(p.cp, index, crypto.LaneOffer{Ports: ports, From: fromLane}, now)
-	if err != nil {
-		c.log.Error("initiate", zap.Error(err))
-		return
-	}
-	p.init, p.initIndex, p.initAt, p.initTo = in, index, now, p.endpoint
-	p.respReads = bucket{tokens: respBurst, last: now}
-	c.pending[index] = p
-	c.pendMu.Lock()
-	c.byEndpoint[p.endpoint] = append(c.byEndpoint[p.endpoint], in)
-	c.pendMu.Unlock()
-	c.npending.Store(int32(len(c.pending)))
 	p.attempts++
 	if p.attempts == failWarnAttempts+1 && !p.failing {
 		p.failing = true
@@ -168,13 +170,57 @@ func (c *Core) initiate(p *peer, now time.Time) {
 	back := min(retryFirst<<min(p.attempts-1, 4), retryMax)
 	back += time.Duration(c.rnd.IntN(int(2*back/retryJitterDiv)+1)) - back/retryJitterDiv
 	p.nextTry = now.Add(back)
-	// The round trip counts from here: a tick that initiates to many peers
-	// spends milliseconds of DH before the last one leaves.
-	p.initSent = c.now()
-	if err := c.dp.SendHandshake(fromLane, ConnLane, dgram, p.endpoint, netip.Addr{}); err != nil {
-		c.log.Debug("sending initiation", zap.Stringer("to", p.endpoint), zap.Error(err))
+	c.outbox = append(c.outbox, initPlan{p: p, cp: p.cp, gen: p.gen, index: index,
+		offer: crypto.LaneOffer{Ports: ports, From: p.fromLane}, at: now})
+}
+
+// sendInitiations makes the planned initiations (a DH each) without the
+// lock, then takes it to make them pending and send them. A plan whose
+// peer changed meanwhile is dropped: a handshake installed a session (a
+// response to the previous initiation, or the peer's own initiation
+// answered on a shard), the session was dropped, or a reload removed the
+// peer or changed its key or PSK. The next tick decides again.
+func (c *Core) sendInitiations(plans []initPlan) {
+	if len(plans) == 0 {
+		return
 	}
-	c.hs.initiated.Add(1)
+	ins := make([]*crypto.Initiation, len(plans))
+	dgrams := make([][]byte, len(plans))
+	for i, pl := range plans {
+		in, dgram, err := c.local.Initiate(pl.cp, pl.index, pl.offer, pl.at)
+		if err != nil {
+			c.log.Error("initiate", zap.Error(err))
+			continue
+		}
+		ins[i], dgrams[i] = in, dgram
+	}
+	if c.afterDH != nil {
+		c.afterDH()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i, pl := range plans {
+		p, in := pl.p, ins[i]
+		if in == nil || c.peers[p.cfg.PublicKey] != p || p.cp != pl.cp || p.gen != pl.gen ||
+			c.pending[pl.index] != nil || !p.endpoint.IsValid() {
+			continue
+		}
+		c.clearInit(p)
+		p.init, p.initIndex, p.initAt, p.initTo = in, pl.index, pl.at, p.endpoint
+		p.respReads = bucket{tokens: respBurst, last: pl.at}
+		c.pending[pl.index] = p
+		c.pendMu.Lock()
+		c.byEndpoint[p.endpoint] = append(c.byEndpoint[p.endpoint], in)
+		c.pendMu.Unlock()
+		c.npending.Store(int32(len(c.pending)))
+		// The round trip counts from here: the step made the messages of
+		// every peer it initiates to before the first left.
+		p.initSent = c.now()
+		if err := c.dp.SendHandshake(pl.offer.From, ConnLane, dgrams[i], p.endpoint, netip.Addr{}); err != nil {
+			c.log.Debug("sending initiation", zap.Stringer("to", p.endpoint), zap.Error(err))
+		}
+		c.hs.initiated.Add(1)
+	}
 }
 
 // sessionLog is the level a completed handshake of p is logged at: INFO

@@ -274,6 +274,7 @@ func TestRestartedPeer(t *testing.T) {
 	p := ini.peerOf(t)
 	silent := func() int {
 		ini.PeerSilent(0, p.id, false)
+		ini.Step()
 		return len(ini.take())
 	}
 	if n := silent(); n != 1 {
@@ -302,6 +303,7 @@ func TestRestartedPeer(t *testing.T) {
 	}
 	// An event for a peer that is gone does nothing.
 	ini.PeerSilent(0, p.id+100, false)
+	ini.Step()
 	if n := len(ini.take()); n != 0 {
 		t.Fatalf("%d initiations for an unknown peer", n)
 	}
@@ -466,11 +468,13 @@ func TestWireMismatchWarnsOnce(t *testing.T) {
 	handshake(t, ini, resp)
 	p := ini.peerOf(t)
 	ini.PeerSilent(0, p.id, false)
+	ini.Step()
 	if n := logs.FilterMessageSnippet("wire version").Len(); n != 0 {
 		t.Fatalf("%d mismatch warnings for a silent peer", n)
 	}
 	for range 3 {
 		ini.PeerSilent(0, p.id, true)
+		ini.Step()
 		ini.clock.Advance(HandshakeTimeout + time.Millisecond)
 	}
 	warns := logs.FilterMessageSnippet("wire version")

@@ -1,6 +1,7 @@
 package control
 
-// The control plane's clock: handshakes for waiting traffic, retries,
+// The control loop: the shards' queued events (events.go, queue.go), and
+// the control plane's clock: handshakes for waiting traffic, retries,
 // rekeys and session expiry. The lanes' own timers (loss reports,
 // keepalives, liveness) run on the shards and report through events.go.
 
@@ -10,10 +11,40 @@ import (
 	"go.uber.org/zap"
 )
 
-// Tick runs the timers at now; package router calls it every TimerPeriod.
-func (c *Core) Tick(now time.Time) {
+// Step applies the events the shards queued and sends the initiations they
+// call for. Package router's control loop calls it whenever Wake has a
+// value; Step and Tick run on that one goroutine.
+func (c *Core) Step() { c.step(time.Time{}, false) }
+
+// Tick applies the queued events (as Step), then runs the timers at now;
+// package router's control loop calls it every TimerPeriod.
+func (c *Core) Tick(now time.Time) { c.step(now, true) }
+
+// step holds the lock to apply the events and run the timers, which
+// decide the initiations (initiate), and makes and sends those after it
+// let go of it (sendInitiations): a step that initiates to many peers
+// spends their DH without holding up the handshake path on the shards.
+func (c *Core) step(now time.Time, timers bool) {
+	evs, held := c.events.take()
 	c.mu.Lock()
-	defer c.mu.Unlock()
+	for i := range evs {
+		c.applyLocked(&evs[i])
+	}
+	for i := range held {
+		c.applyLocked(&held[i])
+	}
+	if timers {
+		c.timersLocked(now)
+	}
+	out := c.outbox
+	c.outbox = nil
+	c.mu.Unlock()
+	c.events.recycle(evs)
+	c.sendInitiations(out)
+}
+
+// timersLocked runs the timers at now. Caller holds mu.
+func (c *Core) timersLocked(now time.Time) {
 	rekey := c.rekeyAfter
 	for _, p := range c.peers {
 		age := now.Sub(p.sessAt)

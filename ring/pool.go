@@ -6,8 +6,11 @@ import (
 )
 
 // Packet is one buffer of a Pool. Buf always has the pool's buffer size as
-// its capacity; N is how many bytes are in use and Off where they start
-// (room in front lets the egress path write the header in place).
+// its capacity and N is how many bytes are in use. Where they start is the
+// user's convention, not a field: package shard reads a TUN packet to
+// Buf[headroom:] (room in front to write the header in place) and hands a
+// datagram between shards at Buf[:N]. Off is 0 from Get and nothing in the
+// repository sets it.
 type Packet struct {
 	Buf   []byte
 	Off   int
@@ -19,7 +22,9 @@ type Packet struct {
 	Addr  netip.AddrPort // pipeline field (e.g. where a datagram came from)
 }
 
-// Data returns the bytes in use.
+// Data returns Buf[Off:Off+N]: the bytes in use only for a packet whose
+// user keeps them at Off, which package shard does not (it reads a TUN
+// packet at its headroom).
 func (p *Packet) Data() []byte { return p.Buf[p.Off : p.Off+p.N] }
 
 // Pool is a fixed arena of packet buffers owned by one shard: one slab

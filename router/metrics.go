@@ -46,8 +46,8 @@ type collector struct {
 	// st is the scrape's Status (scrapeGatherer sets it around Gather).
 	st *Status
 
-	info, build, uptime, shards, handshakes *prometheus.Desc
-	offload, kernelDrops, lookups           *prometheus.Desc
+	info, build, uptime, shards, handshakes      *prometheus.Desc
+	offload, kernelDrops, lookups, eventsDropped *prometheus.Desc
 }
 
 // shardFamily maps a shard counter to a metric family: counters that are
@@ -138,6 +138,7 @@ func newCollector(src statusSource) *collector {
 	c.handshakes = d("yip_handshakes_total", "Handshake events: initiated (initiations sent), completed (responses accepted), answered (initiations answered), cookie_demanded (cookie replies sent: under load, or the source prefix is over its limit for initiations without a cookie), refused (initiations rejected: unknown key, bad MAC, replayed timestamp; and responses that do not authenticate), rate_limited (initiations with a valid cookie over the per-source limit, or responses over the per-initiation limit, dropped before any DH). cookie_capped (initiations from no peer's known address left unanswered over the cap of cookie replies per second).", "event")
 	c.offload = d("yip_offload_enabled", "1 if the offload is on: tso, uso (TUN superpackets read), gro (superpackets written to the TUN), udp-gso, udp-gro (underlay batching).", "offload")
 	c.lookups = d("yip_endpoint_lookups_total", "Lookups of peers' Endpoint host names while the router runs, by result: ok, failed (the peer keeps its last address; a name without one is retried).", "result")
+	c.eventsDropped = d("yip_control_events_dropped_total", "Lane events from the shards (traffic waiting for a handshake, a silent lane, a misplaced lane) dropped because the control core's queue was full; the shards repeat them while their cause lasts. Moves and key confirmations are never dropped.")
 	c.kernelDrops = d("yip_kernel_drops_total", "Drops the kernel counts outside the shards: tun_tx (the TUN queue overflowed before a shard read it), tun_rx (the TUN device refused a write), socket (a shard's lane or listen socket's receive buffer was full), strangers (a strangers' socket's small buffer was full: datagrams from sources no lane has, such as a flood).", "where")
 	return c
 }
@@ -183,6 +184,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	counter(c.lookups, st.EndpointLookups.OK, "ok")
 	counter(c.lookups, st.EndpointLookups.Failed, "failed")
+	counter(c.eventsDropped, st.ControlEventsDropped)
 	counter(c.kernelDrops, st.Kernel.TUNTxDropped, "tun_tx")
 	counter(c.kernelDrops, st.Kernel.TUNRxDropped, "tun_rx")
 	counter(c.kernelDrops, st.Kernel.SocketDrops, "socket")

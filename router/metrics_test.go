@@ -46,7 +46,8 @@ func TestMetricsExposition(t *testing.T) {
 			{ID: 0, CPU: 2, Counters: map[string]uint64{"tun_in": 10, "tun_out": 11, "udp_in": 12, "udp_out": 13, "bytes_in": 1200, "bytes_out": 1300, "drop_bad_tag": 5, "fec_recovered": 3, "foreign_lane": 1, "pool_high_water": 96, "ring_high_water": 32}},
 			{ID: 1, CPU: 3, Counters: map[string]uint64{"udp_in": 7, "drop_replay": 2, "parity_out": 4}},
 		},
-		Handshakes: HandshakeCounts{Initiated: 4, Completed: 3, Answered: 2, CookieDemanded: 1, Refused: 6},
+		Handshakes:           HandshakeCounts{Initiated: 4, Completed: 3, Answered: 2, CookieDemanded: 1, Refused: 6},
+		ControlEventsDropped: 8,
 		Peers: []PeerStatus{{
 			PublicKey: peerKey, LastHandshake: time.Unix(1700000000, 500_000_000), Handshakes: 3,
 			RxBytes: 100, TxBytes: 200, RxPackets: 1, TxPackets: 2, FECRecovered: 3, FECLost: 4,
@@ -64,6 +65,7 @@ func TestMetricsExposition(t *testing.T) {
 		`yip_handshakes_total{event="answered"} 2`,
 		`yip_handshakes_total{event="cookie_demanded"} 1`,
 		`yip_handshakes_total{event="refused"} 6`,
+		`yip_control_events_dropped_total 8`,
 		`yip_shard_tun_packets_total{cpu="2",direction="in",shard="0"} 10`,
 		`yip_shard_tun_packets_total{cpu="2",direction="out",shard="0"} 11`,
 		`yip_shard_udp_datagrams_total{cpu="2",direction="in",shard="0"} 12`,

@@ -244,17 +244,19 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 			Conns:     []*udp.Conn{control.ConnGroup: r.group[i], control.ConnLane: r.laneSk[i]},
 			Strangers: r.stranger(i),
 			Mesh:      r.mesh, Table: &r.table,
+			// The handshake path: it takes the core's lock only for a
+			// handshake message that passed its mac1.
 			Unmatched: c.Unmatched,
+			// Lane events: queued for the control loop (Start) without
+			// the core's lock, so a shard never waits for it.
 			NoSession: c.NoSession,
-			// These take the core's lock: on a goroutine of their
-			// own, so a shard never waits for it.
 			Moved: func(sh int, p shard.PeerID, i int, from, to netip.AddrPort) {
-				c.FollowMoved(sh, p, i, from, to) // in order, no lock
-				go c.PeerMoved(sh, p, i, from, to)
+				c.FollowMoved(sh, p, i, from, to) // the other shards follow now, in order
+				c.PeerMoved(sh, p, i, from, to)
 			},
-			Silent:    func(sh int, p shard.PeerID, oldFraming bool) { go c.PeerSilent(sh, p, oldFraming) },
-			Misplaced: func(sh int, p shard.PeerID, i, via int) { go c.LaneMisplaced(sh, p, i, via) },
-			Confirmed: func(sh int, p shard.PeerID, i int, remote netip.AddrPort) { go c.LaneConfirmed(sh, p, i, remote) },
+			Silent:    c.PeerSilent,
+			Misplaced: c.LaneMisplaced,
+			Confirmed: c.LaneConfirmed,
 			// Writing TCP superpackets needs only the header; UDP ones
 			// need a kernel with USO, which the device's grant proves.
 			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,
@@ -280,9 +282,10 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	return r, nil
 }
 
-// Start runs the shards and the timers, then the PostUp commands. A
-// failed PostUp is returned; the caller then Closes the router, which runs
-// no PreDown or PostDown (as wg-quick undoes a failed up).
+// Start runs the shards and the control loop (the core's lane events and
+// timers), then the PostUp commands. A failed PostUp is returned; the
+// caller then Closes the router, which runs no PreDown or PostDown (as
+// wg-quick undoes a failed up).
 func (r *Router) Start() error {
 	r.started.Store(time.Now().UnixNano())
 	r.runErrs = make(chan error, len(r.shards))
@@ -301,6 +304,9 @@ func (r *Router) Start() error {
 		r.resolver.run(r.stop, r.peerConfigs)
 	}()
 	go func() {
+		// The control loop: the shards' lane events as they come, the
+		// timers every TimerPeriod; the core's only caller of Step and
+		// Tick.
 		defer r.wg.Done()
 		t := time.NewTicker(control.TimerPeriod)
 		defer t.Stop()
@@ -308,6 +314,8 @@ func (r *Router) Start() error {
 			select {
 			case <-r.stop:
 				return
+			case <-r.core.Wake():
+				r.core.Step()
 			case now := <-t.C:
 				r.core.Tick(now)
 			}
@@ -339,10 +347,10 @@ func (r *Router) peerConfigs() []config.Peer {
 // sends it here (buffered, one per shard). The channel is never closed.
 func (r *Router) Errors() <-chan error { return r.runErrs }
 
-// Close runs the PreDown commands, stops the shards and timers, removes a
-// full tunnel's rules, releases the TUN device (which the kernel then
-// removes, with its routes) and the sockets, and runs the PostDown
-// commands. The down commands run only after a complete Start; their
+// Close runs the PreDown commands, stops the shards and the control
+// loop, removes a full tunnel's rules, releases the TUN device (which the
+// kernel then removes, with its routes) and the sockets, and runs the
+// PostDown commands. The down commands run only after a complete Start; their
 // failures are logged.
 func (r *Router) Close() error {
 	select {

@@ -39,6 +39,10 @@ type Status struct {
 	// EndpointLookups counts the lookups of Endpoint host names since
 	// start (the config's at load not included) by result.
 	EndpointLookups EndpointLookups `json:"endpoint_lookups"`
+	// ControlEventsDropped counts the shards' lane events that found the
+	// control core's queue full (control.Core.EventsDropped): each of a
+	// kind its shard repeats while its cause lasts.
+	ControlEventsDropped uint64 `json:"control_events_dropped"`
 }
 
 // EndpointLookups are the resolver's counts.
@@ -117,7 +121,8 @@ func (r *Router) Status() Status {
 		Offloads:   r.offloadState(), Kernel: r.kernelDrops(),
 		Padding: r.iface.Padding.String(), TunMTU: r.iface.TunMTU(),
 		Steering: r.steerMode, FwMark: r.mark, FullTunnel: r.fullFamilies,
-		EndpointLookups: EndpointLookups{OK: r.resolver.ok.Load(), Failed: r.resolver.failed.Load()},
+		EndpointLookups:      EndpointLookups{OK: r.resolver.ok.Load(), Failed: r.resolver.failed.Load()},
+		ControlEventsDropped: r.core.EventsDropped(),
 	}
 	if t := r.started.Load(); t != 0 {
 		st.Uptime = time.Since(time.Unix(0, t))

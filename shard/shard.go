@@ -71,8 +71,8 @@ type Config struct {
 	// Moved is told (on the shard's goroutine) that an authenticated
 	// datagram moved lane index of peer from one address to another
 	// (roam.go); the control core has the peer's other shards follow
-	// (FollowPeer) and, for lane 0, moves the peer's endpoint. Rare: only
-	// the peer's keys can cause it.
+	// (FollowPeer) at once and queues the move of the peer's endpoint.
+	// Rare: only the peer's keys can cause it.
 	Moved func(shard int, peer PeerID, index int, from, to netip.AddrPort)
 	// Silent is told (on the shard's goroutine, at most once per
 	// noReplyAfter per lane) that a lane of peer has been sending for
@@ -124,8 +124,8 @@ type Shard struct {
 	candNext   int
 	authed     uint64
 
-	// Control commands: an unbounded list, because the router issues them
-	// while holding its own lock and must never block or lose one. The
+	// Control commands: an unbounded list, because the control core
+	// issues them while holding its lock and must never block or lose one. The
 	// shard checks the atomic count once per loop iteration and takes the
 	// mutex only when there is something to run.
 	ctlMu      sync.Mutex

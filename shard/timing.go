@@ -2,10 +2,16 @@ package shard
 
 import "time"
 
-// The shard's timing constants, in one place. The control plane's timers
-// (rekey, handshake retries, session expiry) are in control/timing.go; the FEC encoder's flush of a
-// partial group (fec.DefaultFlushTimeout, 5 ms) and the decoder's group
-// lifetime (fec.DefaultGroupTTL, 250 ms) are the fec package's defaults.
+// The shard's timing constants: the lanes' timers and the loop's. Some
+// that tune one mechanism stay beside it: how long an address stays a
+// lane's (addrHold, claim.go), how often a misplaced lane is reported
+// (misplacedEvery, place.go) or a move (once a second per lane,
+// reportMove in roam.go), the strangers' budget per loop (strangerTime,
+// loop_linux.go) and the one-way delay samples' ages (delay.go). The
+// control plane's timers (rekey, handshake retries, session expiry) are in
+// control/timing.go; the FEC encoder's flush of a partial group
+// (fec.DefaultFlushTimeout, 5 ms) and the decoder's group lifetime
+// (fec.DefaultGroupTTL, 250 ms) are the fec package's defaults.
 const (
 	// idlePoll is the longest a shard sleeps with nothing scheduled, and so
 	// how often timers run and counters are published when no FEC deadline
@@ -68,7 +74,7 @@ const (
 
 	// noReplyAfter: a lane that keeps sending this long after it last
 	// heard from its peer reports the peer silent (checkSilence), and the
-	// router starts a new handshake (the peer restarted and lost its keys),
+	// control core starts a new handshake (the peer restarted and lost its keys),
 	// as WireGuard does after its keepalive timeout. The peer's keepalives
 	// (passive: about 2 s after it heard data or a control frame other
 	// than a keepalive from us) keep a live lane well inside it; our own

@@ -8,7 +8,7 @@ import (
 
 // The wait queue: packets egress.go routed to a peer without lanes wait
 // here (bounded per peer and per shard, aged out by timers.go) while the
-// router handshakes (Config.NoSession); installing a lane (lane.go)
+// control core handshakes (Config.NoSession); installing a lane (lane.go)
 // releases them back into egress.
 
 // Bounds of the queue of packets waiting for a handshake, per shard.
