@@ -105,6 +105,7 @@ func snapshot(t topology, withCPU bool) (counters, error) {
 func (c *counters) sampleCPU(t topology) error {
 	var err error
 	c.cpuWhen = time.Now()
+	c.fec, c.hasFEC = t.FEC()
 	if c.cpuRx, err = cpuSeconds(t.Pid(lab.B)); err != nil {
 		return fmt.Errorf("receiving daemon: %w", err)
 	}
@@ -150,13 +151,7 @@ func runTest1(ctx context.Context, c *config, t topology, p placement, spec test
 		r.Bridge = bridgeDelta(before.bridge, after.bridge)
 	}
 	if before.hasFEC && after.hasFEC {
-		// A lane's lost-for-good count starts over with its keys (a
-		// rekey in the run), so a difference is taken as at least 0.
-		sub := func(a, b uint64) uint64 { return a - min(a, b) }
-		r.FEC = &fecStats{
-			ParityOut: sub(after.fec.ParityOut, before.fec.ParityOut), UDPOut: sub(after.fec.UDPOut, before.fec.UDPOut),
-			Recovered: sub(after.fec.Recovered, before.fec.Recovered), Unrecovered: sub(after.fec.Unrecovered, before.fec.Unrecovered),
-		}
+		r.FEC = fecDelta(before.fec, after.fec)
 	}
 	return r, nil
 }
@@ -239,7 +234,21 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 	r.WindowSec = w.to.cpuWhen.Sub(w.from.cpuWhen).Seconds()
 	r.RxCPUSec = w.to.cpuRx - w.from.cpuRx
 	r.TxCPUSec = w.to.cpuTx - w.from.cpuTx
+	if w.from.hasFEC && w.to.hasFEC {
+		r.FECSteady = fecDelta(w.from.fec, w.to.fec)
+	}
 	return nil
+}
+
+// fecDelta is the FEC counters from one snapshot to a later one. A lane's
+// lost-for-good count starts over with its keys (a rekey in between), so
+// a difference is taken as at least 0.
+func fecDelta(from, to fecStats) *fecStats {
+	sub := func(a, b uint64) uint64 { return a - min(a, b) }
+	return &fecStats{
+		ParityOut: sub(to.ParityOut, from.ParityOut), UDPOut: sub(to.UDPOut, from.UDPOut),
+		Recovered: sub(to.Recovered, from.Recovered), Unrecovered: sub(to.Unrecovered, from.Unrecovered),
+	}
 }
 
 // sleepCtx sleeps d or until ctx ends; it reports whether d passed.

@@ -52,6 +52,11 @@ type Record struct {
 	// yip-router's FEC over the run (after minus before, warm-up
 	// included); nil for wireguard-go.
 	FEC *fecStats `json:"fec,omitempty"`
+	// FECSteady is the same over the steady window the CPU is sampled in
+	// (after the -O warm-up, a margin in from either end): what FEC
+	// spends once the flow and the adapter have settled (iperf3 tests
+	// only).
+	FECSteady *fecStats `json:"fec_steady,omitempty"`
 }
 
 // fecStats are yip-router's FEC counters: the sending side's parity and
@@ -64,14 +69,19 @@ type fecStats struct {
 	Unrecovered uint64 `json:"unrecovered"`
 }
 
-// FECParityPct is the sender's parity datagrams per other datagram, %
-// (NaN without FEC counters).
-func (r Record) FECParityPct() float64 {
-	if r.FEC == nil {
+// parityPct is the sender's parity datagrams per other datagram, % (NaN
+// without FEC counters).
+func (f *fecStats) parityPct() float64 {
+	if f == nil {
 		return math.NaN()
 	}
-	return 100 * div(float64(r.FEC.ParityOut), float64(r.FEC.UDPOut-min(r.FEC.ParityOut, r.FEC.UDPOut)))
+	return 100 * div(float64(f.ParityOut), float64(f.UDPOut-min(f.ParityOut, f.UDPOut)))
 }
+
+// FECParityPct is parityPct over the run, FECSteadyParityPct over the
+// steady window.
+func (r Record) FECParityPct() float64       { return r.FEC.parityPct() }
+func (r Record) FECSteadyParityPct() float64 { return r.FECSteady.parityPct() }
 
 // FECRecovered and FECUnrecovered are the receiver's data symbols
 // recovered by FEC and lost for good (NaN without FEC counters).

@@ -51,6 +51,7 @@ var metrics = []metric{
 // (wireguard-go's cells show —).
 var fecMetrics = []metric{
 	{"FEC parity per other datagram sent", "%", 1, kindTCP | kindUDP, Record.FECParityPct},
+	{"FEC parity per other datagram sent, after the warm-up", "%", 1, kindTCP | kindUDP, Record.FECSteadyParityPct},
 	{"FEC data symbols recovered", "", 0, kindTCP | kindUDP, Record.FECRecovered},
 	{"FEC data symbols lost for good", "", 0, kindTCP | kindUDP, Record.FECUnrecovered},
 }
