@@ -9,11 +9,9 @@ import (
 // its capacity and N is how many bytes are in use. Where they start is the
 // user's convention, not a field: package shard reads a TUN packet to
 // Buf[headroom:] (room in front to write the header in place) and hands a
-// datagram between shards at Buf[:N]. Off is 0 from Get and nothing in the
-// repository sets it.
+// datagram between shards at Buf[:N].
 type Packet struct {
 	Buf   []byte
-	Off   int
 	N     int
 	Lane  int32          // lane the packet is for or came from, as the shard sets it
 	Aux   uint32         // pipeline field (e.g. the peer of a handed-off packet)
@@ -21,11 +19,6 @@ type Packet struct {
 	Meta  uint16         // pipeline field (e.g. what a handed-off packet is)
 	Addr  netip.AddrPort // pipeline field (e.g. where a datagram came from)
 }
-
-// Data returns Buf[Off:Off+N]: the bytes in use only for a packet whose
-// user keeps them at Off, which package shard does not (it reads a TUN
-// packet at its headroom).
-func (p *Packet) Data() []byte { return p.Buf[p.Off : p.Off+p.N] }
 
 // Pool is a fixed arena of packet buffers owned by one shard: one slab
 // allocated at start, a free stack, no per-packet allocation and no
@@ -81,7 +74,7 @@ func (p *Pool) Get() *Packet {
 	if n-1 < p.low {
 		p.low = n - 1
 	}
-	pk.Off, pk.N, pk.Lane, pk.Aux, pk.Meta, pk.Addr = 0, 0, 0, 0, 0, netip.AddrPort{}
+	pk.N, pk.Lane, pk.Aux, pk.Meta, pk.Addr = 0, 0, 0, 0, netip.AddrPort{}
 	return pk
 }
 
