@@ -2,6 +2,7 @@ package flood
 
 import (
 	"encoding/binary"
+	"fmt"
 	"net"
 	"net/netip"
 	"sync/atomic"
@@ -16,13 +17,19 @@ import (
 // the link header) on link ifname in namespace ns for protocol: ETH_P_IP
 // receives the IP packets arriving, ETH_P_ALL those leaving too.
 func OpenPacket(ns, ifname string, protocol uint16) (int, error) {
+	return openPacket(ns, ifname, protocol, unix.SOCK_DGRAM)
+}
+
+// openPacket is OpenPacket with the socket type: SOCK_DGRAM, or SOCK_RAW
+// (the link header too).
+func openPacket(ns, ifname string, protocol uint16, typ int) (int, error) {
 	fd := -1
 	err := netns.Do(ns, func() error {
 		ifi, err := net.InterfaceByName(ifname)
 		if err != nil {
 			return err
 		}
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(htons(protocol)))
+		fd, err = unix.Socket(unix.AF_PACKET, typ, int(htons(protocol)))
 		if err != nil {
 			return err
 		}
@@ -48,8 +55,10 @@ type CaptureOptions struct {
 	Timeout    time.Duration
 	// SplitGSO reads UDP GSO packets (a sender's run of datagrams that
 	// crosses a veth as one packet) with their segment size
-	// (PACKET_VNET_HDR) and cuts them into the datagrams they stand for
-	// (SplitGSO); without it, packets over 1500 bytes are skipped.
+	// (PACKET_VNET_HDR, which the kernel gives only a SOCK_RAW socket, so
+	// each read also has the Ethernet header) and cuts them into the
+	// datagrams they stand for (SplitGSO); without it, packets over 1500
+	// bytes are skipped.
 	SplitGSO bool
 }
 
@@ -67,19 +76,24 @@ const (
 	vnetHdrLen       = 10
 	vnetGSOUDPL4     = 5 // VIRTIO_NET_HDR_GSO_UDP_L4
 	vnetGSOTypeMask  = 0x7f
-	captureReadLimit = 65536 + vnetHdrLen
+	ethHdrLen        = 14
+	captureReadLimit = 65536 + vnetHdrLen + ethHdrLen
 )
 
 // StartCapture starts capturing as o says; Wait returns what it took.
 func StartCapture(o CaptureOptions) (*Capture, error) {
-	fd, err := OpenPacket(o.NS, o.Ifname, unix.ETH_P_IP)
+	typ := unix.SOCK_DGRAM
+	if o.SplitGSO {
+		typ = unix.SOCK_RAW
+	}
+	fd, err := openPacket(o.NS, o.Ifname, unix.ETH_P_IP, typ)
 	if err != nil {
 		return nil, err
 	}
 	if o.SplitGSO {
 		if err := unix.SetsockoptInt(fd, unix.SOL_PACKET, unix.PACKET_VNET_HDR, 1); err != nil {
 			unix.Close(fd)
-			return nil, err
+			return nil, fmt.Errorf("PACKET_VNET_HDR: %w", err)
 		}
 	}
 	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100000})
@@ -111,19 +125,20 @@ func (c *Capture) Stop() { c.stop.Store(true) }
 // Wait waits for the capture to end and returns the packets it took.
 func (c *Capture) Wait() [][]byte { return <-c.done }
 
-// datagrams are the datagrams o takes from one read b (a virtio_net_hdr
-// first with SplitGSO), copied out of b: none if the packet is not
-// IPv4/UDP from o.Src to o.Port, or (not a GSO run) over 1500 bytes.
+// datagrams are the datagrams o takes from one read b (with SplitGSO a
+// virtio_net_hdr and the Ethernet header first), copied out of b: none if
+// the packet is not IPv4/UDP from o.Src to o.Port, or (not a GSO run)
+// over 1500 bytes.
 func (o *CaptureOptions) datagrams(b []byte) [][]byte {
 	p, gso := b, 0
 	if o.SplitGSO {
-		if len(b) < vnetHdrLen {
+		if len(b) < vnetHdrLen+ethHdrLen || binary.BigEndian.Uint16(b[vnetHdrLen+12:]) != unix.ETH_P_IP {
 			return nil
 		}
 		if b[1]&vnetGSOTypeMask == vnetGSOUDPL4 {
 			gso = int(binary.NativeEndian.Uint16(b[4:]))
 		}
-		p = b[vnetHdrLen:]
+		p = b[vnetHdrLen+ethHdrLen:]
 	}
 	if len(p) < 28 || (gso == 0 && len(p) > 1500) || p[9] != unix.IPPROTO_UDP || [4]byte(p[12:16]) != o.Src.As4() {
 		return nil
