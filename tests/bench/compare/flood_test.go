@@ -117,6 +117,7 @@ func TestTableFloodRows(t *testing.T) {
 		"|  |  | goodput under the flood / CPU-matched baseline | 0.60 | 0.90 | 1.50× |",
 		"|  |  | goodput under the flood / unflooded | 0.30 | 0.45 | 1.50× |",
 		"|  |  | attacker datagrams/s under the flood | 50000 | 50000 | 1.00× |",
+		"|  |  | attacker rate under the flood / CPU-matched baseline | 1.00 | 1.00 | 1.00× |",
 	} {
 		if !strings.Contains(tab, want) {
 			t.Errorf("table lacks %q:\n%s", want, tab)

@@ -42,6 +42,7 @@ var metrics = []metric{
 	{"attacker datagrams sent under the flood", "", 0, kindFlood, func(r Record) float64 { return float64(r.FloodSent) }},
 	{"attacker datagrams/s under the flood", "", 0, kindFlood, func(r Record) float64 { return r.FloodPPS }},
 	{"attacker datagrams/s, CPU-matched baseline", "", 0, kindFlood, func(r Record) float64 { return r.MatchedPPS }},
+	{"attacker rate under the flood / CPU-matched baseline", "", 2, kindFlood, Record.RateVsMatched},
 	{"Gbit/s per receiving core", "Gbit/s", 2, kindTCP | kindUDP | kindFlood, Record.GbpsPerRxCore},
 	{"receiving daemon CPU", "cores", 2, kindTCP | kindUDP | kindFlood, Record.RxCores},
 	{"sending daemon CPU", "cores", 2, kindTCP | kindUDP | kindFlood, Record.TxCores},
