@@ -16,6 +16,7 @@ UDP_RATE    ?=
 TCP_CC      ?= cubic,bbr
 YIP_EXTRA   ?=
 IMPAIR      ?=
+FLOODS      ?=
 FUZZTIME    ?= 10s
 BENCHTIME   ?= 1s
 BENCHCOUNT  ?= 5
@@ -31,7 +32,7 @@ NFPM_VERSION := v2.48.0
 NFPM        := $(BIN)/nfpm-$(NFPM_VERSION)
 export GOTOOLCHAIN := local
 
-.PHONY: all build deb deb-check lintian lintian-install test test-deps promtool-check bench-e2e bench-compare bench-wan bench-tools bench-scale unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
+.PHONY: all build deb deb-check lintian lintian-install test test-deps promtool-check bench-e2e bench-compare bench-wan bench-floods bench-tools bench-scale unit uniformity lint fmt vet staticcheck shellcheck shellcheck-install bench fuzz demo deps clean
 
 all: build
 
@@ -189,12 +190,37 @@ bench-e2e: build test-deps
 # -ge-burst -ge-rate -bottleneck -queue -seed, each direction; the endpoints' TCP buffers
 # are then raised to 32 MiB, -tcp-buf in IMPAIR overrides). TESTS keeps
 # only the tests whose names start with its comma-separated prefixes
-# (e.g. TESTS=tcp1,udp-100M). Results go to docs/bench/compare-*
-# (compare-*-wan.* with IMPAIR).
+# (e.g. TESTS=tcp1,udp-100M). FLOODS adds the flood rows (garbage, init,
+# replay or all, comma-separated; see bench-floods). Results go to
+# docs/bench/compare-* (compare-*-wan.* with IMPAIR).
 bench-compare: build bench-tools
 	$(BIN)/bench-compare -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) \
 	  -rounds $(ROUNDS) -duration $(DURATION) $(if $(UDP_RATE),-rate $(UDP_RATE)) -cc '$(TCP_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick) \
-	  $(if $(YIP_EXTRA),-yip-extra '$(YIP_EXTRA)') $(if $(TESTS),-tests '$(TESTS)') $(IMPAIR)
+	  $(if $(YIP_EXTRA),-yip-extra '$(YIP_EXTRA)') $(if $(TESTS),-tests '$(TESTS)') $(if $(FLOODS),-floods '$(FLOODS)') $(IMPAIR)
+
+# bench-floods: the flood rows alone (issue 27), both implementations in
+# one run: one TCP flow (iperf3, FLOOD_CC) unflooded, then for each flood
+# in FLOOD_KINDS the same flow under the CPU-matched baseline (the same
+# generator sending the same packets at the same rate to UDP port 9 in
+# the receiver's namespace, where nobody listens) and under the flood
+# itself. The attacker is the flood campaign's (internal/flood): its own
+# namespace with a veth into the receiver's, one goroutine sending flat
+# out through a raw socket. Floods: garbage (random datagrams of 1-1400
+# bytes), init (16,384 initiations with a valid mac1 from spoofed
+# sources: yip-router's, or WireGuard type-1 messages for wireguard-go),
+# replay (2,000 of the sender's tunnel datagrams captured during a flow,
+# resent byte for byte). FLOOD_PLACEMENT: unpinned (default), pinned, or
+# empty for both. ROUNDS rounds of DURATION s per flow (about 80 s per
+# implementation and round at the defaults); QUICK=1 is a smoke test.
+# Results go to docs/bench/compare-* (docs/BENCHMARKS.md, "Under floods").
+FLOOD_KINDS     ?= garbage,init,replay
+FLOOD_CC        ?= cubic
+FLOOD_PLACEMENT ?= unpinned
+bench-floods: build bench-tools
+	$(BIN)/bench-compare -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) \
+	  -rounds $(ROUNDS) -duration $(DURATION) -cc '$(FLOOD_CC)' $(if $(filter 1 yes true,$(QUICK)),-quick) \
+	  $(if $(FLOOD_PLACEMENT),-placement $(FLOOD_PLACEMENT)) $(if $(YIP_EXTRA),-yip-extra '$(YIP_EXTRA)') \
+	  -floods '$(FLOOD_KINDS)' -tests flood
 
 # bench-wan: both implementations through a WAN with a bottleneck, one
 # bench-compare run per path in WAN_PATHS: clean, 1% and 5% random loss,

@@ -18,18 +18,17 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
-	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/flood"
 	"github.com/yip-router/yip-router/internal/lab"
 	"github.com/yip-router/yip-router/internal/netns"
 )
 
 // The flood-and-fault campaign (issue 10). Router A (initiator) sends a
 // paced, sequence-numbered UDP stream to router B (responder) while a third
-// namespace, the attacker, attached to B by its own veth on 172.31.251.0/24,
-// attacks B's ListenPort with a raw socket (so it can write any source
-// address) from one goroutine, as fast as that goroutine can send:
+// namespace, the attacker (internal/flood, which bench-compare's flood rows
+// share), attached to B by its own veth on 172.31.251.0/24, attacks B's
+// ListenPort with a raw socket (so it can write any source address) from
+// one goroutine, as fast as that goroutine can send:
 //
 //	(a) random garbage of random sizes from random ports;
 //	(b) initiations with a valid mac1 for B's public key from an unknown
@@ -93,10 +92,14 @@ func TestFloodCampaign(t *testing.T) {
 	}
 
 	var results []phaseResult
-	results = append(results, c.phase("a: garbage", at.garbage, nil))
+	results = append(results, c.phase("a: garbage", sending(at, flood.Garbage(at.Self(), at.Target())), nil))
 
-	var cap2 *capture
-	results = append(results, c.phase("b: spoofed initiations + A restart", c.at.initiationFlood(t, l), func(pr *phaseResult) (time.Time, time.Time) {
+	inits, err := flood.YipInitiations(l.PublicKey(lab.B), flood.SpoofedSources)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cap2 *flood.Capture
+	results = append(results, c.phase("b: spoofed initiations + A restart", sending(at, flood.Spoofed(inits, at.Target())), func(pr *phaseResult) (time.Time, time.Time) {
 		time.Sleep(time.Second)
 		from := time.Now()
 		// A restarts: a new process, new ephemeral keys, no session.
@@ -132,8 +135,8 @@ func TestFloodCampaign(t *testing.T) {
 		return from, time.Now()
 	}))
 
-	captured := append(cap1.wait(), cap2.wait()...)
-	results = append(results, c.phase("c: replayed capture", c.at.replayFlood(captured), nil))
+	captured := append(cap1.Wait(), cap2.Wait()...)
+	results = append(results, c.phase("c: replayed capture", sending(at, flood.Replay(captured)), nil))
 
 	time.Sleep(time.Second)
 	rssEnd, gorEnd := c.rss(), c.goroutines()
@@ -185,7 +188,7 @@ type campaign struct {
 	t       *testing.T
 	l       *lab.Lab
 	cfg     campaignConfig
-	at      *attacker
+	at      *flood.Attacker
 	stream  *stream
 	metrics func() (map[string]float64, error)
 	rss0    uint64
@@ -212,7 +215,7 @@ type phaseResult struct {
 	aCompleted                   uint64 // handshakes A completed (its restart and rekeys)
 	aBefore                      map[string]uint64
 	// tcpMatched is the CPU-matched baseline: one TCP connection while
-	// the same attack goes to closedPort (matchedTCP).
+	// the same attack goes to flood.ClosedPort (matchedTCP).
 	tcpMatched float64
 	// floodSocketDrops are B's lane and listen sockets' kernel drops from
 	// the phase's start to the end of the flood window (before the TCP
@@ -337,8 +340,8 @@ func (c *campaign) phase(name string, attack func(stop *atomic.Bool) uint64,
 // router's share differs), while one TCP connection runs through the
 // tunnel, the stream paused as under the attack.
 func (c *campaign) matchedTCP(attack func(stop *atomic.Bool) uint64) float64 {
-	c.at.port.Store(closedPort)
-	defer c.at.port.Store(lab.Port)
+	c.at.SetPort(flood.ClosedPort)
+	defer c.at.SetPort(lab.Port)
 	var stop atomic.Bool
 	done := make(chan uint64, 1)
 	go func() { done <- attack(&stop) }()
@@ -823,201 +826,34 @@ func (s *stream) recovery(from, to time.Time, step time.Duration, frac float64) 
 	return r
 }
 
-// capture records up to n IP packets A's underlay address sends to B's
-// ListenPort, as seen on B's veth, until deadline.
-type capture struct {
-	done chan [][]byte
-}
-
-func startCapture(t *testing.T, l *lab.Lab, n int, timeout time.Duration) *capture {
-	fd := captureVeth(t, l, lab.B, unix.ETH_P_IP)
-	_ = unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &unix.Timeval{Usec: 100000})
-	c := &capture{done: make(chan [][]byte, 1)}
-	src := l.Underlay[lab.A].As4()
-	go func() {
-		defer unix.Close(fd)
-		var got [][]byte
-		buf := make([]byte, 65536)
-		deadline := time.Now().Add(timeout)
-		for len(got) < n && time.Now().Before(deadline) {
-			k, _, err := unix.Recvfrom(fd, buf, 0)
-			if err != nil || k < 28 || k > 1500 || buf[9] != unix.IPPROTO_UDP || [4]byte(buf[12:16]) != src {
-				continue
-			}
-			ihl := int(buf[0]&0x0f) * 4
-			if k < ihl+8 || binary.BigEndian.Uint16(buf[ihl+2:]) != lab.Port {
-				continue
-			}
-			got = append(got, append([]byte(nil), buf[:k]...))
-		}
-		c.done <- got
-	}()
+// startCapture records up to n IP packets A's underlay address sends to
+// B's ListenPort, as seen on B's veth, until timeout.
+func startCapture(t *testing.T, l *lab.Lab, n int, timeout time.Duration) *flood.Capture {
+	c, err := flood.StartCapture(flood.CaptureOptions{NS: l.NS[lab.B], Ifname: l.Veth(lab.B),
+		Src: l.Underlay[lab.A], Port: lab.Port, N: n, Timeout: timeout})
+	if err != nil {
+		t.Fatal(err)
+	}
 	return c
 }
 
-func (c *capture) wait() [][]byte { return <-c.done }
-
-// attacker is the third namespace: a veth into B's namespace
-// (172.31.251.2 there, 172.31.251.1 in B), a route from B back to the
-// spoofed sources, reverse-path filtering off in B (an attacker next to B
-// can send with any source address), and a raw socket.
-type attacker struct {
-	ns     string
-	fd     int
-	self   netip.Addr
-	target netip.AddrPort // B's ListenPort on its underlay address
-	// port is the UDP destination port every packet is sent to: B's
-	// ListenPort, or closedPort for the CPU-matched baseline.
-	port atomic.Uint32
-}
-
-// closedPort is a UDP port nobody listens on in B's namespace (discard).
-const closedPort = 9
-
-const spoofNet = "10.64.0.0/10"
-
-func newAttacker(t *testing.T, l *lab.Lab) *attacker {
+// newAttacker attaches internal/flood's attacker to B: namespace yipX-…,
+// a veth into B's namespace (172.31.251.2 on its end, 172.31.251.1 in
+// B), a route from B back to the spoofed sources, reverse-path filtering
+// off in B, and a raw socket.
+func newAttacker(t *testing.T, l *lab.Lab) *flood.Attacker {
 	id := l.NS[0][len("yipA-"):]
-	at := &attacker{ns: "yipX-" + id, fd: -1, self: netip.MustParseAddr("172.31.251.2"),
-		target: netip.AddrPortFrom(l.Underlay[lab.B], lab.Port)}
-	at.port.Store(lab.Port)
-	if err := netns.Add(at.ns); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if at.fd >= 0 {
-			unix.Close(at.fd)
-		}
-		_ = netns.Del(at.ns)
-	})
-	if err := netns.Veth(l.NS[lab.B], "xb"+id, "172.31.251.1/24", at.ns, "xa"+id, at.self.String()+"/24"); err != nil {
-		t.Fatal(err)
-	}
-	steps := [][]string{
-		{"-n", at.ns, "route", "add", netip.PrefixFrom(l.Underlay[lab.B], 24).Masked().String(), "via", "172.31.251.1"},
-		{"-n", l.NS[lab.B], "route", "add", spoofNet, "via", at.self.String()},
-	}
-	for _, s := range steps {
-		if err := netns.IP(s...); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, k := range []string{"all", "default", "xb" + id} {
-		if out, err := run("ip", "netns", "exec", l.NS[lab.B], "sysctl", "-qw", "net.ipv4.conf."+k+".rp_filter=0"); err != nil {
-			t.Fatalf("rp_filter: %v: %s", err, out)
-		}
-	}
-	err := netns.Do(at.ns, func() error {
-		var err error
-		at.fd, err = unix.Socket(unix.AF_INET, unix.SOCK_RAW, unix.IPPROTO_RAW)
-		return err
-	})
+	at, err := flood.Attach(flood.Options{NS: "yipX-" + id, Target: l.NS[lab.B], VethTarget: "xb" + id, VethSelf: "xa" + id,
+		Receiver: netip.AddrPortFrom(l.Underlay[lab.B], lab.Port)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(at.Close)
 	return at
 }
 
-// udpPacket writes an IPv4/UDP packet into buf (the kernel fills in the IP
-// length, ID and checksum; the UDP checksum is left out, as IPv4 allows).
-func udpPacket(buf []byte, src, dst netip.AddrPort, payload []byte) []byte {
-	p := buf[:28+len(payload)]
-	clear(p[:28])
-	p[0], p[8], p[9] = 0x45, 64, unix.IPPROTO_UDP
-	s, d := src.Addr().As4(), dst.Addr().As4()
-	copy(p[12:16], s[:])
-	copy(p[16:20], d[:])
-	binary.BigEndian.PutUint16(p[20:], src.Port())
-	binary.BigEndian.PutUint16(p[22:], dst.Port())
-	binary.BigEndian.PutUint16(p[24:], uint16(8+len(payload)))
-	copy(p[28:], payload)
-	return p
-}
-
-// garbage is attack (a): random datagrams of 1..1400 bytes from random
-// ports of the attacker's address.
-func (at *attacker) garbage(stop *atomic.Bool) uint64 {
-	rng := rand.New(rand.NewPCG(3, 4))
-	var pkts [][]byte
-	for range 512 {
-		payload := make([]byte, 1+rng.IntN(1400))
-		for i := range payload {
-			payload[i] = byte(rng.Uint32())
-		}
-		src := netip.AddrPortFrom(at.self, uint16(1024+rng.IntN(64000)))
-		pkts = append(pkts, udpPacket(make([]byte, 28+len(payload)), src, at.target, payload))
-	}
-	return at.loop(stop, pkts)
-}
-
-// loop sends pkts round and round until stop, returning how many the
-// kernel took. Each goes to at.port (written into every packet, in both
-// modes, so the generator's cost is the same).
-func (at *attacker) loop(stop *atomic.Bool, pkts [][]byte) uint64 {
-	var n uint64
-	port := uint16(at.port.Load())
-	for i := 0; ; i++ {
-		if i%64 == 0 && stop.Load() {
-			return n
-		}
-		p := pkts[i%len(pkts)]
-		binary.BigEndian.PutUint16(p[int(p[0]&0x0f)*4+2:], port)
-		if unix.Sendto(at.fd, p, 0, &unix.SockaddrInet4{Addr: [4]byte(p[16:20])}) == nil {
-			n++
-		}
-	}
-}
-
-// initiationFlood is attack (b): initiations from an unknown static key
-// (valid mac1 for B's public key), each from a random spoofed source. Each
-// packet carries its own initiation: B drops a repeated one as a replay
-// (crypto.InitiationFilter), so repeats would not be a flood of
-// initiations.
-func (at *attacker) initiationFlood(t *testing.T, l *lab.Lab) func(stop *atomic.Bool) uint64 {
-	stranger, err := crypto.GeneratePrivateKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	loc := crypto.NewLocal(stranger, true)
-	pb, err := loc.AddPeer(l.PublicKey(lab.B), crypto.PresharedKey{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var inits [][]byte
-	for i := range 16384 {
-		_, init, err := loc.Initiate(pb, uint32(i+1), crypto.LaneOffer{Ports: []uint16{40000, 40001}}, time.Now())
-		if err != nil {
-			t.Fatal(err)
-		}
-		inits = append(inits, init)
-	}
-	rng := rand.New(rand.NewPCG(5, 6))
-	base := netip.MustParsePrefix(spoofNet).Addr().As4()
-	var pkts [][]byte
-	for range 16384 {
-		a := base
-		v := binary.BigEndian.Uint32(a[:]) | rng.Uint32()&(1<<22-1)
-		binary.BigEndian.PutUint32(a[:], v)
-		src := netip.AddrPortFrom(netip.AddrFrom4(a), uint16(1024+rng.IntN(64000)))
-		init := inits[len(pkts)]
-		pkts = append(pkts, udpPacket(make([]byte, 28+len(init)), src, at.target, init))
-	}
-	return func(stop *atomic.Bool) uint64 { return at.loop(stop, pkts) }
-}
-
-// replayFlood is attack (c): the captured packets, byte for byte (from
-// A's address and ports), over and over.
-func (at *attacker) replayFlood(captured [][]byte) func(stop *atomic.Bool) uint64 {
-	for _, p := range captured {
-		// veth leaves the UDP checksum partial (offloaded); IPv4 lets us
-		// send none instead. Every other byte is as captured.
-		ihl := int(p[0]&0x0f) * 4
-		p[ihl+6], p[ihl+7] = 0, 0
-	}
-	return func(stop *atomic.Bool) uint64 {
-		if len(captured) == 0 {
-			return 0
-		}
-		return at.loop(stop, captured)
-	}
+// sending is an attack: pkts from at, round and round until stop (to the
+// port at.SetPort last set), returning how many the kernel took.
+func sending(at *flood.Attacker, pkts [][]byte) func(stop *atomic.Bool) uint64 {
+	return func(stop *atomic.Bool) uint64 { return at.Send(stop, pkts) }
 }

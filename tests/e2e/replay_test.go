@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/yip-router/yip-router/internal/flood"
 	"github.com/yip-router/yip-router/internal/lab"
 	"github.com/yip-router/yip-router/internal/netns"
 )
@@ -223,21 +224,10 @@ func TestReplayedCapture(t *testing.T) {
 
 // captureVeth opens an AF_PACKET socket on side's veth (in its
 // namespace) for protocol: ETH_P_IP receives the IP packets arriving,
-// ETH_P_ALL those leaving too.
+// ETH_P_ALL those leaving too (flood.OpenPacket).
 func captureVeth(t *testing.T, l *lab.Lab, side lab.Side, protocol uint16) int {
 	t.Helper()
-	var fd int
-	err := netns.Do(l.NS[side], func() error {
-		ifi, err := net.InterfaceByName(l.Veth(side))
-		if err != nil {
-			return err
-		}
-		fd, err = unix.Socket(unix.AF_PACKET, unix.SOCK_DGRAM, int(htons(protocol)))
-		if err != nil {
-			return err
-		}
-		return unix.Bind(fd, &unix.SockaddrLinklayer{Protocol: htons(protocol), Ifindex: ifi.Index})
-	})
+	fd, err := flood.OpenPacket(l.NS[side], l.Veth(side), protocol)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -47,6 +48,9 @@ type config struct {
 	Placement string `json:"placement,omitempty"`
 	// Tests are the name prefixes of the tests run (empty: all).
 	Tests []string `json:"tests,omitempty"`
+	// Floods are the flood rows' floods (flood.go; empty: no flood
+	// rows).
+	Floods []string `json:"floods,omitempty"`
 	// WAN is the impairment both implementations run through; nil: a
 	// direct veth link.
 	WAN    *wan `json:"wan,omitempty"`
@@ -62,7 +66,7 @@ func main() {
 	// (its TUN default, and wg-quick's), yip-router's config.DefaultMTU.
 	flag.IntVar(&c.WGMTU, "wg-mtu", wgDefaultMTU, "wireguard-go's inner MTU (default: its own default)")
 	var secs, omit int
-	var ccs, tcpBufFlag, tests string
+	var ccs, tcpBufFlag, tests, floods string
 	flag.StringVar(&c.yipBin, "yip", "bin/yip-router", "yip-router binary")
 	flag.StringVar(&c.wgBin, "wg", "bin/wireguard-go", "wireguard-go binary")
 	flag.IntVar(&c.Rounds, "rounds", 3, "interleaved rounds (medians over them)")
@@ -76,6 +80,7 @@ func main() {
 	flag.StringVar(&c.YipExtra, "yip-extra", "", "lines added to both yip-router configs' [Interface] (e.g. 'DisableOffload = all'; \\n separates lines)")
 	flag.StringVar(&tcpBufFlag, "tcp-buf", "", "ceiling of the endpoints' TCP buffers (tcp_rmem/tcp_wmem max, e.g. 32M; 0: the host's; default 32M with a WAN flag, else 0)")
 	flag.StringVar(&tests, "tests", "", "run only the tests whose names start with these, comma-separated (e.g. tcp1,udp-100M)")
+	flag.StringVar(&floods, "floods", "", "add the flood rows: one TCP flow unflooded, and under each of these floods and its CPU-matched baseline, comma-separated: garbage, init, replay, or all (-tests flood keeps only them)")
 	flag.StringVar(&c.Placement, "placement", "", "run one placement only: unpinned or pinned (default both)")
 	flag.BoolVar(&c.Quick, "quick", false, "smoke test: 1 round, 3 s runs, 50 pings")
 	flag.StringVar(&c.out, "out", "docs/bench", "directory for the results")
@@ -87,6 +92,10 @@ func main() {
 	c.CCs = strings.FieldsFunc(ccs, func(r rune) bool { return r == ',' || r == ' ' })
 	c.Tests = strings.FieldsFunc(tests, func(r rune) bool { return r == ',' || r == ' ' })
 	var err error
+	if c.Floods, err = parseFloods(floods); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-compare: -floods", err)
+		os.Exit(2)
+	}
 	if c.TCPBuf, err = tcpBuf(tcpBufFlag, c.WAN); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-compare: -tcp-buf", err)
 		os.Exit(2)
@@ -140,13 +149,23 @@ func check(c *config, secs int) error {
 	case len(placements(runtime.NumCPU(), c.Placement)) == 0:
 		return fmt.Errorf("placement %q needs at least 2 CPUs", c.Placement)
 	}
-	if _, err := selectTests(testSpecs(c), c.Tests); err != nil {
+	if err := checkTests(c); err != nil {
 		return err
 	}
 	if c.WAN != nil {
 		return c.WAN.check()
 	}
 	return nil
+}
+
+// checkTests refuses a -tests selection of none (and says so when it
+// names flood rows without -floods).
+func checkTests(c *config) error {
+	if len(c.Floods) == 0 && slices.ContainsFunc(c.Tests, func(p string) bool { return strings.HasPrefix(p, "flood") }) {
+		return fmt.Errorf("-tests %s: the flood rows run only with -floods (e.g. -floods all)", strings.Join(c.Tests, ","))
+	}
+	_, err := selectTests(testSpecs(c), c.Tests)
+	return err
 }
 
 // udpRate is the fixed-rate UDP test's offered rate: the -rate flag, or
@@ -207,13 +226,37 @@ func runImpl(ctx context.Context, c *config, round int, impl string, p placement
 		return recs
 	}
 	defer t.Close()
+	// The flood rows' attacker, attached at the first flood (so the
+	// other tests run without it) and removed before the topology.
+	var rig *floodRig
+	var rigErr error
+	defer func() {
+		if rig != nil {
+			rig.Close()
+		}
+	}()
+	var unflooded float64 // the flood rows' unflooded flow in this topology
 	for _, s := range specs {
 		if ctx.Err() != nil {
 			break
 		}
-		r := runTest(ctx, c, t, p, s)
+		if s.attacked() && rig == nil && rigErr == nil {
+			rig, rigErr = newFloodRig(t, p)
+		}
+		var r Record
+		if s.attacked() && rigErr != nil {
+			r = Record{Flood: s.flood, Err: "attacker setup: " + rigErr.Error()}
+		} else {
+			r = runTest(ctx, c, t, p, s, rig)
+		}
 		if ctx.Err() != nil {
 			break // interrupted: the run is not a result
+		}
+		switch {
+		case s.flood == floodNone && r.Err == "":
+			unflooded = r.RecvGbps
+		case s.attacked():
+			r.UnfloodedGbps = unflooded
 		}
 		r.Round, r.Impl, r.Placement, r.Test = round, impl, p.name, s.name
 		if c.WAN != nil {
@@ -238,6 +281,9 @@ func summary1(r Record) string {
 	switch {
 	case r.Err != "":
 		return "FAILED: " + r.Err
+	case r.flooded():
+		return fmt.Sprintf("%.2f Gbit/s under the flood (attacker %.0f datagrams/s), %.2f Gbit/s under the CPU-matched baseline (%.0f/s): %.2f of it; rx CPU %.2f, tx CPU %.2f",
+			r.RecvGbps, r.FloodPPS, r.MatchedGbps, r.MatchedPPS, r.FloodVsMatched(), r.RxCores(), r.TxCores())
 	case r.RTTMedianMs > 0:
 		return fmt.Sprintf("RTT median %.3f ms, mean %.3f ms, loss %.1f%%", r.RTTMedianMs, r.RTTAvgMs, r.PingLossPct)
 	case kindOf(r.Test) == kindUDP:

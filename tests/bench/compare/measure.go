@@ -14,11 +14,13 @@ import (
 )
 
 // testSpec is one measurement: an iperf3 run (client in A, server in B)
-// or, with ping set, a ping from A to B.
+// or, with ping set, a ping from A to B. A flood row's (flood.go) has
+// flood set: floodNone for the unflooded flow, else the flood's kind.
 type testSpec struct {
-	name string
-	args []string // iperf3 client arguments besides -c, -J, -t, -O
-	ping bool
+	name  string
+	args  []string // iperf3 client arguments besides -c, -J, -t, -O
+	ping  bool
+	flood string
 }
 
 // placement is where the processes run.
@@ -26,6 +28,9 @@ type placement struct {
 	name    string
 	daemons [2]string // taskset CPU list per side's daemon; "" = anywhere
 	others  []string  // command prefix for iperf3 and ping
+	// attacker is the CPUs of the flood rows' sending goroutine (the
+	// others'); nil: anywhere.
+	attacker []int
 }
 
 // placements are the placements run on a machine with cpus CPUs; only
@@ -39,8 +44,9 @@ func placements(cpus int, only string) []placement {
 		// The receiving daemon alone on core 0; the sender and the
 		// traffic tools on core 1.
 		ps = append(ps, placement{name: placePinned,
-			daemons: [2]string{lab.A: "1", lab.B: "0"},
-			others:  []string{"taskset", "-c", "1"}})
+			daemons:  [2]string{lab.A: "1", lab.B: "0"},
+			others:   []string{"taskset", "-c", "1"},
+			attacker: []int{1}})
 	}
 	return ps
 }
@@ -57,7 +63,7 @@ func testSpecs(c *config) []testSpec {
 		testSpec{name: "udp-blast", args: []string{"-u", "-b", "0", "-l", dgram}},
 		testSpec{name: "udp-" + c.Rate, args: []string{"-u", "-b", c.Rate, "-l", dgram}},
 		testSpec{name: "ping", ping: true})
-	return ts
+	return append(ts, floodSpecs(c)...)
 }
 
 // inNS is argv run in namespace ns, behind the placement's prefix.
@@ -115,24 +121,39 @@ func (c *counters) sampleCPU(t topology) error {
 	return nil
 }
 
-// runTest measures spec once; failures are recorded in Record.Err.
-func runTest(ctx context.Context, c *config, t topology, p placement, spec testSpec) Record {
-	r, err := runTest1(ctx, c, t, p, spec)
+// runTest measures spec once; failures are recorded in Record.Err. A
+// flood row's flow under a flood needs rig, the topology's attacker.
+func runTest(ctx context.Context, c *config, t topology, p placement, spec testSpec, rig *floodRig) Record {
+	r, err := runTest1(ctx, c, t, p, spec, rig)
 	if err != nil {
 		r.Err = err.Error()
 	}
 	return r
 }
 
-func runTest1(ctx context.Context, c *config, t topology, p placement, spec testSpec) (Record, error) {
-	var r Record
+// runTest1 takes the kernel counters around the measured run only: a
+// flood row's CPU-matched baseline runs before the first snapshot.
+func runTest1(ctx context.Context, c *config, t topology, p placement, spec testSpec, rig *floodRig) (Record, error) {
+	r := Record{Flood: spec.flood}
+	var pkts [][]byte
+	if spec.attacked() {
+		var err error
+		if pkts, err = matchedBaseline(ctx, c, t, p, spec, rig, &r); err != nil {
+			return r, err
+		}
+	}
 	before, err := snapshot(t, false)
 	if err != nil {
 		return r, err
 	}
-	if spec.ping {
+	switch {
+	case spec.ping:
 		err = runPing(ctx, c, t, p, &r)
-	} else {
+	case spec.attacked():
+		var fr floodRun
+		fr, err = rig.during(ctx, lab.Port, pkts, func() error { return runIperf(ctx, c, t, p, spec, &r) })
+		r.FloodSent, r.FloodPPS = fr.sent, fr.pps
+	default:
 		err = runIperf(ctx, c, t, p, spec, &r)
 	}
 	if err != nil {

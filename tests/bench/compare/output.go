@@ -111,6 +111,9 @@ func header(c *config, m *meta) string {
 	if len(c.Tests) > 0 {
 		fmt.Fprintf(&md, "Tests: only %s.\n", strings.Join(c.Tests, ", "))
 	}
+	if len(c.Floods) > 0 {
+		md.WriteString(floodHeader(c))
+	}
 	md.WriteString("\n")
 	return md.String()
 }

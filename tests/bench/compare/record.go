@@ -49,6 +49,26 @@ type Record struct {
 	// direction), [1] B to A.
 	Bridge []bridgeStats `json:"bridge,omitempty"`
 
+	// Flood rows (flood.go). Flood is the flood the flow ran under
+	// (floodNone: the unflooded flow; empty: not a flood row). Under a
+	// flood the iperf3, CPU and kernel figures above are the flooded
+	// run's; FloodSent is how many datagrams the attacker got out during
+	// it (floodLead before the flow included) and FloodPPS their rate.
+	// Matched* are the CPU-matched baseline's: the same flow while the
+	// same generator sent the same packets to a closed port.
+	// UnfloodedGbps is the unflooded flow's goodput in the same topology
+	// (0: not measured). FloodPackets is how many distinct datagrams the
+	// generator sent round and round (for replays: how many were
+	// captured).
+	Flood         string  `json:"flood,omitempty"`
+	FloodPackets  int     `json:"flood_packets,omitempty"`
+	FloodSent     uint64  `json:"flood_sent,omitempty"`
+	FloodPPS      float64 `json:"flood_pps,omitempty"`
+	MatchedGbps   float64 `json:"matched_gbps,omitempty"`
+	MatchedSent   uint64  `json:"matched_sent,omitempty"`
+	MatchedPPS    float64 `json:"matched_pps,omitempty"`
+	UnfloodedGbps float64 `json:"unflooded_gbps,omitempty"`
+
 	// yip-router's FEC over the run (after minus before, warm-up
 	// included); nil for wireguard-go.
 	FEC *fecStats `json:"fec,omitempty"`
@@ -159,6 +179,48 @@ func (r Record) BridgeOverruns() float64 {
 	return float64(n)
 }
 
+// flooded reports whether r is a flow under a flood.
+func (r Record) flooded() bool { return r.Flood != "" && r.Flood != floodNone }
+
+// FloodVsMatched is the flow's goodput under the flood over its goodput
+// under the CPU-matched baseline: what the daemon's own handling of the
+// flood cost (NaN for a record that is not a flow under a flood, or
+// without a baseline).
+func (r Record) FloodVsMatched() float64 {
+	if !r.flooded() {
+		return math.NaN()
+	}
+	return divNaN(r.RecvGbps, r.MatchedGbps)
+}
+
+// FloodVsUnflooded is the goodput under the flood over the unflooded
+// flow's; MatchedVsUnflooded the CPU-matched baseline's over it: the
+// share of the loss the generator and the kernel account for (NaN as
+// above, or without the unflooded flow).
+func (r Record) FloodVsUnflooded() float64 {
+	if !r.flooded() {
+		return math.NaN()
+	}
+	return divNaN(r.RecvGbps, r.UnfloodedGbps)
+}
+
+func (r Record) MatchedVsUnflooded() float64 {
+	if !r.flooded() || r.MatchedGbps == 0 {
+		return math.NaN()
+	}
+	return divNaN(r.MatchedGbps, r.UnfloodedGbps)
+}
+
+// RateVsMatched is the attacker's rate under the flood over its rate in
+// the CPU-matched baseline: near 1 when the generator ran alike in both
+// (NaN as above).
+func (r Record) RateVsMatched() float64 {
+	if !r.flooded() {
+		return math.NaN()
+	}
+	return divNaN(r.FloodPPS, r.MatchedPPS)
+}
+
 // RxCores is the receiving daemon's CPU use in cores (CPU s / wall s).
 func (r Record) RxCores() float64 { return div(r.RxCPUSec, r.WindowSec) }
 
@@ -171,6 +233,14 @@ func (r Record) GbpsPerRxCore() float64 { return div(r.RecvGbps, r.RxCores()) }
 // RetransPct is retransmitted segments as a share of segments sent.
 func (r Record) RetransPct() float64 {
 	return 100 * div(float64(r.TCPRetransSeg), float64(r.TCPOutSegs))
+}
+
+// divNaN is a/b, NaN when b is 0 (a ratio that does not apply).
+func divNaN(a, b float64) float64 {
+	if b == 0 {
+		return math.NaN()
+	}
+	return a / b
 }
 
 func div(a, b float64) float64 {

@@ -30,18 +30,27 @@ const (
 	kindTCP testKind = 1 << iota
 	kindUDP
 	kindPing
+	kindFlood // a TCP flow under a flood (flood.go; the unflooded one is kindTCP)
 )
 
 var metrics = []metric{
-	{"goodput", "Gbit/s", 2, kindTCP | kindUDP, func(r Record) float64 { return r.RecvGbps }},
-	{"Gbit/s per receiving core", "Gbit/s", 2, kindTCP | kindUDP, Record.GbpsPerRxCore},
-	{"receiving daemon CPU", "cores", 2, kindTCP | kindUDP, Record.RxCores},
-	{"sending daemon CPU", "cores", 2, kindTCP | kindUDP, Record.TxCores},
-	{"inner TCP RTT (sender's smoothed, mean)", "ms", 2, kindTCP, func(r Record) float64 { return r.TCPRTTms }},
-	{"retransmits (iperf3)", "", 0, kindTCP, func(r Record) float64 { return float64(r.Retransmits) }},
-	{"retransmitted segments", "%", 3, kindTCP, Record.RetransPct},
+	{"goodput", "Gbit/s", 2, kindTCP | kindUDP | kindFlood, func(r Record) float64 { return r.RecvGbps }},
+	{"goodput, same flood to a closed port (CPU-matched baseline)", "Gbit/s", 2, kindFlood, func(r Record) float64 { return r.MatchedGbps }},
+	{"goodput under the flood / CPU-matched baseline", "", 2, kindFlood, Record.FloodVsMatched},
+	{"goodput under the flood / unflooded", "", 2, kindFlood, Record.FloodVsUnflooded},
+	{"CPU-matched baseline / unflooded", "", 2, kindFlood, Record.MatchedVsUnflooded},
+	{"attacker datagrams sent under the flood", "", 0, kindFlood, func(r Record) float64 { return float64(r.FloodSent) }},
+	{"attacker datagrams/s under the flood", "", 0, kindFlood, func(r Record) float64 { return r.FloodPPS }},
+	{"attacker datagrams/s, CPU-matched baseline", "", 0, kindFlood, func(r Record) float64 { return r.MatchedPPS }},
+	{"attacker rate under the flood / CPU-matched baseline", "", 2, kindFlood, Record.RateVsMatched},
+	{"Gbit/s per receiving core", "Gbit/s", 2, kindTCP | kindUDP | kindFlood, Record.GbpsPerRxCore},
+	{"receiving daemon CPU", "cores", 2, kindTCP | kindUDP | kindFlood, Record.RxCores},
+	{"sending daemon CPU", "cores", 2, kindTCP | kindUDP | kindFlood, Record.TxCores},
+	{"inner TCP RTT (sender's smoothed, mean)", "ms", 2, kindTCP | kindFlood, func(r Record) float64 { return r.TCPRTTms }},
+	{"retransmits (iperf3)", "", 0, kindTCP | kindFlood, func(r Record) float64 { return float64(r.Retransmits) }},
+	{"retransmitted segments", "%", 3, kindTCP | kindFlood, Record.RetransPct},
 	{"UDP loss", "%", 2, kindUDP, func(r Record) float64 { return r.LostPct }},
-	{"sending TUN TX dropped", "", 0, kindTCP | kindUDP, func(r Record) float64 { return float64(r.TunTxDropped) }},
+	{"sending TUN TX dropped", "", 0, kindTCP | kindUDP | kindFlood, func(r Record) float64 { return float64(r.TunTxDropped) }},
 	{"RTT median", "ms", 3, kindPing, func(r Record) float64 { return r.RTTMedianMs }},
 	{"RTT mean", "ms", 3, kindPing, func(r Record) float64 { return r.RTTAvgMs }},
 	{"ping loss", "%", 1, kindPing, func(r Record) float64 { return r.PingLossPct }},
@@ -50,31 +59,35 @@ var metrics = []metric{
 // fecMetrics follow where yip-router's records have FEC counters
 // (wireguard-go's cells show —).
 var fecMetrics = []metric{
-	{"FEC parity per other datagram sent", "%", 1, kindTCP | kindUDP, Record.FECParityPct},
-	{"FEC parity per other datagram sent, after the warm-up", "%", 1, kindTCP | kindUDP, Record.FECSteadyParityPct},
-	{"FEC data symbols recovered", "", 0, kindTCP | kindUDP, Record.FECRecovered},
-	{"FEC data symbols lost for good", "", 0, kindTCP | kindUDP, Record.FECUnrecovered},
+	{"FEC parity per other datagram sent", "%", 1, kindTCP | kindUDP | kindFlood, Record.FECParityPct},
+	{"FEC parity per other datagram sent, after the warm-up", "%", 1, kindTCP | kindUDP | kindFlood, Record.FECSteadyParityPct},
+	{"FEC data symbols recovered", "", 0, kindTCP | kindUDP | kindFlood, Record.FECRecovered},
+	{"FEC data symbols lost for good", "", 0, kindTCP | kindUDP | kindFlood, Record.FECUnrecovered},
 }
 
 // bridgeMetrics follow metrics where the records have the impairment
 // bridge's counters (WAN runs).
 var bridgeMetrics = []metric{
-	{"WAN frames dropped A→B", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.BridgeDropPct(0) }},
-	{"of which channel loss A→B", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.ChannelLossPct(0) }},
-	{"WAN frames dropped B→A", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.BridgeDropPct(1) }},
-	{"WAN delay A→B (propagation + queue), mean", "ms", 1, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.WANDelayMs(0) }},
-	{"bridge overruns (buffers full)", "", 0, kindTCP | kindUDP | kindPing, Record.BridgeOverruns},
+	{"WAN frames dropped A→B", "%", 2, kindTCP | kindUDP | kindPing | kindFlood, func(r Record) float64 { return r.BridgeDropPct(0) }},
+	{"of which channel loss A→B", "%", 2, kindTCP | kindUDP | kindPing | kindFlood, func(r Record) float64 { return r.ChannelLossPct(0) }},
+	{"WAN frames dropped B→A", "%", 2, kindTCP | kindUDP | kindPing | kindFlood, func(r Record) float64 { return r.BridgeDropPct(1) }},
+	{"WAN delay A→B (propagation + queue), mean", "ms", 1, kindTCP | kindUDP | kindPing | kindFlood, func(r Record) float64 { return r.WANDelayMs(0) }},
+	{"bridge overruns (buffers full)", "", 0, kindTCP | kindUDP | kindPing | kindFlood, Record.BridgeOverruns},
 }
 
 // bottleneckMetrics follow where the WAN had a bottleneck.
 var bottleneckMetrics = []metric{
-	{"goodput, share of the bottleneck", "%", 1, kindTCP | kindUDP, Record.LinkPct},
-	{"bottleneck queue full, A→B (of frames reaching it)", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.QueueDropPct(0) }},
-	{"bottleneck queue full, B→A (of frames reaching it)", "%", 2, kindTCP | kindUDP | kindPing, func(r Record) float64 { return r.QueueDropPct(1) }},
+	{"goodput, share of the bottleneck", "%", 1, kindTCP | kindUDP | kindFlood, Record.LinkPct},
+	{"bottleneck queue full, A→B (of frames reaching it)", "%", 2, kindTCP | kindUDP | kindPing | kindFlood, func(r Record) float64 { return r.QueueDropPct(0) }},
+	{"bottleneck queue full, B→A (of frames reaching it)", "%", 2, kindTCP | kindUDP | kindPing | kindFlood, func(r Record) float64 { return r.QueueDropPct(1) }},
 }
 
 func kindOf(test string) testKind {
 	switch {
+	case test == "flood-"+floodNone:
+		return kindTCP
+	case strings.HasPrefix(test, "flood-"):
+		return kindFlood
 	case strings.HasPrefix(test, "tcp"):
 		return kindTCP
 	case strings.HasPrefix(test, "udp"):
@@ -199,6 +212,14 @@ func ratio(wg, yip float64, ok bool) string {
 	return fmt.Sprintf("%.2f×", yip/wg)
 }
 
+// floodTitles spell the flood rows' tests.
+var floodTitles = map[string]string{
+	floodNone:    "TCP ×1, no flood",
+	floodGarbage: "TCP ×1 under garbage",
+	floodInit:    "TCP ×1 under spoofed initiations",
+	floodReplay:  "TCP ×1 under replayed datagrams",
+}
+
 // testTitle spells a test name for the table.
 func testTitle(t string) string {
 	parts := strings.Split(t, "-")
@@ -213,6 +234,10 @@ func testTitle(t string) string {
 		return "UDP " + strings.Join(parts[1:], " ") + "bit/s offered"
 	case t == "ping":
 		return "ping RTT"
+	case parts[0] == "flood" && len(parts) == 2:
+		if title, ok := floodTitles[parts[1]]; ok {
+			return title
+		}
 	}
 	return t
 }

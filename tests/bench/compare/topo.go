@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/yip-router/yip-router/internal/flood"
 	"github.com/yip-router/yip-router/internal/impair"
 	"github.com/yip-router/yip-router/internal/lab"
 )
@@ -18,6 +19,12 @@ type topology interface {
 	Tun(s lab.Side) string // the tunnel device
 	Pid(s lab.Side) int    // the daemon serving that side
 	Inner(s lab.Side) netip.Addr
+	Underlay(s lab.Side) netip.Addr // the side's address on the link between them
+	Veth(s lab.Side) string         // the side's end of that link
+	// Initiations are n handshake initiations to side B from a static
+	// key B does not know, each with a valid mac1 for B's key and each
+	// its own (the flood rows' spoofed-initiation flood).
+	Initiations(n int) ([][]byte, error)
 	// Bridge is the impairment bridge's counters per direction ([0]: A
 	// to B); false without one.
 	Bridge() ([2]impair.Stats, bool)
@@ -53,13 +60,21 @@ func newYip(bin, fec, extra string, cpus [2]string, wan *impair.Config) (topolog
 	return t, nil
 }
 
-func (t *yipTopo) NS(s lab.Side) string        { return t.l.NS[s] }
-func (t *yipTopo) Tun(s lab.Side) string       { return t.l.Ifname[s] }
-func (t *yipTopo) Pid(s lab.Side) int          { return t.l.Pid(s) }
-func (t *yipTopo) Inner(s lab.Side) netip.Addr { return t.l.Inner4[s] }
-func (t *yipTopo) Close()                      { t.l.Close() }
+func (t *yipTopo) NS(s lab.Side) string           { return t.l.NS[s] }
+func (t *yipTopo) Tun(s lab.Side) string          { return t.l.Ifname[s] }
+func (t *yipTopo) Pid(s lab.Side) int             { return t.l.Pid(s) }
+func (t *yipTopo) Inner(s lab.Side) netip.Addr    { return t.l.Inner4[s] }
+func (t *yipTopo) Underlay(s lab.Side) netip.Addr { return t.l.Underlay[s] }
+func (t *yipTopo) Veth(s lab.Side) string         { return t.l.Veth(s) }
+func (t *yipTopo) Close()                         { t.l.Close() }
 func (t *yipTopo) Bridge() ([2]impair.Stats, bool) {
 	return t.l.ImpairStats(), t.l.ImpairNS != ""
+}
+
+// Initiations are yip-router's, as the flood campaign sends them
+// (flood.YipInitiations).
+func (t *yipTopo) Initiations(n int) ([][]byte, error) {
+	return flood.YipInitiations(t.l.PublicKey(lab.B), n)
 }
 
 func (t *yipTopo) FEC() (fecStats, bool) {

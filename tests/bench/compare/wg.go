@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/yip-router/yip-router/internal/flood"
 	"github.com/yip-router/yip-router/internal/impair"
 	"github.com/yip-router/yip-router/internal/lab"
 	"github.com/yip-router/yip-router/internal/netns"
@@ -27,6 +29,8 @@ type wgTopo struct {
 	dir   string
 	ns    [2]string
 	ifn   [2]string
+	link  [2]string     // the underlay veth ends (or the bridged links)
+	pubB  [32]byte      // side B's static public key
 	wan   *lab.Impaired // nil without an impairment
 	procs [2]*exec.Cmd
 	logs  [2]*os.File
@@ -53,7 +57,8 @@ func newWG(bin string, mtu int, cpus [2]string, wan *impair.Config) (_ topology,
 	}
 	// Interface names are global here: wireguard-go's UAPI socket is
 	// /var/run/wireguard/NAME.sock, outside the namespace.
-	t := &wgTopo{dir: dir, ns: [2]string{"ycmpA-" + id, "ycmpB-" + id}, ifn: [2]string{"ywa" + id, "ywb" + id}}
+	t := &wgTopo{dir: dir, ns: [2]string{"ycmpA-" + id, "ycmpB-" + id}, ifn: [2]string{"ywa" + id, "ywb" + id},
+		link: [2]string{"cva" + id, "cvb" + id}}
 	defer func() {
 		if err != nil {
 			t.Close()
@@ -65,11 +70,11 @@ func newWG(bin string, mtu int, cpus [2]string, wan *impair.Config) (_ topology,
 		}
 	}
 	if wan != nil {
-		if t.wan, err = lab.JoinImpaired("ycmpM-"+id, t.ns, [2]string{"cva" + id, "cvb" + id},
+		if t.wan, err = lab.JoinImpaired("ycmpM-"+id, t.ns, t.link,
 			[2]string{wgUnderlay[0] + "/24", wgUnderlay[1] + "/24"}, wan); err != nil {
 			return nil, err
 		}
-	} else if err := netns.Veth(t.ns[0], "cva"+id, wgUnderlay[0]+"/24", t.ns[1], "cvb"+id, wgUnderlay[1]+"/24"); err != nil {
+	} else if err := netns.Veth(t.ns[0], t.link[0], wgUnderlay[0]+"/24", t.ns[1], t.link[1], wgUnderlay[1]+"/24"); err != nil {
 		return nil, err
 	}
 	var priv, pub [2]string
@@ -78,6 +83,11 @@ func newWG(bin string, mtu int, cpus [2]string, wan *impair.Config) (_ topology,
 			return nil, err
 		}
 	}
+	k, err := base64.StdEncoding.DecodeString(pub[lab.B])
+	if err != nil || len(k) != len(t.pubB) {
+		return nil, fmt.Errorf("wg pubkey printed %q", pub[lab.B])
+	}
+	t.pubB = [32]byte(k)
 	for _, s := range []lab.Side{lab.B, lab.A} {
 		if err := t.start(s, bin, cpus[s]); err != nil {
 			return nil, err
@@ -167,9 +177,17 @@ func wgKeys() (priv, pub string, err error) {
 	return priv, strings.TrimSpace(string(out)), nil
 }
 
-func (t *wgTopo) NS(s lab.Side) string        { return t.ns[s] }
-func (t *wgTopo) Tun(s lab.Side) string       { return t.ifn[s] }
-func (t *wgTopo) Inner(s lab.Side) netip.Addr { return wgInner[s] }
+func (t *wgTopo) NS(s lab.Side) string           { return t.ns[s] }
+func (t *wgTopo) Tun(s lab.Side) string          { return t.ifn[s] }
+func (t *wgTopo) Inner(s lab.Side) netip.Addr    { return wgInner[s] }
+func (t *wgTopo) Underlay(s lab.Side) netip.Addr { return netip.MustParseAddr(wgUnderlay[s]) }
+func (t *wgTopo) Veth(s lab.Side) string         { return t.link[s] }
+
+// Initiations are WireGuard handshake initiations (message type 1) with a
+// valid mac1 for B's key and random contents (flood.WGInitiations).
+func (t *wgTopo) Initiations(n int) ([][]byte, error) {
+	return flood.WGInitiations(t.pubB, n), nil
+}
 func (t *wgTopo) Bridge() ([2]impair.Stats, bool) {
 	if t.wan == nil {
 		return [2]impair.Stats{}, false
