@@ -200,12 +200,13 @@ bench-compare: build bench-tools
 
 # bench-floods: the flood rows alone (issue 27), both implementations in
 # one run: one TCP flow (iperf3, FLOOD_CC) unflooded, then for each flood
-# in FLOOD_KINDS the same flow under the CPU-matched baseline (the same
-# generator sending the same packets at the same rate to UDP port 9 in
-# the receiver's namespace, where nobody listens) and under the flood
-# itself. The attacker is the flood campaign's (internal/flood): its own
-# namespace with a veth into the receiver's, one goroutine sending flat
-# out through a raw socket. Floods: garbage (random datagrams of 1-1400
+# in FLOOD_KINDS the same flow under the flood itself (the attacker
+# sending flat out) and under the CPU-matched baseline (the same
+# generator sending the same packets at the rate it reached under the
+# flood, to UDP port 9 in the receiver's namespace, where nobody
+# listens). The attacker is the flood campaign's (internal/flood): its
+# own namespace with a veth into the receiver's, one goroutine sending
+# through a raw socket. Floods: garbage (random datagrams of 1-1400
 # bytes), init (16,384 initiations with a valid mac1 from spoofed
 # sources: yip-router's, or WireGuard type-1 messages for wireguard-go),
 # replay (2,000 of the sender's tunnel datagrams captured during a flow,

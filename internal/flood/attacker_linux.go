@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os/exec"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -93,19 +94,31 @@ func (at *Attacker) Target() netip.AddrPort { return at.target }
 func (at *Attacker) SetPort(port uint16) { at.port.Store(uint32(port)) }
 
 // Send sends pkts (IPv4 packets, as this package builds them) round and
-// round from the calling goroutine, as fast as it can, until stop, and
-// returns how many the kernel took. Each goes to the port SetPort set,
-// written into every packet in both modes so the generator's cost is the
-// same. With no packets it sends nothing and returns at once.
-func (at *Attacker) Send(stop *atomic.Bool, pkts [][]byte) uint64 {
+// round from the calling goroutine until stop, and returns how many the
+// kernel took: as fast as it can with pps ≤ 0, else at most pps a second
+// (sleeping between batches of 64), so a CPU-matched baseline can send
+// the same flood at the rate the flood itself reached. Each goes to the
+// port SetPort set, written into every packet in both modes so the
+// generator's cost is the same. With no packets it sends nothing and
+// returns at once.
+func (at *Attacker) Send(stop *atomic.Bool, pkts [][]byte, pps float64) uint64 {
 	var n uint64
 	if len(pkts) == 0 {
 		return 0
 	}
 	port := uint16(at.port.Load())
+	start := time.Now()
 	for i := 0; ; i++ {
-		if i%64 == 0 && stop.Load() {
-			return n
+		if i%64 == 0 {
+			if stop.Load() {
+				return n
+			}
+			if pps > 0 {
+				// Ahead of the rate: wait until the packets sent are due.
+				if ahead := time.Duration(float64(i)/pps*float64(time.Second)) - time.Since(start); ahead > 0 {
+					time.Sleep(ahead)
+				}
+			}
 		}
 		p := pkts[i%len(pkts)]
 		binary.BigEndian.PutUint16(p[int(p[0]&0x0f)*4+2:], port)

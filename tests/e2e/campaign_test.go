@@ -855,5 +855,5 @@ func newAttacker(t *testing.T, l *lab.Lab) *flood.Attacker {
 // sending is an attack: pkts from at, round and round until stop (to the
 // port at.SetPort last set), returning how many the kernel took.
 func sending(at *flood.Attacker, pkts [][]byte) func(stop *atomic.Bool) uint64 {
-	return func(stop *atomic.Bool) uint64 { return at.Send(stop, pkts) }
+	return func(stop *atomic.Bool) uint64 { return at.Send(stop, pkts, 0) }
 }

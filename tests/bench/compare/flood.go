@@ -150,15 +150,19 @@ func (r *floodRig) packets(ctx context.Context, c *config, t topology, p placeme
 	return pk, nil
 }
 
+// floodSettle is the pause between a flooded flow and its CPU-matched
+// baseline: longer than the receiver's load window for cookies.
+const floodSettle = 2 * time.Second
+
 // floodRun is what the attacker sent while a flow ran.
 type floodRun struct {
 	sent uint64
 	pps  float64
 }
 
-// during runs f while the attacker sends pkts to port: it starts
-// floodLead before f and stops when f returns.
-func (r *floodRig) during(ctx context.Context, port uint16, pkts [][]byte, f func() error) (floodRun, error) {
+// during runs f while the attacker sends pkts to port, flat out (pps ≤ 0)
+// or at pps: it starts floodLead before f and stops when f returns.
+func (r *floodRig) during(ctx context.Context, port uint16, pkts [][]byte, pps float64, f func() error) (floodRun, error) {
 	r.at.SetPort(port)
 	var stop atomic.Bool
 	sent := make(chan uint64, 1)
@@ -174,7 +178,7 @@ func (r *floodRig) during(ctx context.Context, port uint16, pkts [][]byte, f fun
 			}
 			_ = unix.SchedSetaffinity(0, &set)
 		}
-		sent <- r.at.Send(&stop, pkts)
+		sent <- r.at.Send(&stop, pkts, pps)
 	}()
 	var err error
 	if sleepCtx(ctx, floodLead) {
@@ -192,21 +196,18 @@ func (r *floodRig) during(ctx context.Context, port uint16, pkts [][]byte, f fun
 }
 
 // matchedBaseline is a flood row's CPU-matched baseline: spec's flow
-// while the attacker sends the flood to flood.ClosedPort (into r). It
-// returns the flood's packets for the flooded run that follows.
-func matchedBaseline(ctx context.Context, c *config, t topology, p placement, spec testSpec, rig *floodRig, r *Record) ([][]byte, error) {
-	pkts, err := rig.packets(ctx, c, t, p, spec)
-	if err != nil {
-		return nil, fmt.Errorf("flood %s: %w", spec.flood, err)
-	}
-	r.FloodPackets = len(pkts)
+// while the attacker sends the flood's packets to flood.ClosedPort at the
+// rate it reached against the receiver (r.FloodPPS: a receiver that takes
+// CPU from the attacker slows it, and a baseline sent flat out would then
+// cost the machine more than the flood did), into r.
+func matchedBaseline(ctx context.Context, c *config, t topology, p placement, spec testSpec, rig *floodRig, pkts [][]byte, r *Record) error {
 	var m Record
-	fr, err := rig.during(ctx, flood.ClosedPort, pkts, func() error { return runIperf(ctx, c, t, p, spec, &m) })
+	fr, err := rig.during(ctx, flood.ClosedPort, pkts, r.FloodPPS, func() error { return runIperf(ctx, c, t, p, spec, &m) })
 	if err != nil {
-		return nil, fmt.Errorf("CPU-matched baseline: %w", err)
+		return fmt.Errorf("CPU-matched baseline: %w", err)
 	}
 	r.MatchedGbps, r.MatchedSent, r.MatchedPPS = m.RecvGbps, fr.sent, fr.pps
-	return pkts, nil
+	return nil
 }
 
 // floodHeader says in the table's header how the flood rows were made.
@@ -227,6 +228,6 @@ func floodHeader(c *config) string {
 	}
 	return fmt.Sprintf("Flood rows: one TCP flow (iperf3 -P 1 -C %s) unflooded, then per flood the same flow while internal/flood's attacker "+
 		"(its own namespace with a veth into the receiver's; one goroutine sending flat out through a raw socket; in the pinned placement on CPU 1, with the sender and the tools) "+
-		"sends the flood to UDP port %d in the receiver's namespace, where nobody listens (the CPU-matched baseline), then to the receiver's listen port; "+
+		"sends the flood to the receiver's listen port flat out, then, at the rate it reached there, to UDP port %d in the receiver's namespace, where nobody listens (the CPU-matched baseline); "+
 		"the attacker starts %s before each flow. Floods: %s.\n", cc, flood.ClosedPort, floodLead, strings.Join(fl, "; "))
 }

@@ -132,15 +132,16 @@ func runTest(ctx context.Context, c *config, t topology, p placement, spec testS
 }
 
 // runTest1 takes the kernel counters around the measured run only: a
-// flood row's CPU-matched baseline runs before the first snapshot.
+// flood row's CPU-matched baseline runs after the last snapshot.
 func runTest1(ctx context.Context, c *config, t topology, p placement, spec testSpec, rig *floodRig) (Record, error) {
 	r := Record{Flood: spec.flood}
 	var pkts [][]byte
 	if spec.attacked() {
 		var err error
-		if pkts, err = matchedBaseline(ctx, c, t, p, spec, rig, &r); err != nil {
-			return r, err
+		if pkts, err = rig.packets(ctx, c, t, p, spec); err != nil {
+			return r, fmt.Errorf("flood %s: %w", spec.flood, err)
 		}
+		r.FloodPackets = len(pkts)
 	}
 	before, err := snapshot(t, false)
 	if err != nil {
@@ -151,7 +152,7 @@ func runTest1(ctx context.Context, c *config, t topology, p placement, spec test
 		err = runPing(ctx, c, t, p, &r)
 	case spec.attacked():
 		var fr floodRun
-		fr, err = rig.during(ctx, lab.Port, pkts, func() error { return runIperf(ctx, c, t, p, spec, &r) })
+		fr, err = rig.during(ctx, lab.Port, pkts, 0, func() error { return runIperf(ctx, c, t, p, spec, &r) })
 		r.FloodSent, r.FloodPPS = fr.sent, fr.pps
 	default:
 		err = runIperf(ctx, c, t, p, spec, &r)
@@ -173,6 +174,14 @@ func runTest1(ctx context.Context, c *config, t topology, p placement, spec test
 	}
 	if before.hasFEC && after.hasFEC {
 		r.FEC = fecDelta(before.fec, after.fec)
+	}
+	if spec.attacked() {
+		// The flood's backlog (queued initiations, cookies under load)
+		// drains before the baseline.
+		if !sleepCtx(ctx, floodSettle) {
+			return r, ctx.Err()
+		}
+		return r, matchedBaseline(ctx, c, t, p, spec, rig, pkts, &r)
 	}
 	return r, nil
 }
