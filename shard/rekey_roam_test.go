@@ -161,3 +161,26 @@ func TestAdoptRefusesAfterNewerPlacement(t *testing.T) {
 		t.Fatalf("shard 1 owns %d lanes after a stale adoption, want only its own", n)
 	}
 }
+
+// A follow proposed to a lane that then got there another way (here the
+// operator's move) is no move when its quiet time is up: nothing counted.
+func TestFollowPendingNoOpNotCounted(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	b0 := b.shards[0]
+	moved := netip.AddrPortFrom(addrNew.Addr(), addrA.Port())
+	feed(b0, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
+	b0.FollowPeer(1, addrA.Addr(), addrNew.Addr()) // heard just now: proposed
+	b0.MoveRemote(1, addrA, moved)
+	b0.now = b0.now.Add(2 * followQuiet)
+	b0.tick()
+	if got := b0.table.owned[0].cfg.Remote; got != moved {
+		t.Fatalf("lane at %s, want %s", got, moved)
+	}
+	b0.publish()
+	sn := b0.Snapshot()
+	if n, m := sn.Get(LaneMoved), b0.table.owned[0].moves; n != 0 || m != 0 {
+		t.Fatalf("lane_moved %d, lane moves %d after a follow to where the lane already was, want 0", n, m)
+	}
+}

@@ -215,18 +215,23 @@ func (s *Shard) followPending(ln *lane) {
 	}
 	next := ln.followTo
 	ln.followTo = netip.AddrPort{}
+	if next == ln.cfg.Remote {
+		return // it got there meanwhile: no move to count
+	}
 	s.moveUnproven(ln, next, true)
 }
 
 // moveUnproven moves ln to next on no proof of its own (a follow, counted,
 // or the operator's move): unless another peer's lane holds the address
-// (claim.go), in which case the lane stays where it is. The router moved
-// the peer's endpoint itself (with the first lane, on a follow), so the
-// move is not reported back.
+// (claim.go), in which case the lane stays where it is. A follow still
+// proposed (followPending) is settled by the move. The router moved the
+// peer's endpoint itself (with the first lane, on a follow), so the move
+// is not reported back.
 func (s *Shard) moveUnproven(ln *lane, next netip.AddrPort, counted bool) {
 	if !s.table.claim(ln, next, unproven, s.now) {
 		return
 	}
+	ln.followTo = netip.AddrPort{}
 	s.setRemote(ln, next, counted)
 	ln.reported = next
 }
