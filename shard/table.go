@@ -188,14 +188,18 @@ func (t *laneTable) setOwner(pl *peerLanes, index, owner int, remote netip.AddrP
 // shard owns at its index, and gives it its remote with a datagram's
 // proof (it proved itself arriving here); refused, its own hand-over
 // entry there goes anyway. If a rekey raced the move — a lane installed
-// here meanwhile, or the owner moved elsewhere (this shard learnt another
-// owner than from) — the newer placement wins: adopt reports false and
-// changes nothing.
+// here meanwhile, the owner moved elsewhere (this shard learnt another
+// owner than from), or the lane's next keys placed on from again (this
+// shard's candidate for the lane has other keys than ln) — the newer
+// placement wins: adopt reports false and changes nothing.
 func (t *laneTable) adopt(ln *lane, from int, now time.Time) bool {
 	pl := t.peers[ln.cfg.Peer]
 	i := ln.cfg.Index
 	if pl == nil || len(pl.local) != ln.cfg.Lanes || pl.local[i] != nil || pl.owners[i] != from {
 		return false
+	}
+	if c := pl.cand[i]; c != nil && c.rxf != ln.rxf {
+		return false // another session's lane i
 	}
 	pl.local[i], pl.owners[i] = ln, t.self
 	t.updateMine(pl)
