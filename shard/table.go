@@ -165,11 +165,12 @@ func (t *laneTable) dropAway(pl *peerLanes, index int) {
 }
 
 // setOwner records that shard owner owns lane index of pl and is reached at
-// remote (invalid: not known here), so this shard hands that lane's packets
-// over; recv (nil: unchanged) are the lane's receive keys, kept to
-// recognise its datagrams here (place.go). A lane this shard owned there
-// is forgotten. No hand-over entry at an address a lane of this shard is
-// bound to (setForeign).
+// remote (invalid: where it was, as after a move), so this shard hands that
+// lane's packets over; recv (nil: unchanged) are the lane's receive keys,
+// kept to recognise its datagrams here (place.go). A lane this shard owned
+// there is forgotten, and the lane's hand-over entry names the new owner.
+// No hand-over entry at an address a lane of this shard is bound to
+// (setForeign).
 func (t *laneTable) setOwner(pl *peerLanes, index, owner int, remote netip.AddrPort, recv *crypto.LaneKeys) {
 	pl.owners[index] = owner
 	if owner == t.self {
@@ -181,6 +182,13 @@ func (t *laneTable) setOwner(pl *peerLanes, index, owner int, remote netip.AddrP
 	}
 	if remote.IsValid() {
 		t.setForeign(pl, index, owner, remote)
+		return
+	}
+	if a := pl.away[index]; a.IsValid() {
+		if f, ok := t.foreign[a]; ok && f.peer == pl.id && f.index == index {
+			f.owner = owner
+			t.foreign[a] = f
+		}
 	}
 }
 

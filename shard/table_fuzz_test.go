@@ -120,11 +120,14 @@ func (h *tableFuzz) step() {
 	case 0, 1:
 		h.install()
 	case 2:
-		// A lane reported misplaced (as Config.Misplaced would).
+		// A lane reported misplaced (as Config.Misplaced would: by the
+		// shard that owns it, so after any move to it was adopted).
 		p, fl := r.u8(), r.u8()
 		if ss := h.sess[p%tablePeers]; ss != nil {
-			i := int(fl) % ss.lanes
-			h.misplaced(ss.place[i], PeerID(1+p%tablePeers), i, int(fl>>4)%tableShards)
+			i, peer := int(fl)%ss.lanes, PeerID(1+p%tablePeers)
+			if from := ss.place[i]; h.sd.shards[from].table.local(peer, i) != nil {
+				h.misplaced(from, peer, i, int(fl>>4)%tableShards)
+			}
 		}
 	case 3:
 		h.removePeer(PeerID(1 + r.u8()%tablePeers))
@@ -348,11 +351,16 @@ func (h *tableFuzz) advance(d time.Duration) {
 }
 
 // check checks every shard's table, and once no command is queued
-// (quiet: every move and owner the control plane sent has run) one owner
-// per lane across the shards (checkTables). Not one peer per address
-// across shards (checkAddrOwners), which does not hold in every order the
-// shards may run their commands in.
+// (quiet: every move and owner the control plane sent has run) what holds
+// across the shards: one owner per lane (checkTables), and every
+// hand-over entry naming the shard that owns its lane (checkHandOvers).
+// Not one peer per address across shards (checkAddrOwners), which does
+// not hold in every order the shards may run their commands in.
 func (h *tableFuzz) check(when string) {
 	h.t.Helper()
-	checkTables(h.t, when, h.sd, !h.pending())
+	quiet := !h.pending()
+	checkTables(h.t, when, h.sd, quiet)
+	if quiet {
+		checkHandOvers(h.t, when, h.sd)
+	}
 }

@@ -51,6 +51,20 @@ func checkAddrOwners(t testing.TB, when string, sd *side) {
 	}
 }
 
+// checkHandOvers fails t if a hand-over entry of a shard of sd names a
+// shard that does not own the entry's lane. Only when no command is
+// queued: a move or a new owner in flight has not reached every shard.
+func checkHandOvers(t testing.TB, when string, sd *side) {
+	t.Helper()
+	for i, s := range sd.shards {
+		for addr, f := range s.table.foreign {
+			if sd.shards[f.owner].table.local(f.peer, f.index) == nil {
+				t.Fatalf("%s: shard %d's hand-over entry %s names shard %d for lane %d of peer %d, which it does not own", when, i, addr, f.owner, f.index, f.peer)
+			}
+		}
+	}
+}
+
 // checkAtEnd checks the sides' lane tables (checkTables, checkAddrOwners)
 // when the test ends, whatever it did to them through the shards' methods.
 func checkAtEnd(t testing.TB, sides ...*side) {
