@@ -132,7 +132,7 @@ func (t *laneTable) entry(peer PeerID, lanes int) *peerLanes {
 // lane this shard owns at its index, in top's place (the lane it had
 // there, nil: none), and gives it its remote if proof p may take the
 // address (claim.go): else ln is found by trial until its datagrams prove
-// it. Called after ln took what it keeps of top (lane.inherit), before
+// it, and the router's early steer of the address goes (dropEarlySteer). Called after ln took what it keeps of top (lane.inherit), before
 // top becomes ln's previous keys.
 func (t *laneTable) install(pl *peerLanes, ln, top *lane, p proof, now time.Time) {
 	t.own(ln, top)
@@ -146,7 +146,9 @@ func (t *laneTable) install(pl *peerLanes, ln, top *lane, p proof, now time.Time
 	t.dropCandidate(pl, i)
 	t.dropAway(pl, i)
 	t.updateMine(pl)
-	t.claim(ln, ln.cfg.Remote, p, now)
+	if !t.claim(ln, ln.cfg.Remote, p, now) {
+		t.dropEarlySteer(ln.cfg.Remote, ln.cfg.Conn)
+	}
 }
 
 // dropAway removes lane index's hand-over entry (pl.away[index]), if it is
