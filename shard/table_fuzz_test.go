@@ -37,6 +37,7 @@ func FuzzLaneTable(f *testing.F) {
 		}
 		h.runAll()
 		h.advance(time.Hour)
+		h.runAll() // what the timers' moves told the other shards
 		h.check("at the end")
 		for p := range h.sess {
 			h.removePeer(PeerID(p + 1))
@@ -349,17 +350,18 @@ func (h *tableFuzz) advance(d time.Duration) {
 }
 
 // check checks every shard's table, and once no command is queued
-// (quiet: every move, owner and install the control plane sent has run)
-// what holds across the shards: one owner per lane (checkTables), every
-// hand-over entry naming the shard that owns its lane (checkHandOvers),
-// and no steering entry without the lane it sends to (checkSteering).
-// Not one peer per address across shards (checkAddrOwners), which does
-// not hold in every order the shards may run their commands in.
+// (quiet: every move, owner and install the control plane sent, and every
+// claim's news the shards sent each other, has run) what holds across the
+// shards: one owner per lane (checkTables), one peer per address
+// (checkAddrOwners), every hand-over entry naming the shard that owns its
+// lane (checkHandOvers), and no steering entry without the lane it sends
+// to (checkSteering).
 func (h *tableFuzz) check(when string) {
 	h.t.Helper()
 	quiet := !h.pending()
 	checkTables(h.t, when, h.sd, quiet)
 	if quiet {
+		checkAddrOwners(h.t, when, h.sd)
 		checkHandOvers(h.t, when, h.sd)
 		h.checkSteering(when)
 	}
