@@ -133,7 +133,9 @@ type addrNews struct {
 // handshake always, to a proven datagram only if that lane was not heard
 // (nor installed) within addrHold, and never to an unproven claim. A
 // hand-over entry of another peer's lane (owned by another shard, whose
-// last datagram this shard cannot see) counts as heard.
+// last datagram this shard cannot see) counts as heard. A claim made here
+// without knowing of another shard's lane at addr meets it in hear, where
+// outranks applies this rule to the two claims.
 func (t *laneTable) mayClaim(addr netip.AddrPort, ln *lane, p proof, now time.Time) bool {
 	if p == handshakeProof {
 		return true
