@@ -24,6 +24,22 @@ import (
 // from it: a message of ours sent to the address was answered from it
 // under keys only that exchange made, which a peer cannot do from an
 // address it does not receive at.
+//
+// Across shards. A shard sees the lanes other shards own only through
+// their hand-over entries, so every claim that binds an address is news
+// for the other shards (addrNews, through their command queues: Do): each
+// records the lane's entry there, and a lane of another peer it has bound
+// at the address gives it up if the claim outranks the lane's own
+// (outranks). Two claims cross when neither shard had heard of the other's
+// lane there (its news still queued, or never sent: a shard learns a lane
+// of the same peer at an address it holds only as that lane); the rule
+// then decides by the claims' titles, each shard alike, so exactly one
+// keeps the address: a completed handshake over anything else, the later
+// of two handshakes, the earlier of two other claims (the address's
+// holder against a newcomer). "Earlier" and "later" are Lamport stamps
+// (laneTable.clock), so a claim made after hearing of another is later
+// than it. A shard whose lane keeps the address tells the others again,
+// so the claimant, which did not know, gives it up.
 
 // proof is what shows that a lane's peer is at an address.
 type proof uint8
@@ -56,13 +72,70 @@ const (
 // next handshake, which takes the address at once.
 const addrHold = 3 * time.Minute
 
+// title is how a lane came to hold its address: the claim's proof, its
+// Lamport stamp and the shard that made it. A hand-over entry the control
+// core made (SetLaneOwner, FollowLane: where a lane should be, before its
+// owner claimed it) has none: stamp 0.
+type title struct {
+	proof proof
+	stamp uint64
+	shard int
+}
+
+// outranks reports whether a lane holding an address by a should keep it
+// against another peer's lane holding it by b, when the two claims
+// crossed: the rule of mayClaim for claims that did not see each other.
+// A completed handshake wins over any other claim, and the later of two
+// handshakes wins; of two other claims the earlier wins (a proven
+// datagram never takes an address from a lane that holds it, and an
+// unproven claim never does). Equal stamps (two shards' clocks) go to the
+// lower shard. A title without a stamp outranks nothing, and anything
+// with one outranks it.
+func (a title) outranks(b title) bool {
+	switch {
+	case a.stamp == 0 || b.stamp == 0:
+		return b.stamp == 0 && a.stamp != 0
+	case (a.proof == handshakeProof) != (b.proof == handshakeProof):
+		return a.proof == handshakeProof
+	case a.stamp == b.stamp:
+		return a.shard < b.shard
+	case a.proof == handshakeProof:
+		return a.stamp > b.stamp
+	default:
+		return a.stamp < b.stamp
+	}
+}
+
+// supersedes reports whether a hand-over entry by title a replaces
+// another peer's entry by b at the same address: a outranks b, or both
+// are one shard's claims and a is the newer (that shard bound the address
+// to a's lane after b's: one lane per address on a shard).
+func (a title) supersedes(b title) bool {
+	if a.stamp != 0 && b.stamp != 0 && a.shard == b.shard {
+		return a.stamp > b.stamp
+	}
+	return a.outranks(b)
+}
+
+// addrNews is a claim another shard made: lane index of peer's session
+// of lanes lanes, owned by shard owner, holds addr by title.
+type addrNews struct {
+	peer         PeerID
+	index, lanes int
+	owner        int
+	addr         netip.AddrPort
+	title        title
+}
+
 // mayClaim reports whether ln may own addr on this shard with proof p at
 // time now. An address that no other peer's lane holds here is ln's for
 // any proof. One that another peer's lane holds goes to a completed
 // handshake always, to a proven datagram only if that lane was not heard
 // (nor installed) within addrHold, and never to an unproven claim. A
 // hand-over entry of another peer's lane (owned by another shard, whose
-// last datagram this shard cannot see) counts as heard.
+// last datagram this shard cannot see) counts as heard. A claim made here
+// without knowing of another shard's lane at addr meets it in hear, where
+// outranks applies this rule to the two claims.
 func (t *laneTable) mayClaim(addr netip.AddrPort, ln *lane, p proof, now time.Time) bool {
 	if p == handshakeProof {
 		return true
@@ -96,5 +169,48 @@ func (t *laneTable) claim(ln *lane, addr netip.AddrPort, p proof, now time.Time)
 	t.unbindLane(ln)
 	t.bind(addr, ln, p != unproven, now)
 	delete(t.foreign, addr)
+	t.clock++
+	ln.title = title{proof: p, stamp: t.clock, shard: t.self}
+	t.announce(ln, addr)
 	return true
+}
+
+// announce tells the other shards that ln, which this shard owns, holds
+// addr (hear).
+func (t *laneTable) announce(ln *lane, addr netip.AddrPort) {
+	if t.tell != nil {
+		t.tell(addrNews{peer: ln.cfg.Peer, index: ln.cfg.Index, lanes: ln.cfg.Lanes, owner: t.self, addr: addr, title: ln.title})
+	}
+}
+
+// hear takes another shard's claim (announce). A lane of another peer
+// bound at the address here gives it up if the claim outranks its own;
+// else it keeps it, takes its steering entry back from a proven claim,
+// and this shard tells the others again, so the claimant gives it up.
+// The claimed lane's hand-over entry moves to the address, if this shard
+// knows the lane's owner to be the claimant (else the news is from before
+// a move the control core told this shard of, or after one it has not
+// yet) and no other peer's entry there supersedes it. A lane this shard
+// owns now (it moved here since) has no entry here.
+func (t *laneTable) hear(n addrNews, now time.Time) {
+	t.clock = max(t.clock, n.title.stamp)
+	pl := t.peers[n.peer]
+	if pl != nil && len(pl.local) == n.lanes && pl.local[n.index] != nil {
+		return
+	}
+	if cur := t.lanes[n.addr]; cur != nil && cur.cfg.Peer != n.peer {
+		if !n.title.outranks(cur.title) {
+			if n.title.proof != unproven {
+				t.steer(n.addr, cur, true, now)
+			}
+			t.announce(cur, n.addr)
+			return
+		}
+		t.unbindRemote(n.addr) // found by trial until it proves itself
+		cur.title = title{}
+	}
+	if pl == nil || len(pl.local) != n.lanes || pl.owners[n.index] != n.owner {
+		return
+	}
+	t.setForeign(pl, n.index, n.owner, n.addr, n.title)
 }

@@ -219,3 +219,130 @@ func TestAddressOwnerOnAnotherShard(t *testing.T) {
 		t.Fatalf("X took C's new address on shard 1")
 	}
 }
+
+// installOn installs lane 0 of a one-lane session of peer on shard sh of
+// sd at remote (cfg adjusts the config: Proven, HoldTx), with keys, and
+// tells the other shards its owner but not its address, so only the
+// owner's own news (claim.go's announce) tells them where it is.
+func installOn(t *testing.T, sd *side, sh int, peer PeerID, remote netip.AddrPort, keys crypto.SessionKeys, cfg func(*LaneConfig)) {
+	t.Helper()
+	lc := LaneConfig{
+		Peer: peer, Index: 0, Lanes: 1, Remote: remote, Conn: 0,
+		Send: keys.SendLane(0), Recv: keys.RecvLane(0), FEC: fec.EncoderConfig{K: 4},
+	}
+	cfg(&lc)
+	if err := sd.shards[sh].InstallLane(lc); err != nil {
+		t.Fatal(err)
+	}
+	for j, s := range sd.shards {
+		if j != sh {
+			recv := keys.RecvLane(0)
+			s.SetLaneOwner(peer, 1, 0, sh, netip.AddrPort{}, &recv)
+		}
+	}
+}
+
+// runQueued runs every command queued on sd's shards, and what those
+// queue, until none is left.
+func runQueued(sd *side) {
+	for more := true; more; {
+		more = false
+		for _, s := range sd.shards {
+			if s.ctlPending.Load() > 0 {
+				s.runControl()
+				more = true
+			}
+		}
+	}
+}
+
+// Across shards: a completed handshake on one shard takes the address
+// from another peer's lane on another shard (its news reaches that shard:
+// the lane there gives the address up), and every shard's hand-over
+// entry then names the new holder.
+func TestHandshakeWinsAddressAcrossShards(t *testing.T) {
+	shared := netip.MustParseAddrPort("192.0.2.50:40000")
+	hub := newSide(t, 3, routesB)
+	checkAtEnd(t, hub)
+	var k1, k2 [32]byte
+	rand.Read(k1[:])
+	// Peer 2 installed at shared on shard 1 (a responder's unproven install).
+	installOn(t, hub, 1, 2, shared, crypto.NewSessionKeys(k1, k2, false), func(*LaneConfig) {})
+	runQueued(hub)
+	if hub.shards[1].table.laneAt(shared) == nil {
+		t.Fatal("peer 2's lane did not take the free address")
+	}
+	// Peer 1's handshake completes from shared on shard 0 (initiator:
+	// the response came from where the initiation went).
+	rand.Read(k1[:])
+	installOn(t, hub, 0, 1, shared, crypto.NewSessionKeys(k1, k2, false), func(lc *LaneConfig) { lc.Proven = true })
+	runQueued(hub)
+	checkAddrOwners(t, "after the handshake", hub)
+	if ln := hub.shards[0].table.laneAt(shared); ln == nil || ln.cfg.Peer != 1 {
+		t.Fatal("the handshake's lane does not hold the address")
+	}
+	if hub.shards[1].table.laneAt(shared) != nil {
+		t.Fatal("peer 2's lane on shard 1 kept the address a handshake won")
+	}
+	for _, i := range []int{1, 2} {
+		if f, ok := hub.shards[i].table.foreignAt(shared); !ok || f.peer != 1 || f.owner != 0 {
+			t.Fatalf("shard %d's hand-over entry at %s: %+v (present %v), want peer 1's on shard 0", i, shared, f, ok)
+		}
+	}
+	checkHandOvers(t, "after the handshake", hub)
+}
+
+// Two claims that crossed (neither shard had heard of the other's lane at
+// the address): a proven datagram of peer X on shard 1 from the address
+// peer C's lane on shard 0 was installed at does not take it; C's lane
+// keeps it on every shard, and X's lane gives it up.
+func TestCrossedDatagramClaimLosesToHolder(t *testing.T) {
+	shared := netip.MustParseAddrPort("192.0.2.50:40000")
+	xHome := netip.MustParseAddrPort("198.51.100.3:40000")
+	routes := []Route{{netip.MustParsePrefix("10.1.0.0/16"), 1}, {netip.MustParsePrefix("10.3.0.0/16"), 3}}
+	hub := newSide(t, 2, routes)
+	x := newSide(t, 1, []Route{{netip.MustParsePrefix("10.9.0.0/16"), 9}})
+	checkAtEnd(t, hub, x)
+	var k1, k2 [32]byte
+	rand.Read(k1[:])
+	installOn(t, hub, 0, 1, shared, crypto.NewSessionKeys(k1, k2, false), func(*LaneConfig) {})
+	rand.Read(k1[:])
+	installOn(t, x, 0, 9, addrB, crypto.NewSessionKeys(k1, k2, true), func(*LaneConfig) {})
+	installOn(t, hub, 1, 3, xHome, crypto.NewSessionKeys(k1, k2, false), func(*LaneConfig) {})
+	// Shard 1 has not run C's news yet: X's datagram from shared moves
+	// X's lane there.
+	s1 := hub.shards[1]
+	feed(s1, shared, sendOne(t, x, 0, "10.3.0.5", "10.9.0.1", 1).data)
+	if ln := s1.table.laneAt(shared); ln == nil || ln.cfg.Peer != 3 {
+		t.Fatal("X's datagram did not move its lane (the race this test needs)")
+	}
+	runQueued(hub)
+	checkAddrOwners(t, "after the news", hub)
+	if ln := hub.shards[0].table.laneAt(shared); ln == nil || ln.cfg.Peer != 1 {
+		t.Fatal("C's lane lost its address to a datagram claim")
+	}
+	if s1.table.laneAt(shared) != nil {
+		t.Fatal("X's lane kept C's address")
+	}
+	if f, ok := s1.table.foreignAt(shared); !ok || f.peer != 1 {
+		t.Fatalf("shard 1's hand-over entry at %s: %+v (present %v), want C's", shared, f, ok)
+	}
+}
+
+// A hand-over entry the control core hints at (SetLaneOwner's remote: a
+// handshake's source, unproven) never replaces another peer's entry at
+// the address.
+func TestHintKeepsOtherPeersEntry(t *testing.T) {
+	sd := newSide(t, 2, routesA)
+	checkAtEnd(t, sd)
+	s := sd.shards[1]
+	shared := netip.MustParseAddrPort("192.0.2.50:1")
+	s.SetLaneOwner(3, 1, 0, 0, shared, nil)
+	s.SetLaneOwner(2, 1, 0, 0, shared, nil)
+	if f, ok := s.table.foreignAt(shared); !ok || f.peer != 3 {
+		t.Fatalf("entry at %s: %+v (present %v), want peer 3's", shared, f, ok)
+	}
+	if err := s.table.check(); err != nil {
+		t.Fatal(err)
+	}
+}

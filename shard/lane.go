@@ -137,7 +137,10 @@ type lane struct {
 	// (counted once).
 	steered, steerFull bool
 	steeredAt          time.Time
-	movedAt            time.Time // last Config.Moved report (roam.go)
+	// title is how the lane holds the address it is bound to (claim.go),
+	// while it is.
+	title   title
+	movedAt time.Time // last Config.Moved report (roam.go)
 	// reported is the remote the router last heard of (install or
 	// Moved); movePending: a move waits for the report rate limit.
 	reported    netip.AddrPort

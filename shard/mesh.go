@@ -7,7 +7,8 @@ import (
 	"github.com/yip-router/yip-router/ring"
 )
 
-// The mesh: packets one shard hands another. egress.go pushes TUN packets
+// The mesh: packets one shard hands another (and the shards by id, for
+// the commands one queues on another: Shard.tell). egress.go pushes TUN packets
 // for a lane another shard owns, ingress.go datagrams that arrived on the
 // wrong shard; the owner takes them (takeMesh) into its own egress
 // (sendData) or ingress, and gives the buffers back over the return rings.
@@ -24,6 +25,9 @@ type Mesh struct {
 	fwd    [][]*ring.SPSC[*ring.Packet] // fwd[from][to]
 	ret    [][]*ring.SPSC[*ring.Packet] // ret[from][to]: buffers going home to `to`
 	wakers []*ring.Waker
+	// shards are the mesh's shards by id, each set once by New: a shard
+	// queues commands on the others (Do) with them (Shard.tell).
+	shards []*Shard
 }
 
 // NewMesh builds the rings and one waker per shard.
@@ -31,7 +35,7 @@ func NewMesh(n int) (*Mesh, error) {
 	if n < 1 || n > crypto.MaxLanes {
 		return nil, fmt.Errorf("shard: %d shards out of range 1..%d (one lane each)", n, crypto.MaxLanes)
 	}
-	m := &Mesh{n: n, fwd: make([][]*ring.SPSC[*ring.Packet], n), ret: make([][]*ring.SPSC[*ring.Packet], n)}
+	m := &Mesh{n: n, fwd: make([][]*ring.SPSC[*ring.Packet], n), ret: make([][]*ring.SPSC[*ring.Packet], n), shards: make([]*Shard, n)}
 	for i := range n {
 		w, err := ring.NewWaker()
 		if err != nil {

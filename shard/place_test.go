@@ -127,3 +127,22 @@ func TestForeignOneEntryPerLane(t *testing.T) {
 		t.Fatalf("entries %v", s.table.foreign)
 	}
 }
+
+// A lane that moves between shards keeps its address: the third shard,
+// told only the new owner (SetLaneOwner without an address, as the
+// control core sends it), hands the lane's datagrams to the new owner,
+// not to the shard the lane left.
+func TestMoveRepointsHandOverEntry(t *testing.T) {
+	a, b := newSide(t, 3, routesA), newSide(t, 3, routesB)
+	checkAtEnd(t, a, b)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	b0, b1, b2 := b.shards[0], b.shards[1], b.shards[2]
+	lane1 := b1.ownedLane(1, 1).cfg.Remote
+	b1.MoveLane(1, 1, b0)
+	b0.runControl()
+	b2.SetLaneOwner(1, 3, 1, 0, netip.AddrPort{}, nil)
+	if f, ok := b2.table.foreignAt(lane1); !ok || f.owner != 0 {
+		t.Fatalf("shard 2's hand-over entry for lane 1 at %s: %+v (present %v), want one naming shard 0", lane1, f, ok)
+	}
+	checkHandOvers(t, "after the move", b)
+}

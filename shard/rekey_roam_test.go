@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
 )
 
@@ -159,5 +160,53 @@ func TestAdoptRefusesAfterNewerPlacement(t *testing.T) {
 	b1.runControl()
 	if n := len(b1.LaneStatuses()); n != 1 {
 		t.Fatalf("shard 1 owns %d lanes after a stale adoption, want only its own", n)
+	}
+}
+
+// A follow proposed to a lane that then got there another way (here the
+// operator's move) is no move when its quiet time is up: nothing counted.
+func TestFollowPendingNoOpNotCounted(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	b0 := b.shards[0]
+	moved := netip.AddrPortFrom(addrNew.Addr(), addrA.Port())
+	feed(b0, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 1).data)
+	b0.FollowPeer(1, addrA.Addr(), addrNew.Addr()) // heard just now: proposed
+	b0.MoveRemote(1, addrA, moved)
+	b0.now = b0.now.Add(2 * followQuiet)
+	b0.tick()
+	if got := b0.table.owned[0].cfg.Remote; got != moved {
+		t.Fatalf("lane at %s, want %s", got, moved)
+	}
+	b0.publish()
+	sn := b0.Snapshot()
+	if n, m := sn.Get(LaneMoved), b0.table.owned[0].moves; n != 0 || m != 0 {
+		t.Fatalf("lane_moved %d, lane moves %d after a follow to where the lane already was, want 0", n, m)
+	}
+}
+
+// A lane moved between shards is not adopted if a rekey placed the
+// lane's new keys on the shard it left (an initiator's rekey places lanes
+// anew): the adopting shard, told of the new keys first, keeps no second
+// owner of the lane.
+func TestAdoptRefusesOlderKeys(t *testing.T) {
+	a, b := newSide(t, 3, routesA), newSide(t, 3, routesB)
+	checkAtEnd(t, a, b)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	b0, b1 := b.shards[0], b.shards[1]
+	b0.MoveLane(1, 0, b1) // queued on b1 as adoptLane
+	// The rekey: lane 0's new keys on shard 0 again, shard 1 told first.
+	var k1, k2 [32]byte
+	k1[0] = 7
+	keys := crypto.NewSessionKeys(k1, k2, false)
+	recv := keys.RecvLane(0)
+	if err := b0.InstallLane(LaneConfig{Peer: 1, Index: 0, Lanes: 3, Remote: addrA, Send: keys.SendLane(0), Recv: recv, FEC: fec.EncoderConfig{K: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	b1.SetLaneOwner(1, 3, 0, 0, addrA, &recv)
+	b1.runControl()
+	if ln := b1.ownedLane(1, 0); ln != nil {
+		t.Fatal("shard 1 adopted the old keys' lane 0, which shard 0 owns with the new keys")
 	}
 }

@@ -157,15 +157,17 @@ func (s *Shard) FollowPeer(peer PeerID, from, to netip.Addr) {
 
 // FollowLane records that lane index of peer, owned by another shard, is
 // now at to (it moved there on an authenticated datagram, Config.Moved):
-// its hand-over entry follows, at most one per lane (setForeign), so this
-// shard hands the lane's datagrams on and never lets another peer's
-// datagram claim the address (claim.go). Call it through Do.
+// its hand-over entry follows, at most one per lane, so this shard hands
+// the lane's datagrams on and never lets another peer's datagram claim
+// the address (claim.go). The owner's own news of the move (hear) came
+// first and decides; this is its hint (laneTable.hint). Call it through
+// Do.
 func (s *Shard) FollowLane(peer PeerID, index int, to netip.AddrPort) {
 	pl := s.table.peer(peer)
 	if pl == nil || index < 0 || index >= len(pl.owners) || pl.owners[index] == s.id {
 		return
 	}
-	s.table.setForeign(pl, index, pl.owners[index], to)
+	s.table.hint(pl, index, pl.owners[index], to)
 }
 
 // MoveRemote moves peer's lanes on this shard that talk to from over to to
@@ -174,9 +176,11 @@ func (s *Shard) MoveRemote(peer PeerID, from, to netip.AddrPort) {
 	s.relocate(peer, false, func(a netip.AddrPort) (netip.AddrPort, bool) { return to, a == from })
 }
 
-// relocate moves peer's lanes and hand-over entries whose remote move
-// maps elsewhere (follow: a consequence of a proven move, skipping lanes
-// that heard from their remote within followQuiet).
+// relocate moves peer's lanes on this shard whose remote move maps
+// elsewhere (follow: a consequence of a proven move, skipping lanes that
+// heard from their remote within followQuiet). Every shard does so for
+// its own lanes; the hand-over entries follow what each owner claims
+// (hear), not what it was asked to.
 func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (netip.AddrPort, bool)) {
 	pl := s.table.peer(peer)
 	if pl == nil {
@@ -196,7 +200,6 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 		}
 		s.moveUnproven(ln, next, follow)
 	}
-	s.table.moveForeign(pl, move)
 }
 
 // followPending moves ln to the address FollowPeer proposed if it has
@@ -215,18 +218,23 @@ func (s *Shard) followPending(ln *lane) {
 	}
 	next := ln.followTo
 	ln.followTo = netip.AddrPort{}
+	if next == ln.cfg.Remote {
+		return // it got there meanwhile: no move to count
+	}
 	s.moveUnproven(ln, next, true)
 }
 
 // moveUnproven moves ln to next on no proof of its own (a follow, counted,
 // or the operator's move): unless another peer's lane holds the address
-// (claim.go), in which case the lane stays where it is. The router moved
-// the peer's endpoint itself (with the first lane, on a follow), so the
-// move is not reported back.
+// (claim.go), in which case the lane stays where it is. A follow still
+// proposed (followPending) is settled by the move. The router moved the
+// peer's endpoint itself (with the first lane, on a follow), so the move
+// is not reported back.
 func (s *Shard) moveUnproven(ln *lane, next netip.AddrPort, counted bool) {
 	if !s.table.claim(ln, next, unproven, s.now) {
 		return
 	}
+	ln.followTo = netip.AddrPort{}
 	s.setRemote(ln, next, counted)
 	ln.reported = next
 }

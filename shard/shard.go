@@ -191,6 +191,8 @@ func New(cfg Config) (*Shard, error) {
 		padRand:    newPadRand(),
 	}
 	s.table = newLaneTable(&s.cfg, n, &s.stats, s.foldLane)
+	s.table.tell = s.tell
+	cfg.Mesh.shards[cfg.ID] = s
 	for i := range n {
 		s.handoff[i] = make([]*ring.Packet, 0, cfg.Batch)
 		s.retOut[i] = make([]*ring.Packet, 0, cfg.Batch)
@@ -238,14 +240,28 @@ func (s *Shard) Snapshot() Snapshot {
 }
 
 // Do runs f on the shard's goroutine at its next loop iteration: how the
-// router installs lanes and peers. Safe from any goroutine; never blocks
-// and never drops a command.
+// router installs lanes and peers, and how a shard hands another a lane
+// (MoveLane) or its claims of addresses (tell). Safe from any goroutine;
+// never blocks and never drops a command.
 func (s *Shard) Do(f func(*Shard)) {
 	s.ctlMu.Lock()
 	s.ctl = append(s.ctl, f)
 	s.ctlPending.Add(1)
 	s.ctlMu.Unlock()
 	s.waker.Wake()
+}
+
+// tell queues n, a claim of this shard's (claim.go), on every other shard
+// of the mesh: they run it in the order this shard told them, after what
+// was queued before. A claim is rare (an install, an adoption, a move,
+// which a datagram makes only after a tag trial paid from the roam
+// budget): a command per shard per claim, never per packet.
+func (s *Shard) tell(n addrNews) {
+	for i, o := range s.mesh.shards {
+		if i != s.id && o != nil {
+			o.Do(func(x *Shard) { x.table.hear(n, x.now) })
+		}
+	}
 }
 
 func (s *Shard) runControl() {

@@ -34,6 +34,11 @@ type Steerer interface {
 // not proof). Only claim (claim.go) calls it.
 func (t *laneTable) bind(addr netip.AddrPort, ln *lane, proven bool, now time.Time) {
 	if old := t.lanes[addr]; old != nil && old != ln {
+		if old.cfg.Conn != ln.cfg.Conn {
+			// ln's socket may be outside the group (an initiator's
+			// lane socket): old's entry must not stay behind.
+			t.unbindRemote(addr)
+		}
 		old.steered = false // the entry is ln's now
 	}
 	t.lanes[addr] = ln
@@ -88,9 +93,13 @@ func (t *laneTable) bound(ln *lane) bool { return t.lanes[ln.cfg.Remote] == ln }
 
 // dropEarlySteer takes back the router's steer of addr to socket conn
 // (router/plane.go steers a responder's lane before the shard installs
-// it) when the lane stays elsewhere, unless a lane here is bound at addr.
+// it) when the lane stays elsewhere or is refused the address, unless a
+// lane here is bound at addr on that socket.
 func (t *laneTable) dropEarlySteer(addr netip.AddrPort, conn int) {
-	if t.cfg.Steer != nil && t.lanes[addr] == nil {
+	if t.cfg.Steer == nil {
+		return
+	}
+	if ln := t.lanes[addr]; ln == nil || ln.cfg.Conn != conn {
 		t.cfg.Steer.Unsteer(addr, t.cfg.Conns[conn])
 	}
 }

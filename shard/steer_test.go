@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
 	"github.com/yip-router/yip-router/shard/udp"
 )
@@ -164,5 +165,28 @@ func TestSteerRekeyBehindNATLeavesNoEntry(t *testing.T) {
 	sb.RemovePeer(1)
 	if len(fs.at) != 0 {
 		t.Fatalf("after the peer went the map holds %v", slices.Collect(maps.Keys(fs.at)))
+	}
+}
+
+// The router steers a responder's lane before the shard installs it; if
+// the shard then refuses the lane the address (another peer's lane on
+// another shard holds it: a hand-over entry here), the early entry goes.
+func TestSteerEarlyDroppedWhenInstallRefused(t *testing.T) {
+	fs := &fakeSteer{}
+	_, _, sb := steeredSides(t, 2, fs, false)
+	shared := netip.MustParseAddrPort("192.0.2.50:40000")
+	sb.SetLaneOwner(3, 1, 0, 1, shared, nil) // peer 3's lane, on shard 1, unsteered
+	fs.Steer(shared, sb.cfg.Conns[0], false) // router/plane.go's early steer for peer 1's lane
+	var k1, k2 [32]byte
+	k1[0] = 9
+	keys := crypto.NewSessionKeys(k1, k2, false)
+	if err := sb.InstallLane(LaneConfig{Peer: 1, Index: 0, Lanes: 1, Remote: shared, Send: keys.SendLane(0), Recv: keys.RecvLane(0), FEC: fec.EncoderConfig{K: 4}}); err != nil {
+		t.Fatal(err)
+	}
+	if sb.table.laneAt(shared) != nil {
+		t.Fatal("an unproven install took an address another peer's lane holds")
+	}
+	if _, ok := fs.at[shared]; ok {
+		t.Fatal("the early steer stayed in the map, leading to a lane that is not there")
 	}
 }

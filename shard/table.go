@@ -13,7 +13,7 @@ import (
 // owners, roam and the timers for the lanes this shard owns, place.go for
 // the other shards' lanes' keys. Its indexes are kept in step by the
 // methods here and nowhere else: install, setOwner, adopt, forget and
-// removePeer (the lanes' lifecycle), setForeign and moveForeign (hand-over
+// removePeer (the lanes' lifecycle), setForeign, hint and hear (hand-over
 // entries). Who may hold an address is claim.go (one owner per address),
 // keeping the listen group's steering map in step with the addresses is
 // steer.go, and what must hold between any two changes is written out, and
@@ -48,6 +48,12 @@ type laneTable struct {
 	// fold is told of every lane the table stops owning, before it goes:
 	// the shard keeps what its decoders counted (Shard.foldLane).
 	fold func(*lane)
+	// clock is the Lamport clock of claims (claim.go): one more at each
+	// claim here, at least the stamp of every claim heard of.
+	clock uint64
+	// tell queues a claim of this shard's on every other shard (their
+	// hear; Shard.tell). nil: a lone table (tests).
+	tell func(addrNews)
 }
 
 // peerLanes is how a shard reaches a peer: the owner shard of each lane and,
@@ -69,7 +75,8 @@ type peerLanes struct {
 type foreignLane struct {
 	owner int
 	peer  PeerID
-	index int // the lane's index in the peer's session
+	index int   // the lane's index in the peer's session
+	title title // how the lane holds the address (claim.go)
 }
 
 // candidate is a lane another shard owns, as far as finding its datagrams
@@ -132,7 +139,7 @@ func (t *laneTable) entry(peer PeerID, lanes int) *peerLanes {
 // lane this shard owns at its index, in top's place (the lane it had
 // there, nil: none), and gives it its remote if proof p may take the
 // address (claim.go): else ln is found by trial until its datagrams prove
-// it. Called after ln took what it keeps of top (lane.inherit), before
+// it, and the router's early steer of the address goes (dropEarlySteer). Called after ln took what it keeps of top (lane.inherit), before
 // top becomes ln's previous keys.
 func (t *laneTable) install(pl *peerLanes, ln, top *lane, p proof, now time.Time) {
 	t.own(ln, top)
@@ -146,7 +153,9 @@ func (t *laneTable) install(pl *peerLanes, ln, top *lane, p proof, now time.Time
 	t.dropCandidate(pl, i)
 	t.dropAway(pl, i)
 	t.updateMine(pl)
-	t.claim(ln, ln.cfg.Remote, p, now)
+	if !t.claim(ln, ln.cfg.Remote, p, now) {
+		t.dropEarlySteer(ln.cfg.Remote, ln.cfg.Conn)
+	}
 }
 
 // dropAway removes lane index's hand-over entry (pl.away[index]), if it is
@@ -165,11 +174,12 @@ func (t *laneTable) dropAway(pl *peerLanes, index int) {
 }
 
 // setOwner records that shard owner owns lane index of pl and is reached at
-// remote (invalid: not known here), so this shard hands that lane's packets
-// over; recv (nil: unchanged) are the lane's receive keys, kept to
-// recognise its datagrams here (place.go). A lane this shard owned there
-// is forgotten. No hand-over entry at an address a lane of this shard is
-// bound to (setForeign).
+// remote (invalid: where it was, as after a move), so this shard hands that
+// lane's packets over; recv (nil: unchanged) are the lane's receive keys,
+// kept to recognise its datagrams here (place.go). A lane this shard owned
+// there is forgotten, and the lane's hand-over entry names the new owner.
+// No hand-over entry at an address a lane of this shard is bound to
+// (setForeign).
 func (t *laneTable) setOwner(pl *peerLanes, index, owner int, remote netip.AddrPort, recv *crypto.LaneKeys) {
 	pl.owners[index] = owner
 	if owner == t.self {
@@ -180,7 +190,12 @@ func (t *laneTable) setOwner(pl *peerLanes, index, owner int, remote netip.AddrP
 		t.setCandidate(pl, index, recv)
 	}
 	if remote.IsValid() {
-		t.setForeign(pl, index, owner, remote)
+		t.hint(pl, index, owner, remote)
+		return
+	}
+	if f, ok := t.entryOf(pl, index); ok {
+		f.owner = owner
+		t.foreign[pl.away[index]] = f
 	}
 }
 
@@ -188,15 +203,20 @@ func (t *laneTable) setOwner(pl *peerLanes, index, owner int, remote netip.AddrP
 // shard owns at its index, and gives it its remote with a datagram's
 // proof (it proved itself arriving here); refused, its own hand-over
 // entry there goes anyway. If a rekey raced the move — a lane installed
-// here meanwhile, or the owner moved elsewhere (this shard learnt another
-// owner than from) — the newer placement wins: adopt reports false and
-// changes nothing.
+// here meanwhile, the owner moved elsewhere (this shard learnt another
+// owner than from), or the lane's next keys placed on from again (this
+// shard's candidate for the lane has other keys than ln) — the newer
+// placement wins: adopt reports false and changes nothing.
 func (t *laneTable) adopt(ln *lane, from int, now time.Time) bool {
 	pl := t.peers[ln.cfg.Peer]
 	i := ln.cfg.Index
 	if pl == nil || len(pl.local) != ln.cfg.Lanes || pl.local[i] != nil || pl.owners[i] != from {
 		return false
 	}
+	if c := pl.cand[i]; c != nil && c.rxf != ln.rxf {
+		return false // another session's lane i
+	}
+	t.clock = max(t.clock, ln.title.stamp) // its claims on from came first
 	pl.local[i], pl.owners[i] = ln, t.self
 	t.updateMine(pl)
 	t.own(ln, nil)
@@ -247,38 +267,49 @@ func (t *laneTable) drop(pl *peerLanes) {
 }
 
 // setForeign makes addr the hand-over entry of lane index of pl (owned by
-// shard owner), dropping the entry it had at another address: the one
-// place that adds to foreign. An address a lane of this shard is bound to
-// keeps that lane (an initiator's lanes all talk to the responder's one
-// port, told apart by our local socket): no entry then.
-func (t *laneTable) setForeign(pl *peerLanes, index, owner int, addr netip.AddrPort) {
-	if old := pl.away[index]; old.IsValid() && old != addr {
-		if f, ok := t.foreign[old]; ok && f.peer == pl.id && f.index == index {
-			delete(t.foreign, old)
-		}
+// shard owner, holding addr by ti), dropping the entry it had at another
+// address: the one place that adds to foreign. An address a lane of this
+// shard is bound to keeps that lane (an initiator's lanes all talk to the
+// responder's one port, told apart by our local socket), and another
+// peer's entry keeps the address unless ti supersedes its title
+// (claim.go): no entry then.
+func (t *laneTable) setForeign(pl *peerLanes, index, owner int, addr netip.AddrPort, ti title) {
+	if _, ok := t.entryOf(pl, index); ok {
+		delete(t.foreign, pl.away[index])
 	}
+	pl.away[index] = netip.AddrPort{}
 	if _, bound := t.lanes[addr]; bound {
-		pl.away[index] = netip.AddrPort{}
 		return
 	}
-	t.foreign[addr] = foreignLane{owner: owner, peer: pl.id, index: index}
+	if f, ok := t.foreign[addr]; ok && f.peer != pl.id && !ti.supersedes(f.title) {
+		return
+	}
+	t.foreign[addr] = foreignLane{owner: owner, peer: pl.id, index: index, title: ti}
 	pl.away[index] = addr
 }
 
-// moveForeign moves pl's hand-over entries whose address move maps
-// elsewhere (roam.go's relocate: the peer moved, or the operator moved
-// it).
-func (t *laneTable) moveForeign(pl *peerLanes, move func(netip.AddrPort) (netip.AddrPort, bool)) {
-	for i, addr := range pl.away {
-		f, ok := t.foreign[addr]
-		if !ok || f.peer != pl.id || f.index != i {
-			continue
-		}
-		if next, ok := move(addr); ok {
-			delete(t.foreign, addr)
-			t.setForeign(pl, i, f.owner, next)
-		}
+// hint makes addr the hand-over entry of lane index of pl, owned by shard
+// owner, where the control core says the lane is (SetLaneOwner at an
+// install, FollowLane after a move), before or after its owner's claim
+// there (hear). An entry the owner's claim made stays where it is: the
+// owner tells where its lane is. A hint never takes another peer's entry
+// (setForeign).
+func (t *laneTable) hint(pl *peerLanes, index, owner int, addr netip.AddrPort) {
+	if f, ok := t.entryOf(pl, index); ok && f.title.stamp != 0 && f.owner == owner {
+		return
 	}
+	t.setForeign(pl, index, owner, addr, title{shard: owner})
+}
+
+// entryOf is lane index of pl's hand-over entry (at pl.away[index]), if
+// it has one.
+func (t *laneTable) entryOf(pl *peerLanes, index int) (foreignLane, bool) {
+	a := pl.away[index]
+	if !a.IsValid() {
+		return foreignLane{}, false
+	}
+	f, ok := t.foreign[a]
+	return f, ok && f.peer == pl.id && f.index == index
 }
 
 // own adds ln to the lanes roam tries, in old's place if old was there.

@@ -14,7 +14,9 @@ import "fmt"
 //     local lane at its index, and its remote is a. So a lane is bound at
 //     one address at most, and a lane's previous keys never are. The
 //     converse does not hold: an owned lane may be bound nowhere (claim.go
-//     refused it its address; roam.go reaches it by trial).
+//     refused it its address, or another shard's claim outranked it;
+//     roam.go reaches it by trial). It holds the address by a claim of
+//     this shard's (its title: claim.go), stamped by this shard's clock.
 //  3. owned is exactly the owned lanes: each at its slot, each its peer's
 //     local lane at its index, as many as the peers' local lanes.
 //  4. A peer's record is whole: its slices all have its lane count; a local
@@ -32,11 +34,13 @@ import "fmt"
 //  7. A lane the steering map is said to send here (steered) is bound: the
 //     entry goes with the binding (steer.go).
 //
-// Not checked, because the table does not keep them (FuzzLaneTable and the
-// unit tests break both): that an entry names the lane's owner (setOwner
-// without an address, as after a move, leaves the lane's entry naming the
-// shard the lane left). Nor, across shards, one owner per
-// lane or one peer per address (checkTables, checkAddrOwners).
+// Across shards, what one table cannot see holds once every command the
+// shards were sent has run (the control core's, and the claims' news they
+// send each other: claim.go), and the tests check it then (checkTables,
+// checkAddrOwners, checkHandOvers; FuzzLaneTable whenever no command is
+// queued): one owner per lane; one peer per address; and every hand-over
+// entry names the shard that owns its lane (setOwner re-points it when
+// the lane moves).
 
 // check reports the first way t breaks what must hold between its
 // changes, or nil. It walks the whole table: for tests, not the data path.
@@ -50,6 +54,9 @@ func (t *laneTable) check() error {
 		}
 		if ln.cfg.Remote != addr {
 			return fmt.Errorf("%s leads to lane %d of peer %d, which talks to %s", addr, ln.cfg.Index, ln.cfg.Peer, ln.cfg.Remote)
+		}
+		if ln.title.stamp == 0 || ln.title.stamp > t.clock || ln.title.shard != t.self {
+			return fmt.Errorf("%s leads to lane %d of peer %d, which holds it by no claim of this shard's (%+v)", addr, ln.cfg.Index, ln.cfg.Peer, ln.title)
 		}
 	}
 	for i, ln := range t.owned {

@@ -22,8 +22,9 @@ import (
 // keys (current or previous, fresh, replayed or forged) from a handful of
 // shared addresses to any shard, which move, adopt and hand over lanes
 // (roam.go, place.go). The steering map is in memory, absent, or full. It
-// checks every shard's table (laneTable.check) after every step, and that
-// nothing is left in the tables once every peer went.
+// checks every shard's table (laneTable.check) after every step, what
+// holds across the shards whenever no command is queued (check), and that
+// nothing is left in the tables or the steering map once every peer went.
 //
 // The input is a sequence of operations (tableFuzz.step); bytes past its
 // end read as zero.
@@ -36,6 +37,7 @@ func FuzzLaneTable(f *testing.F) {
 		}
 		h.runAll()
 		h.advance(time.Hour)
+		h.runAll() // what the timers' moves told the other shards
 		h.check("at the end")
 		for p := range h.sess {
 			h.removePeer(PeerID(p + 1))
@@ -47,12 +49,9 @@ func FuzzLaneTable(f *testing.F) {
 				t.Fatalf("shard %d keeps %d table entries after every peer went", i, n)
 			}
 		}
-		// Not the steering map: an entry can outlive every lane. The
-		// router's early steer of a responder's lane (router/plane.go)
-		// stays when the shard refuses the lane that address, and an
-		// entry written for a lane stays when a lane on a socket outside
-		// the group (an initiator's) takes its address by a handshake's
-		// proof (bind).
+		if h.steer != nil && len(h.steer.at) != 0 {
+			t.Fatalf("the steering map keeps %d entries after every peer went", len(h.steer.at))
+		}
 	})
 }
 
@@ -120,11 +119,14 @@ func (h *tableFuzz) step() {
 	case 0, 1:
 		h.install()
 	case 2:
-		// A lane reported misplaced (as Config.Misplaced would).
+		// A lane reported misplaced (as Config.Misplaced would: by the
+		// shard that owns it, so after any move to it was adopted).
 		p, fl := r.u8(), r.u8()
 		if ss := h.sess[p%tablePeers]; ss != nil {
-			i := int(fl) % ss.lanes
-			h.misplaced(ss.place[i], PeerID(1+p%tablePeers), i, int(fl>>4)%tableShards)
+			i, peer := int(fl)%ss.lanes, PeerID(1+p%tablePeers)
+			if from := ss.place[i]; h.sd.shards[from].table.local(peer, i) != nil {
+				h.misplaced(from, peer, i, int(fl>>4)%tableShards)
+			}
 		}
 	case 3:
 		h.removePeer(PeerID(1 + r.u8()%tablePeers))
@@ -347,11 +349,44 @@ func (h *tableFuzz) advance(d time.Duration) {
 	}
 }
 
-// check checks every shard's table. Not across shards: neither one owner
-// per lane once no command is queued nor one peer per address across
-// shards holds in every order the shards may run their commands in
-// (checkTables, checkAddrOwners).
+// check checks every shard's table, and once no command is queued
+// (quiet: every move, owner and install the control plane sent, and every
+// claim's news the shards sent each other, has run) what holds across the
+// shards: one owner per lane (checkTables), one peer per address
+// (checkAddrOwners), every hand-over entry naming the shard that owns its
+// lane (checkHandOvers), and no steering entry without the lane it sends
+// to (checkSteering).
 func (h *tableFuzz) check(when string) {
 	h.t.Helper()
-	checkTables(h.t, when, h.sd, false)
+	quiet := !h.pending()
+	checkTables(h.t, when, h.sd, quiet)
+	if quiet {
+		checkAddrOwners(h.t, when, h.sd)
+		checkHandOvers(h.t, when, h.sd)
+		h.checkSteering(when)
+	}
+}
+
+// checkSteering fails the test if an entry of the steering map sends an
+// address to a socket whose shard has no lane on that socket bound there:
+// the entry outlived its lane (or was never its lane's).
+func (h *tableFuzz) checkSteering(when string) {
+	h.t.Helper()
+	if h.steer == nil {
+		return
+	}
+	for addr, c := range h.steer.at {
+		lane := false
+		for i, s := range h.sd.shards {
+			for j, sc := range h.conns[i] {
+				if sc == c {
+					ln := s.table.laneAt(addr)
+					lane = ln != nil && ln.cfg.Conn == j
+				}
+			}
+		}
+		if !lane {
+			h.t.Fatalf("%s: the steering map sends %s to a socket whose shard has no lane bound there", when, addr)
+		}
+	}
 }
