@@ -374,35 +374,6 @@ func (ln *lane) inherit(top *lane) {
 	ln.sizes, ln.sizeN, ln.sizePub, ln.sizeRand = top.sizes, top.sizeN, top.sizePub, top.sizeRand
 }
 
-// setPeerFeatures records the features a keepalive of the peer's announced
-// (0: an older router's, which announces none) and applies what depends on
-// them. Only a keepalive sets the handshake lengths (not a rekey carrying
-// features over, inherit), so a retry's clearing sticks until the peer
-// says it again.
-func (ln *lane) setPeerFeatures(f uint8) {
-	ln.peerFeatures = f
-	ln.cfg.Lens.SetLong(f&FeatureLongHandshakes != 0)
-	ln.applyFEC()
-}
-
-// applyFEC gives the encoder the ratio, depth and partial-parity table of
-// the lane's adapter (auto mode) or the configured ratio (fixed), within
-// what the peer's decoder reads: groups beyond fec.LegacyMaxK:LegacyMaxR
-// only once it announced FeatureLongGroups (fec.FitRatio).
-func (ln *lane) applyFEC() {
-	long := ln.peerFeatures&FeatureLongGroups != 0
-	if ln.adapt == nil {
-		if m := ln.cfg.Mode; m.Kind == fec.ModeFixed {
-			_ = ln.enc.SetRatio(fec.FitRatio(m.K, m.R, long))
-		}
-		return
-	}
-	ln.adapt.SetLongGroups(long)
-	_ = ln.enc.SetRatio(ln.adapt.Ratio())
-	ln.enc.SetDepth(ln.adapt.Depth())
-	ln.enc.SetPartialParity(ln.adapt.Partial())
-}
-
 // keepPrev makes top's keys (or, if the peer never used them, the ones
 // before) ln's previous keys, and drops any older ones.
 func (s *Shard) keepPrev(ln, top *lane) {
