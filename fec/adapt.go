@@ -336,6 +336,24 @@ const (
 	PathQueued                   // well above it: a queue is building
 )
 
+// String names the state as show prints it.
+func (s PathState) String() string {
+	switch s {
+	case PathClear:
+		return "clear"
+	case PathQueued:
+		return "queued"
+	}
+	return "unknown"
+}
+
+// Path is what SetPath said last.
+func (a *Adapter) Path() PathState { return a.path }
+
+// Loss is the wire loss the rule last acted on (ok: it has acted on a
+// report), congestion capped as the rule counts it.
+func (a *Adapter) Loss() (p float64, ok bool) { return a.p, a.pOK }
+
 // SetPath tells the rule what the path's round trip says now: loss
 // reported while it queues is congestion, which the rule spends less
 // parity on each report, down to what the channel needed while clear.

@@ -109,6 +109,14 @@ type LaneStatus struct {
 	// Padded: what this lane sends is padded (Padding is on and the
 	// peer reads padding; an older router does not).
 	Padded bool `json:"padded"`
+	// FECLossPct is the wire loss FEC = auto last acted on, % (absent
+	// before the peer's first loss report, and for fixed FEC); Path is
+	// what the lane's round trip says of the path's queue (clear, queued
+	// or unknown), from RTTms, its latest sample, against RTTLeastMs.
+	FECLossPct *float64 `json:"fec_loss_pct,omitempty"`
+	Path       string   `json:"path,omitempty"`
+	RTTms      float64  `json:"rtt_ms,omitempty"`
+	RTTLeastMs float64  `json:"rtt_least_ms,omitempty"`
 }
 
 // Status collects the figures from every shard (each answers on its own
@@ -162,12 +170,21 @@ func (r *Router) Status() Status {
 		}
 		if p.Session {
 			for _, l := range lanes[p.ID] {
-				ps.Lanes = append(ps.Lanes, LaneStatus{
+				ls := LaneStatus{
 					Index: l.Index, Shard: l.Shard, Remote: l.Remote.String(), Local: addrString(l.Local),
 					RxPackets: l.RxPackets, TxPackets: l.TxPackets, RxBytes: l.RxBytes, TxBytes: l.TxBytes,
 					LastRx: l.LastRx, FEC: fecString(l.K, l.R, l.Depth), Recovered: l.Recovered,
 					Confirmed: l.Confirmed, PrevKeys: l.PrevKeys, Moves: l.Moves, Padded: l.Padded,
-				})
+					RTTms: ms(l.RTT), RTTLeastMs: ms(l.RTTLo),
+				}
+				if l.LossOK {
+					pct := 100 * l.Loss
+					ls.FECLossPct = &pct
+				}
+				if l.RTT > 0 {
+					ls.Path = l.Path.String()
+				}
+				ps.Lanes = append(ps.Lanes, ls)
 				ps.EndpointMoves += l.Moves
 				ps.RxBytes += l.RxBytes
 				ps.TxBytes += l.TxBytes
@@ -188,6 +205,9 @@ func (r *Router) Status() Status {
 	})
 	return st
 }
+
+// ms is d in milliseconds.
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // fecString is the lane's K:R, and its interleaving depth when above 1
 // ("64:24 x4": each block spreads 4 groups over the wire).

@@ -151,6 +151,9 @@ func (d pathDelay) carried() pathDelay {
 }
 
 // least is the smallest of the recent samples (0: none).
+// latest is the latest round-trip sample (0: none).
+func (d *pathDelay) latest() time.Duration { return d.last }
+
 func (d *pathDelay) least() time.Duration {
 	if d.n == 0 {
 		return 0

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"net/netip"
 	"time"
+
+	"github.com/yip-router/yip-router/fec"
 )
 
 // LaneStatus is what `show` prints for one lane.
@@ -29,6 +31,14 @@ type LaneStatus struct {
 	// Padded: this shard pads what the lane sends (Config.Padding is
 	// on and the peer announced it reads padding).
 	Padded bool
+	// What FEC = auto acts on: the wire loss of the peer's reports
+	// (LossOK: it has had one; congestion counted as the rule counts
+	// it), the path's state, and the round trip's latest and least
+	// samples (0: none).
+	Loss       float64
+	LossOK     bool
+	Path       fec.PathState
+	RTT, RTTLo time.Duration
 }
 
 // LaneStatuses returns the lanes this shard owns. Call it on the shard's
@@ -42,6 +52,13 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 			}
 			k, r := ln.enc.Ratio()
 			rec, lost := ln.fecCounts()
+			var loss float64
+			var lossOK bool
+			var path fec.PathState
+			if ln.adapt != nil {
+				loss, lossOK = ln.adapt.Loss()
+				path = ln.adapt.Path()
+			}
 			out = append(out, LaneStatus{
 				Peer: peer, Index: i, Shard: s.id, Remote: ln.cfg.Remote, Local: ln.cfg.Local,
 				TxPackets: ln.txPackets, TxBytes: ln.txBytes, RxPackets: ln.rxPackets, RxBytes: ln.rxBytes,
@@ -49,6 +66,7 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 				Recovered: rec, Unrecov: lost,
 				Confirmed: ln.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
 				Padded: s.cfg.Padding.Mode != PadOff && ln.padded(),
+				Loss:   loss, LossOK: lossOK, Path: path, RTT: ln.delay.latest(), RTTLo: ln.delay.least(),
 			})
 		}
 	}

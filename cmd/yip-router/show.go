@@ -253,8 +253,15 @@ func printStatus(w io.Writer, st *router.Status) {
 			if l.Local != "" {
 				via = " from " + l.Local
 			}
+			fec := l.FEC
+			if l.FECLossPct != nil {
+				fec += fmt.Sprintf(" for %.2f%% loss", *l.FECLossPct)
+			}
+			if l.Path != "" {
+				fec += fmt.Sprintf(", path %s (rtt %.1f ms, least %.1f)", l.Path, l.RTTms, l.RTTLeastMs)
+			}
 			fmt.Fprintf(w, "  lane %d on shard %d → %s%s: rx %d pkts %s, tx %d pkts %s, fec %s, last rx %s%s\n",
-				l.Index, l.Shard, l.Remote, via, l.RxPackets, human(l.RxBytes), l.TxPackets, human(l.TxBytes), l.FEC, ago(l.LastRx), pad)
+				l.Index, l.Shard, l.Remote, via, l.RxPackets, human(l.RxBytes), l.TxPackets, human(l.TxBytes), fec, ago(l.LastRx), pad)
 		}
 	}
 	fmt.Fprintln(w)
