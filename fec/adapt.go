@@ -134,10 +134,11 @@ const maxKs = 4
 // all (trackClean); its first loss brings back MinR at once.
 // Loss reported while the path queues (SetPath(PathQueued)) is
 // congestion, not the channel's: each such interval counts as losing at
-// most a quarter of the p the rule last acted on, or the p it last acted
-// on with the path clear if that is more (a queue is not a reason to drop
-// the protection a lossy channel was seen to need, whoever holds the
-// queue); none below minQueuedLoss, and then no parity. It does not bring
+// most a quarter of the p the rule last acted on, or the loss of the last
+// interval judged with the path clear if that is more (a queue that comes
+// and goes is not a reason to drop the protection a lossy channel was
+// seen to need), unless the queue has stood through floorReports reports
+// in a row; none below minQueuedLoss, and then no parity. It does not bring
 // back MinR after a clean run, and its runs are not taken as bursts (a
 // tail-drop queue drops in runs). Parity spent on congestion would fill
 // the queue it overflows, and recovering it would hide from the inner
@@ -175,13 +176,24 @@ type Adapter struct {
 	// long: the peer's decoder reads long groups (SetLongGroups).
 	long bool
 	// path is what the round trip says (SetPath); p is the loss the
-	// rule last acted on (pOK: it has), clearP the last it acted on
-	// while the path was clear.
+	// rule last acted on (pOK: it has), clearP the loss of the last
+	// interval judged while the path was clear (the floor for
+	// congestion), queued the reports in a row judged while it queued.
 	path   PathState
 	p      float64
 	pOK    bool
 	clearP float64
+	queued int
 }
+
+// floorReports is how many reports in a row (about a second each) the
+// path may queue before the loss it lost while clear stops being a floor
+// for parity. A loss-based flow that overshoots the queue drains it
+// within a round trip or two of its loss; a queue that stands for
+// seconds is held by flows that do not slow down for loss (BBR, or a
+// flow whose losses the parity hides), and a floor would keep paying
+// parity into it: the queue would stay full, and its drops recovered.
+const floorReports = 5
 
 // cleanReports is how many loss reports in a row (about a second each,
 // however little each carried) must lose nothing before a lane stops
@@ -557,10 +569,13 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	congested := a.path == PathQueued && a.pOK
 	ceiling := 0.0
 	if congested {
+		if a.queued++; a.queued >= floorReports {
+			a.clearP = 0 // a standing queue: see floorReports
+		}
 		// Congestion: the interval counts as losing at most a quarter
 		// of what the rule last acted on (so parity falls within a few
-		// reports while the queue stands), or what it acted on with the
-		// path clear; the window keeps the interval as judged.
+		// reports while the queue stands), or what an interval lost
+		// with the path clear; the window keeps the interval as judged.
 		if ceiling = max(a.p/4, a.clearP); ceiling < minQueuedLoss {
 			ceiling = 0
 		}
@@ -579,8 +594,14 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		p = min(p, ceiling)
 	}
 	a.p, a.pOK = p, true
+	if !congested {
+		a.queued = 0
+	}
 	if a.path == PathClear {
-		a.clearP = p
+		// This interval's loss, not the window's: a window reaching
+		// back into a queue's overshoot (a flow's start) would make
+		// its drops the channel's for good.
+		a.clearP = latest
 	}
 	if a.burstPend.Expected-a.burstPend.Received >= minBurstSample {
 		// Runs were counted within groups, spaced by the depth then in

@@ -834,19 +834,46 @@ func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
 		t.Fatalf("15%% loss after the queue drained: %d:%d", k, r)
 	}
 	// Seen lossy with the path clear: a queue later (anyone's) does not
-	// take that protection away.
+	// take that protection away while it comes and goes, but one that
+	// stands through floorReports reports does.
 	c := mustAdapter(t)
 	c.SetRTT(50 * time.Millisecond)
 	c.SetPath(PathClear)
 	for range 4 {
 		c.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950})
 	}
+	for i := range 20 {
+		c.SetPath(PathQueued)
+		for range floorReports - 1 {
+			c.Observe(heavy)
+		}
+		if k, r := c.Ratio(); share(k, r) < calm {
+			t.Fatalf("round %d: a queue that comes and goes took the parity 5%% loss on a clear path needs (%.3f) down to %d:%d", i, calm, k, r)
+		}
+		c.SetPath(PathClear)
+		c.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950})
+	}
 	c.SetPath(PathQueued)
-	for range 20 {
+	for range floorReports + 10 {
 		c.Observe(heavy)
 	}
-	if k, r := c.Ratio(); share(k, r) < calm {
-		t.Fatalf("a queue took the parity 5%% loss on a clear path needs (%.3f) down to %d:%d", calm, k, r)
+	if k, r := c.Ratio(); r != 0 {
+		t.Fatalf("a queue that stood through %d reports left parity at %d:%d", floorReports+10, k, r)
+	}
+	// A clear report's floor is its own interval's loss, not the
+	// window's: a flow's start-up overshoot (lost with the path's state
+	// not yet known) is not the channel's loss once the path is clear.
+	o := mustAdapter(t)
+	o.SetRTT(50 * time.Millisecond)
+	o.Observe(LossReport{Expected: 20000, Received: 14000, Runs: 300}) // 30%, state unknown
+	o.SetPath(PathClear)
+	o.Observe(LossReport{Expected: 20000, Received: 20000})
+	o.SetPath(PathQueued)
+	for range floorReports - 1 {
+		o.Observe(heavy)
+	}
+	if k, r := o.Ratio(); r != 0 {
+		t.Fatalf("a start-up's overshoot stayed a floor for congestion: %d:%d", k, r)
 	}
 	bursts := func(queued bool) float64 {
 		a := mustAdapter(t)
