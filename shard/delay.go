@@ -86,6 +86,8 @@ type pathDelay struct {
 	n, next   int
 	last      time.Duration // the latest sample (0: none)
 	lastAt    time.Time     // when it was taken
+	before    time.Duration // the sample before it (0: none)
+	beforeAt  time.Time     // when that was taken
 	// hs is the least handshake round trip on this path within hsKeep
 	// (0: none), hsAt when it was taken.
 	hs   time.Duration
@@ -135,9 +137,15 @@ func (d *pathDelay) readEcho(b []byte, now time.Time) {
 	if rtt > maxDelaySample {
 		return
 	}
+	d.sample(rtt, now)
+}
+
+// sample takes a round-trip sample taken at now.
+func (d *pathDelay) sample(rtt time.Duration, now time.Time) {
 	d.ring[d.next] = rtt
 	d.next = (d.next + 1) % delaySamples
 	d.n = min(d.n+1, delaySamples)
+	d.before, d.beforeAt = d.last, d.lastAt
 	d.last, d.lastAt = rtt, now
 }
 
@@ -150,10 +158,10 @@ func (d pathDelay) carried() pathDelay {
 	return d
 }
 
-// least is the smallest of the recent samples (0: none).
 // latest is the latest round-trip sample (0: none).
 func (d *pathDelay) latest() time.Duration { return d.last }
 
+// least is the smallest of the recent samples (0: none).
 func (d *pathDelay) least() time.Duration {
 	if d.n == 0 {
 		return 0
@@ -166,12 +174,17 @@ func (d *pathDelay) least() time.Duration {
 }
 
 // state is what the path's round trip says at now: queued when the
-// latest sample stands above the least (of the recent samples, or of the
-// path's handshakes if smaller) by half of it and at least queueMin, so
-// loss counted now is congestion; unknown without a sample of the last
-// sampleStale, or a peer that does not echo (echo false). A handshake
-// crosses an idle path, while a flow that keeps a queue standing from its
-// first second on (BBR's start-up) leaves no sample without it.
+// latest sample, or the one before it, stands above the least (of the
+// recent samples, or of the path's handshakes if smaller) by half of it
+// and at least queueMin, so loss counted now is congestion; unknown
+// without a sample of the last sampleStale, or a peer that does not echo
+// (echo false). A handshake crosses an idle path, while a flow that keeps
+// a queue standing from its first second on (BBR's start-up) leaves no
+// sample without it. The sample before counts because the loss a report
+// counts was lost between the two (about a second apart): a loss-based
+// flow that overflowed the queue has halved and drained it by the time
+// the report comes, and the sample then finds the path clear, while the
+// one before found the queue that overflowed.
 //
 // The round trip counts a queue in either direction, and one the lane's
 // own traffic did not build; the adapter never takes the protection a
@@ -184,7 +197,9 @@ func (d *pathDelay) state(now time.Time, echo bool) fec.PathState {
 	if d.hs > 0 {
 		base = min(base, d.hs)
 	}
-	if d.last-base > max(base/2, queueMin) {
+	over := max(base/2, queueMin)
+	recent := d.before > 0 && now.Sub(d.beforeAt) <= 2*sampleStale
+	if d.last-base > over || recent && d.before-base > over {
 		return fec.PathQueued
 	}
 	return fec.PathClear

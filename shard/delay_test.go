@@ -64,17 +64,21 @@ func TestDelayQueued(t *testing.T) {
 	var d pathDelay
 	add := func(rtt time.Duration) {
 		now = now.Add(time.Second)
-		d.ring[d.next], d.next, d.n, d.last, d.lastAt = rtt, (d.next+1)%delaySamples, min(d.n+1, delaySamples), rtt, now
+		d.sample(rtt, now)
 	}
 	queued := func() bool { return d.state(now, true) == fec.PathQueued }
-	add(100 * time.Millisecond)
+	add(60 * time.Millisecond)
 	if st := d.state(now, true); st != fec.PathUnknown {
 		t.Fatalf("one sample and no handshake: %v", st)
 	}
 	for _, c := range []struct {
 		rtt    time.Duration
 		queued bool
-	}{{60 * time.Millisecond, false}, {85 * time.Millisecond, false}, {95 * time.Millisecond, true}, {60 * time.Millisecond, false}} {
+	}{{60 * time.Millisecond, false}, {85 * time.Millisecond, false}, {95 * time.Millisecond, true},
+		// The report after a queue overflowed: the queue has drained,
+		// but the sample before saw it, and the loss came between.
+		{60 * time.Millisecond, true},
+		{60 * time.Millisecond, false}} {
 		add(c.rtt)
 		if got := queued(); got != c.queued {
 			t.Fatalf("sample %s over least %s: queued %v", c.rtt, d.least(), got)
@@ -86,6 +90,18 @@ func TestDelayQueued(t *testing.T) {
 	add(95 * time.Millisecond)
 	if st := d.state(now.Add(sampleStale+time.Millisecond), true); st != fec.PathUnknown {
 		t.Fatalf("a stale sample still says %v", st)
+	}
+	// A sample before the latest counts only while recent: one from
+	// before a silence says nothing of the loss counted now.
+	add(60 * time.Millisecond)
+	if !queued() {
+		t.Fatal("the sample before, a second earlier, found a queue: not taken")
+	}
+	now = now.Add(2 * sampleStale)
+	add(60 * time.Millisecond)
+	add(60 * time.Millisecond)
+	if queued() {
+		t.Fatal("a queued sample from before a silence still counts")
 	}
 	// queueMin on a LAN: 1.5 ms over 0.2 ms is jitter, 3 ms a queue.
 	d = pathDelay{}
