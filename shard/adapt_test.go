@@ -70,16 +70,17 @@ func TestAdapterRTTAndRekey(t *testing.T) {
 	// 5% loss reported: the ratio rises; a rekey keeps it (and the
 	// adapter), where a fresh adapter would start over at 16:2.
 	k, r := lb.adapt.Observe(fec.LossReport{Expected: 10000, Received: 9500})
-	_ = lb.enc.SetRatio(k, r)
+	_ = lb.cur.enc.SetRatio(k, r)
 	if k == 16 && r == 2 {
 		t.Fatalf("5%% loss left the ratio at the start %d:%d", k, r)
 	}
+	ad, enc := lb.adapt, lb.cur.enc
 	installAuto(t, a, b, 80*time.Millisecond)
 	nb := sb.table.lanes[addrA]
-	if nb == lb || nb.adapt != lb.adapt {
-		t.Fatal("the rekey's lane did not keep the adapter")
+	if nb.cur.enc == enc || nb.adapt != ad {
+		t.Fatal("the rekey did not keep the lane's adapter for the new keys' encoder")
 	}
-	if nk, nr := nb.enc.Ratio(); nk != k || nr != r {
+	if nk, nr := nb.cur.enc.Ratio(); nk != k || nr != r {
 		t.Fatalf("the rekey's encoder runs %d:%d, the adapter had learned %d:%d", nk, nr, k, r)
 	}
 	if got, want := sa.table.lanes[addrB].adapt.Target(), fec.TCPResidual(80*time.Millisecond); got != want {
@@ -162,10 +163,9 @@ func TestPaddedLossReportObserved(t *testing.T) {
 	installAuto(t, a, b, 0)
 	la := a.shards[0].table.lanes[addrB]
 	rep, _ := fec.LossReport{Expected: 10000, Received: 9000, Runs: 1000}.AppendBinary([]byte{ctlLossReport})
-	before := la.enc
-	k0, r0 := before.Ratio()
+	k0, r0 := la.cur.enc.Ratio()
 	a.shards[0].control(la, append(rep, make([]byte, 300)...))
-	if k, r := la.enc.Ratio(); k == k0 && r == r0 {
+	if k, r := la.cur.enc.Ratio(); k == k0 && r == r0 {
 		t.Fatalf("a padded 10%% report left the ratio at %d:%d", k, r)
 	}
 }
@@ -238,7 +238,7 @@ func TestLossReportSetsPartialParity(t *testing.T) {
 	var k, r int
 	for range 4 {
 		sa.control(la, body)
-		k, r = la.enc.Ratio()
+		k, r = la.cur.enc.Ratio()
 	}
 	tbl := la.adapt.Partial()
 	if tbl == nil || int(tbl[1]) >= r {

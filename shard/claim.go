@@ -140,13 +140,13 @@ func (t *laneTable) mayClaim(addr netip.AddrPort, ln *lane, p proof, now time.Ti
 	if p == handshakeProof {
 		return true
 	}
-	if cur := t.lanes[addr]; cur != nil && cur != ln && cur.cfg.Peer != ln.cfg.Peer {
+	if held := t.lanes[addr]; held != nil && held != ln && held.cfg.Peer != ln.cfg.Peer {
 		if p == unproven {
 			return false
 		}
-		last := cur.heard()
-		if cur.installed.After(last) {
-			last = cur.installed
+		last := held.lastRx
+		if held.cur.installed.After(last) {
+			last = held.cur.installed // its keys: a handshake
 		}
 		return now.Sub(last) >= addrHold
 	}
@@ -159,14 +159,18 @@ func (t *laneTable) mayClaim(addr netip.AddrPort, ln *lane, p proof, now time.Ti
 // claim makes addr ln's, if mayClaim allows, and reports whether it did:
 // ingress finds ln there, the steering map sends addr to ln's socket
 // (taking the entry from another socket only with proof: bind), no
-// hand-over entry is left at it, and ln's previous address is let go. The
-// caller points ln's remote at addr (Shard.setRemote), which the table
-// expects of a bound lane (table_check.go).
+// hand-over entry is left at it, and ln's previous address is let go (a
+// lane that holds addr already, as after a rekey, keeps its entry: no
+// moment unsteered). The caller points ln's remote at addr
+// (Shard.setRemote), which the table expects of a bound lane
+// (table_check.go).
 func (t *laneTable) claim(ln *lane, addr netip.AddrPort, p proof, now time.Time) bool {
 	if !t.mayClaim(addr, ln, p, now) {
 		return false
 	}
-	t.unbindLane(ln)
+	if t.lanes[addr] != ln {
+		t.unbindLane(ln)
+	}
 	t.bind(addr, ln, p != unproven, now)
 	delete(t.foreign, addr)
 	t.clock++

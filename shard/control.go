@@ -143,7 +143,7 @@ func (s *Shard) control(ln *lane, body []byte) {
 		ln.adapt.SetPath(ln.delay.state(s.now, echo))
 		if dt := s.now.Sub(ln.reportAt); ln.reportAt.IsZero() || dt >= minRateInterval {
 			if !ln.reportAt.IsZero() {
-				ln.adapt.SetFill(float64(ln.txPackets-ln.reportTx) * ln.enc.FlushTimeout().Seconds() / dt.Seconds())
+				ln.adapt.SetFill(float64(ln.txPackets-ln.reportTx) * ln.cur.enc.FlushTimeout().Seconds() / dt.Seconds())
 			}
 			ln.reportAt, ln.reportTx = s.now, ln.txPackets
 		}
@@ -169,7 +169,7 @@ func (s *Shard) controlTimers(ln *lane) {
 		}
 		ln.reportDue = s.now.Add(jitter(every))
 		echo := ln.echoes()
-		if rep := ln.dec.TakeLossReport(); rep.Expected > 0 || echo && ln.delay.stampDue {
+		if rep := ln.cur.dec.TakeLossReport(); rep.Expected > 0 || echo && ln.delay.stampDue {
 			if rep.Expected > 0 {
 				ln.reportsSent++ // a stamp only does not use up the early reports
 			}
@@ -191,7 +191,7 @@ func (s *Shard) controlTimers(ln *lane) {
 	}
 	quiet := s.now.Sub(ln.lastTx)
 	persistent := ln.cfg.Keepalive > 0 && quiet >= ln.kaWait
-	passive := ln.asked().After(ln.lastTx) && quiet >= ln.passiveWait
+	passive := ln.lastAsk.After(ln.lastTx) && quiet >= ln.passiveWait
 	hello := ln.helloDue || !ln.acked && ln.hellos > 0 && ln.hellos < maxHellos && !s.now.Before(ln.helloAt)
 	if persistent || passive || hello {
 		if s.sendKeepalive(ln, buf[:0], hello) {
@@ -202,17 +202,17 @@ func (s *Shard) controlTimers(ln *lane) {
 
 // checkSilence reports (Config.Silent) a lane that kept sending what asks
 // for an answer (lastAskTx: data, or control frames other than
-// keepalives) for noReplyAfter after it last heard from the peer (under either key set, or
-// since its install): liveness is an event from the lane, so the control core
-// polls no shard for it. It says whether the peer's datagrams were framed
-// by the previous wire version (noteOldFraming).
+// keepalives) for noReplyAfter after it last heard from the peer (under any
+// keys, or since its current keys came): liveness is an event from the lane,
+// so the control core polls no shard for it. It says whether the peer's
+// datagrams were framed by the previous wire version (noteOldFraming).
 func (s *Shard) checkSilence(ln *lane) {
 	if s.cfg.Silent == nil {
 		return
 	}
-	rx, tx := ln.heard(), ln.lastAskTx
-	if rx.Before(ln.installed) {
-		rx = ln.installed
+	rx, tx := ln.lastRx, ln.lastAskTx
+	if rx.Before(ln.cur.installed) {
+		rx = ln.cur.installed
 	}
 	if tx.Sub(rx) <= noReplyAfter || s.now.Sub(tx) >= noReplyAfter {
 		return
@@ -221,7 +221,7 @@ func (s *Shard) checkSilence(ln *lane) {
 		return
 	}
 	ln.silentAt = s.now
-	s.cfg.Silent(s.id, ln.cfg.Peer, ln.oldFraming)
+	s.cfg.Silent(s.id, ln.cfg.Peer, ln.cur.oldFraming)
 }
 
 // drawWaits draws ln's next keepalive waits (after it sent anything).
@@ -284,8 +284,8 @@ var controlAD = [1]byte{byte(crypto.KindControl)}
 // ownedLane is lane index of peer if this shard owns it, else nil.
 func (s *Shard) ownedLane(peer PeerID, index int) *lane { return s.table.local(peer, index) }
 
-func (s *Shard) sendControl(top *lane, body []byte) bool {
-	ln := top.sendKeys()
+func (s *Shard) sendControl(ln *lane, body []byte) bool {
+	ks := ln.sendKeys()
 	if len(body) > MaxInner {
 		return false
 	}
@@ -295,10 +295,10 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 		return false
 	}
 	n := copy(p.Buf[headroom:], body)
-	framePad := s.cfg.Padding.Mode != PadOff && top.heardPeer && top.padded()
-	if body[0] == ctlKeepalive || top.peerFeatures&FeaturePadding != 0 {
+	framePad := s.cfg.Padding.Mode != PadOff && ln.heardPeer && ln.padded()
+	if body[0] == ctlKeepalive || ln.peerFeatures&FeaturePadding != 0 {
 		// Every reader ignores what follows a keepalive's payload.
-		want := top.padLen()
+		want := ln.padLen()
 		if m := s.cfg.Padding.maxInner(); m > 0 {
 			// The peer's lengths (those it sent us) may be longer
 			// than our own MTU lets out.
@@ -318,7 +318,7 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 			n = want
 		}
 	}
-	sym, err := ln.sealer.SealSymbol(p.Buf[crypto.HeaderLen:], controlAD[:], p.Buf[headroom:headroom+n])
+	sym, err := ks.sealer.SealSymbol(p.Buf[crypto.HeaderLen:], controlAD[:], p.Buf[headroom:headroom+n])
 	if err != nil {
 		s.count(DropSeal)
 		s.release(p)
@@ -329,15 +329,15 @@ func (s *Shard) sendControl(top *lane, body []byte) bool {
 		end := crypto.HeaderLen + len(sym)
 		h.Pad = s.padFrame(p.Buf, end, end+crypto.TagLen, 0)
 	}
-	d := ln.txf.Frame(p.Buf, h, len(sym))
+	d := ks.txf.Frame(p.Buf, h, len(sym))
 	// Timing lives on the lane, whichever keys sealed: a rekey responder
 	// sending under the previous keys must not look silent to its own
 	// keepalive timer (that sent one every tick).
-	top.lastTx = s.now
+	ln.lastTx = s.now
 	if body[0] != ctlKeepalive {
-		top.lastAskTx = s.now
+		ln.lastAskTx = s.now
 	}
-	top.drawWaits()
+	ln.drawWaits()
 	s.count(ControlOut)
 	s.queue(ln, p, len(d))
 	return true

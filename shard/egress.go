@@ -60,21 +60,21 @@ func (s *Shard) egress(p *ring.Packet) {
 
 // sendData seals p in place, frames it and queues it, then queues any
 // parity the FEC group produced.
-func (s *Shard) sendData(top *lane, p *ring.Packet) {
-	ln := top.sendKeys() // rekey responder: old keys until the peer uses the new
+func (s *Shard) sendData(ln *lane, p *ring.Packet) {
+	ks := ln.sendKeys() // rekey responder: old keys until the peer uses the new
 	if p.N > MaxInner {
 		s.count(DropOversize)
 		s.release(p)
 		return
 	}
-	sym, err := ln.sealer.SealSymbol(p.Buf[crypto.HeaderLen:], nil, p.Buf[headroom:headroom+p.N])
+	sym, err := ks.sealer.SealSymbol(p.Buf[crypto.HeaderLen:], nil, p.Buf[headroom:headroom+p.N])
 	if err != nil {
 		s.count(DropSeal)
 		s.release(p)
 		return
 	}
-	ln.encBusy = true // a group may be open: tick flushes it
-	m, err := ln.enc.Add(sym, s.now)
+	ks.encBusy = true // a group may be open: tick flushes it
+	m, err := ks.enc.Add(sym, s.now)
 	if err != nil {
 		s.count(DropOversize)
 		s.release(p)
@@ -82,27 +82,28 @@ func (s *Shard) sendData(top *lane, p *ring.Packet) {
 	}
 	h := crypto.Header{Kind: crypto.KindData, Group: m.Group, Index: m.Index, K: m.K, R: m.R}
 	end := crypto.HeaderLen + len(sym)
-	h.Pad = s.padFor(top, ln.cfg.Conn, true, p.Buf, end, end+crypto.TagLen)
-	d := ln.txf.Frame(p.Buf, h, len(sym))
+	h.Pad = s.padFor(ln, ln.cfg.Conn, true, p.Buf, end, end+crypto.TagLen)
+	d := ks.txf.Frame(p.Buf, h, len(sym))
 	if s.fecDue.IsZero() {
 		// The loop only needs to wake for the first deadline; tick
 		// finds the rest.
-		if d, ok := ln.enc.Deadline(); ok {
+		if d, ok := ks.enc.Deadline(); ok {
 			s.fecDue = d
 		}
 	}
 	// Counters and timing live on the lane, whichever keys sealed.
-	top.txPackets++
-	top.txBytes += uint64(p.N)
-	top.noteSize(p.N)
-	top.lastTx, top.lastAskTx = s.now, s.now
+	ln.txPackets++
+	ln.txBytes += uint64(p.N)
+	ln.noteSize(p.N)
+	ln.lastTx, ln.lastAskTx = s.now, s.now
 	s.queue(ln, p, len(d))
-	s.drainParity(top, ln)
+	s.drainParity(ln, ks)
 }
 
-func (s *Shard) drainParity(top, ln *lane) {
+// drainParity frames and queues the parity ks's encoder has for ln.
+func (s *Shard) drainParity(ln *lane, ks *keyset) {
 	for {
-		m, par, ok := ln.enc.NextParity()
+		m, par, ok := ks.enc.NextParity()
 		if !ok {
 			return
 		}
@@ -114,16 +115,17 @@ func (s *Shard) drainParity(top, ln *lane) {
 		copy(q.Buf[crypto.HeaderLen:], par)
 		h := crypto.Header{Kind: crypto.KindParity, Group: m.Group, Index: m.Index, K: m.K, R: m.R}
 		end := crypto.HeaderLen + len(par)
-		h.Pad = s.padFor(top, ln.cfg.Conn, false, q.Buf, end, end+crypto.TagLen)
-		d := ln.txf.Frame(q.Buf, h, len(par))
-		top.noteSize(len(par) - crypto.SymbolOverhead) // as long as a data packet this long
+		h.Pad = s.padFor(ln, ln.cfg.Conn, false, q.Buf, end, end+crypto.TagLen)
+		d := ks.txf.Frame(q.Buf, h, len(par))
+		ln.noteSize(len(par) - crypto.SymbolOverhead) // as long as a data packet this long
 		s.count(ParityOut)
 		s.queue(ln, q, len(d))
 	}
 }
 
-// queue stages a datagram on its lane's socket batch, sending the batch
-// when it is full.
+// queue stages a datagram on its lane's socket batch, to the lane's remote
+// from its local address (under whichever keys), sending the batch when it
+// is full.
 func (s *Shard) queue(ln *lane, p *ring.Packet, n int) {
 	c := ln.cfg.Conn
 	i := s.txN[c]
@@ -143,10 +145,8 @@ func (s *Shard) queue(ln *lane, p *ring.Packet, n int) {
 // the host lost an address.
 func (s *Shard) forgetLocal(local netip.Addr) {
 	for _, ln := range s.table.owned {
-		for l := ln; l != nil; l = l.prev {
-			if l.cfg.Local == local {
-				l.cfg.Local = netip.Addr{}
-			}
+		if ln.cfg.Local == local {
+			ln.cfg.Local = netip.Addr{}
 		}
 	}
 }

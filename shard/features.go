@@ -8,29 +8,31 @@ import "github.com/yip-router/yip-router/fec"
 
 // setPeerFeatures records the features a keepalive of the peer's announced
 // (0: an older router's, which announces none) and applies what depends on
-// them. Only a keepalive sets the handshake lengths (not a rekey carrying
-// features over, inherit), so a retry's clearing sticks until the peer
-// says it again.
+// them. Only a keepalive sets the handshake lengths (not a rekey, which
+// keeps the lane's features: Shard.rekey), so a retry's clearing sticks
+// until the peer says it again.
 func (ln *lane) setPeerFeatures(f uint8) {
 	ln.peerFeatures = f
 	ln.cfg.Lens.SetLong(f&FeatureLongHandshakes != 0)
 	ln.applyFEC()
 }
 
-// applyFEC gives the encoder the ratio, depth and partial-parity table of
-// the lane's adapter (auto mode) or the configured ratio (fixed), within
-// what the peer's decoder reads: groups beyond fec.LegacyMaxK:LegacyMaxR
-// only once it announced FeatureLongGroups (fec.FitRatio).
+// applyFEC gives the current keys' encoder the ratio, depth and
+// partial-parity table of the lane's adapter (auto mode) or the configured
+// ratio (fixed), within what the peer's decoder reads: groups beyond
+// fec.LegacyMaxK:LegacyMaxR only once it announced FeatureLongGroups
+// (fec.FitRatio).
 func (ln *lane) applyFEC() {
 	long := ln.peerFeatures&FeatureLongGroups != 0
 	if ln.adapt == nil {
 		if m := ln.cfg.Mode; m.Kind == fec.ModeFixed {
-			_ = ln.enc.SetRatio(fec.FitRatio(m.K, m.R, long))
+			_ = ln.cur.enc.SetRatio(fec.FitRatio(m.K, m.R, long))
 		}
 		return
 	}
 	ln.adapt.SetLongGroups(long)
-	_ = ln.enc.SetRatio(ln.adapt.Ratio())
-	ln.enc.SetDepth(ln.adapt.Depth())
-	ln.enc.SetPartialParity(ln.adapt.Partial())
+	enc := ln.cur.enc
+	_ = enc.SetRatio(ln.adapt.Ratio())
+	enc.SetDepth(ln.adapt.Depth())
+	enc.SetPartialParity(ln.adapt.Partial())
 }

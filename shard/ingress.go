@@ -94,41 +94,42 @@ func (s *Shard) localOf(via int) netip.Addr {
 }
 
 // noteOldFraming tries data, which came from ln's address and failed its
-// tag, as wire version 1 framed it, at most v1Checks times per lane, and
-// remembers a match for checkSilence to report.
+// tag, as wire version 1 framed it under the lane's keys, at most v1Checks
+// times per keyset, and remembers a match for checkSilence to report.
 func (s *Shard) noteOldFraming(ln *lane, data []byte) {
-	if ln.oldFraming || ln.v1Tries >= v1Checks {
+	ks := ln.cur
+	if ks.oldFraming || ks.v1Tries >= v1Checks {
 		return
 	}
-	ln.v1Tries++
-	ln.oldFraming = ln.rxf.MatchesV1(data)
+	ks.v1Tries++
+	ks.oldFraming = ks.rxf.MatchesV1(data)
 }
 
 // deframe checks data's tag under ln's keys, then under its previous
 // keys (during a rekey), and returns the keys that matched. On ErrTag and
 // ErrShort data is untouched.
-func (s *Shard) deframe(ln *lane, data []byte) (*lane, crypto.Header, []byte, error) {
-	h, sym, err := ln.rxf.Deframe(data)
+func (s *Shard) deframe(ln *lane, data []byte) (*keyset, crypto.Header, []byte, error) {
+	h, sym, err := ln.cur.rxf.Deframe(data)
 	if err == crypto.ErrTag && ln.prev != nil {
 		if h2, sym2, err2 := ln.prev.rxf.Deframe(data); err2 != crypto.ErrTag {
 			return ln.prev, h2, sym2, err2
 		}
-	} else if err == nil && !ln.confirmed {
-		ln.confirmed = true // the peer has the new keys: send with them
-		ln.helloDue = true  // and tell it what we read (control.go)
+	} else if err == nil && !ln.cur.confirmed {
+		ln.cur.confirmed = true // the peer has the new keys: send with them
+		ln.helloDue = true      // and tell it what we read (control.go)
 		if ln.cfg.Asked && s.cfg.Confirmed != nil {
 			// Keys only our response gave: it reached the peer at
 			// Remote, wherever this datagram came from.
 			s.cfg.Confirmed(s.id, ln.cfg.Peer, ln.cfg.Index, ln.cfg.Remote)
 		}
 	}
-	return ln, h, sym, err
+	return ln.cur, h, sym, err
 }
 
 // receive handles a datagram whose tag verified under keys (ln's current
-// or previous keys): data and parity to the lane's decoder, control
+// or previous keys): data and parity to the keys' decoder, control
 // symbols opened here.
-func (s *Shard) receive(ln, keys *lane, h crypto.Header, sym []byte) {
+func (s *Shard) receive(ln *lane, keys *keyset, h crypto.Header, sym []byte) {
 	switch h.Kind {
 	case crypto.KindData, crypto.KindParity:
 		// What the wire carried (data or parity), not what FEC
@@ -146,9 +147,9 @@ func (s *Shard) receive(ln, keys *lane, h crypto.Header, sym []byte) {
 			s.count(DropDecrypt)
 			break
 		}
-		keys.lastRx = s.now
+		ln.lastRx = s.now
 		if len(body) > 0 && body[0] != ctlKeepalive {
-			keys.lastAsk = s.now
+			ln.lastAsk = s.now
 		}
 		s.authed++
 		s.count(ControlIn)
@@ -179,20 +180,21 @@ func (s *Shard) handIngress(owner int, data []byte, from netip.AddrPort) {
 	}
 }
 
-// bindDeliver points ln's deliver at this shard's deliverSymbol for ln:
-// at install, and when the lane moves here from another shard.
-func (s *Shard) bindDeliver(ln *lane) {
-	ln.deliver = func(sym []byte) bool { return s.deliverSymbol(ln, sym) }
+// bindDeliver points ks's deliver at this shard's deliverSymbol for ks,
+// keys of lane ln: at install, and when the lane moves here from another
+// shard.
+func (s *Shard) bindDeliver(ln *lane, ks *keyset) {
+	ks.deliver = func(sym []byte) bool { return s.deliverSymbol(ln, ks, sym) }
 }
 
 // deliverSymbol opens a data symbol (as received, or recovered by FEC) and
 // writes the packet to the TUN queue if its source belongs to the peer.
-// Each lane's decoder calls it through the lane's deliver (bindDeliver).
+// Each keyset's decoder calls it through the keyset's deliver (bindDeliver).
 // It reports false when the symbol does not open: the tag does not cover
 // a data symbol's payload, so one changed on the path arrives here, and
 // the decoder then treats it as an erasure (fec.Deliver).
-func (s *Shard) deliverSymbol(ln *lane, sym []byte) bool {
-	pt, err := ln.opener.OpenSymbol(nil, sym)
+func (s *Shard) deliverSymbol(ln *lane, ks *keyset, sym []byte) bool {
+	pt, err := ks.opener.OpenSymbol(nil, sym)
 	switch err {
 	case nil:
 	case crypto.ErrReplay:
@@ -209,23 +211,19 @@ func (s *Shard) deliverSymbol(ln *lane, sym []byte) bool {
 		s.count(DropNotAllowed)
 		return true
 	}
-	acct := ln // counters live on the lane, whichever keys opened
-	if ln.current != nil {
-		acct = ln.current
-	}
 	if s.vnet != nil {
 		// Copied into the coalescer; written (and counted) by flushTun.
 		s.coalesce(pt)
-		acct.rxPackets++
-		acct.rxBytes += uint64(len(pt))
+		ln.rxPackets++
+		ln.rxBytes += uint64(len(pt))
 		return true
 	}
 	if err := s.tunOut(pt); err != nil {
 		s.count(DropTunWrite)
 		return true
 	}
-	acct.rxPackets++
-	acct.rxBytes += uint64(len(pt))
+	ln.rxPackets++
+	ln.rxBytes += uint64(len(pt))
 	s.count(TunOut)
 	return true
 }

@@ -33,11 +33,11 @@ func (h *ingressFuzz) fill(n int, seed byte, ip bool) []byte {
 	return p
 }
 
-// hostile frames sym (already at h.scratch[HeaderLen:]) under ln's framer
+// hostile frames sym (already at h.scratch[HeaderLen:]) under ks's framer
 // and feeds it to B: to the shard owning lane i, or with wrong to the other
 // shard, which hands it over.
-func (h *ingressFuzz) hostile(ln *lane, i int, wrong bool, hd crypto.Header, symLen int) {
-	d := ln.txf.Frame(h.scratch[:], hd, symLen)
+func (h *ingressFuzz) hostile(ks *keyset, i int, wrong bool, hd crypto.Header, symLen int) {
+	d := ks.txf.Frame(h.scratch[:], hd, symLen)
 	h.remember(i, d)
 	h.feedB(i, wrong, d)
 }
@@ -62,10 +62,10 @@ func (h *ingressFuzz) feedB(i int, wrong bool, d []byte) {
 	settle(h.b)
 }
 
-// seal seals pt with ln's sealer at h.scratch[HeaderLen:], recording it
+// seal seals pt with ks's sealer at h.scratch[HeaderLen:], recording it
 // as deliverable when it is sealed as data.
-func (h *ingressFuzz) seal(ln *lane, ad, pt []byte) int {
-	sym, err := ln.sealer.SealSymbol(h.scratch[crypto.HeaderLen:], ad, pt)
+func (h *ingressFuzz) seal(ks *keyset, ad, pt []byte) int {
+	sym, err := ks.sealer.SealSymbol(h.scratch[crypto.HeaderLen:], ad, pt)
 	if err != nil {
 		h.t.Fatalf("seal %d bytes: %v", len(pt), err)
 	}
@@ -95,24 +95,24 @@ func (h *ingressFuzz) step() {
 		}
 		h.cursor[i] += delta
 		kind := crypto.Kind(fl & 3)
-		ln := h.aLane(i, fl&0x10 != 0)
+		ks := h.aKeys(i, fl&0x10 != 0)
 		symLen := n
 		if fl&4 != 0 {
 			var ad []byte
 			if (kind == crypto.KindControl) != (fl2&1 != 0) {
 				ad = controlAD[:]
 			}
-			symLen = h.seal(ln, ad, h.fill(n, seed, fl&8 != 0))
+			symLen = h.seal(ks, ad, h.fill(n, seed, fl&8 != 0))
 		} else {
 			copy(h.scratch[crypto.HeaderLen:], h.fill(n, seed, fl&8 != 0))
 		}
-		h.hostile(ln, i, fl&0x20 != 0, crypto.Header{Kind: kind, Group: h.cursor[i], Index: idx, K: k, R: rr}, symLen)
+		h.hostile(ks, i, fl&0x20 != 0, crypto.Header{Kind: kind, Group: h.cursor[i], Index: idx, K: k, R: rr}, symLen)
 	case 3:
 		// A hostile control frame: flags (sealed, body type, lane,
 		// previous keys, wrong shard), then the body.
 		fl := r.u8()
 		i := int(fl>>3) & 1
-		ln := h.aLane(i, fl&0x10 != 0)
+		ks := h.aKeys(i, fl&0x10 != 0)
 		var body []byte
 		switch fl >> 1 & 3 {
 		case 0: // a keepalive: any features, round trip and padding
@@ -143,11 +143,11 @@ func (h *ingressFuzz) step() {
 		}
 		symLen := len(body)
 		if fl&1 != 0 {
-			symLen = h.seal(ln, controlAD[:], body)
+			symLen = h.seal(ks, controlAD[:], body)
 		} else {
 			copy(h.scratch[crypto.HeaderLen:], body)
 		}
-		h.hostile(ln, i, fl&0x20 != 0, crypto.Header{Kind: crypto.KindControl}, symLen)
+		h.hostile(ks, i, fl&0x20 != 0, crypto.Header{Kind: crypto.KindControl}, symLen)
 	case 4:
 		// A hostile but well-formed FEC group, coded by a fresh encoder
 		// at a chosen group id, with losses: recovery yields sealed
@@ -160,7 +160,7 @@ func (h *ingressFuzz) step() {
 		gd, size, seed, mask := r.u8(), r.u16()%1500, r.u8(), r.u16()
 		i := int(fl) & 1
 		h.cursor[i] += uint32(int8(gd))
-		ln := h.aLane(i, fl&4 != 0)
+		ks := h.aKeys(i, fl&4 != 0)
 		enc, err := fec.NewEncoder(fec.EncoderConfig{K: k, R: rr, FirstGroup: h.cursor[i]})
 		if err != nil {
 			h.t.Fatal(err)
@@ -173,16 +173,16 @@ func (h *ingressFuzz) step() {
 					return
 				}
 				copy(h.scratch[crypto.HeaderLen:], par)
-				out = append(out, bytes.Clone(ln.txf.Frame(h.scratch[:], crypto.Header{Kind: crypto.KindParity, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, len(par))))
+				out = append(out, bytes.Clone(ks.txf.Frame(h.scratch[:], crypto.Header{Kind: crypto.KindParity, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, len(par))))
 			}
 		}
 		for j := range nData {
-			symLen := h.seal(ln, nil, h.fill(1+size+j, seed+byte(j), fl&8 != 0))
+			symLen := h.seal(ks, nil, h.fill(1+size+j, seed+byte(j), fl&8 != 0))
 			m, err := enc.Add(h.scratch[crypto.HeaderLen:crypto.HeaderLen+symLen], h.now)
 			if err != nil {
 				h.t.Fatal(err)
 			}
-			out = append(out, bytes.Clone(ln.txf.Frame(h.scratch[:], crypto.Header{Kind: crypto.KindData, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, symLen)))
+			out = append(out, bytes.Clone(ks.txf.Frame(h.scratch[:], crypto.Header{Kind: crypto.KindData, Group: m.Group, Index: m.Index, K: m.K, R: m.R}, symLen)))
 			drain()
 		}
 		enc.Flush()
@@ -251,14 +251,14 @@ func (h *ingressFuzz) step() {
 		d := h.scratch[:len(hd.data)]
 		copy(d, hd.data)
 		if fl&1 != 0 {
-			ln := h.aLane(hd.lane, fl&4 != 0)
-			old, sym, err := ln.txf.Deframe(d)
+			ks := h.aKeys(hd.lane, fl&4 != 0)
+			old, sym, err := ks.txf.Deframe(d)
 			if err == nil {
 				copy(h.scratch[crypto.HeaderLen:], sym)
 				old.Group += uint32(int8(gd))
 				old.Index = idx
 				old.Kind = crypto.Kind(fl>>4) & 3
-				d = ln.txf.Frame(h.scratch[:], old, len(sym))
+				d = ks.txf.Frame(h.scratch[:], old, len(sym))
 			}
 		}
 		h.feedB(hd.lane, fl&2 != 0, d)

@@ -162,14 +162,14 @@ func (h *ingressFuzz) connect(holdB bool) {
 	}
 }
 
-// aLane is A's lane i (its previous keys if prev and it has them): the
-// hostile peer seals and frames with its sealer and framer.
-func (h *ingressFuzz) aLane(i int, prev bool) *lane {
+// aKeys is the keys of A's lane i (its previous keys if prev and it has
+// them): the hostile peer seals and frames with their sealer and framer.
+func (h *ingressFuzz) aKeys(i int, prev bool) *keyset {
 	ln := h.a.shards[i].table.peers[2].local[i]
 	if prev && ln.prev != nil {
 		return ln.prev
 	}
-	return ln
+	return ln.cur
 }
 
 func (h *ingressFuzz) bLane(i int) *lane { return h.b.shards[i].table.peers[1].local[i] }
@@ -200,9 +200,9 @@ func (h *ingressFuzz) check(when string) {
 				}
 			}
 			for _, ln := range s.table.lanes {
-				for _, l := range []*lane{ln, ln.prev} {
-					if l != nil && l.dec.StoredBytes() > l.dec.CapBytes() {
-						t.Fatalf("%s: %s shard %d: decoder holds %d bytes, cap %d", when, x.name, i, l.dec.StoredBytes(), l.dec.CapBytes())
+				for _, ks := range ln.keysets() {
+					if ks != nil && ks.dec.StoredBytes() > ks.dec.CapBytes() {
+						t.Fatalf("%s: %s shard %d: decoder holds %d bytes, cap %d", when, x.name, i, ks.dec.StoredBytes(), ks.dec.CapBytes())
 					}
 				}
 			}
@@ -229,13 +229,13 @@ func (h *ingressFuzz) finish() {
 		// peer may have moved B's window anywhere (it holds the keys,
 		// so that is its own lane it breaks), and a genuine sender
 		// never goes back.
-		if head, ok := h.bLane(i).dec.Head(); ok {
-			k, r := h.aLane(i, false).enc.Ratio()
+		if head, ok := h.bLane(i).cur.dec.Head(); ok {
+			k, r := h.aKeys(i, false).enc.Ratio()
 			enc, err := fec.NewEncoder(fec.EncoderConfig{K: k, R: r, FirstGroup: head + 1})
 			if err != nil {
 				t.Fatal(err)
 			}
-			h.aLane(i, false).enc = enc
+			h.aKeys(i, false).enc = enc
 		}
 		sent := h.genuine(h.a, h.b, i, 6, 200, nil)
 		h.wantDelivered("A → B", h.b.tun[i], sent, i)

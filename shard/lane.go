@@ -10,11 +10,11 @@ import (
 	"github.com/yip-router/yip-router/fec"
 )
 
-// Lanes: one lane's keys, framers and FEC state, and the router's commands
-// that change which lanes a shard owns (InstallLane, SetLaneOwner,
-// RemovePeer, through Do); the shard's lane table they change, which
-// ingress.go asks by remote address and egress.go by peer and index, is
-// table.go.
+// Lanes: one lane's path and what it learnt (its keys are keyset.go), and
+// the router's commands that change which lanes a shard owns (InstallLane,
+// SetLaneOwner, RemovePeer, through Do); the shard's lane table they
+// change, which ingress.go asks by remote address and egress.go by peer
+// and index, is table.go.
 
 // LaneConfig is what the router hands a shard to install a lane it owns.
 type LaneConfig struct {
@@ -33,7 +33,7 @@ type LaneConfig struct {
 	HoldTx bool
 	// Mode, when auto, lets the peer's loss reports set K:R (fec.Adapter);
 	// FEC above is then only the starting ratio of a new peer's lane: a
-	// rekey's lane keeps the adapter, and so the ratio, it learned.
+	// rekey keeps the lane's adapter, and so the ratio it learned.
 	Mode fec.Mode
 	// RTT is the path's round-trip time as the handshake measured it (the
 	// initiator's, from initiation to response; 0: unknown, as on a
@@ -68,17 +68,22 @@ type LaneConfig struct {
 	Lens *WireLens
 }
 
-// lane is one lane's state; it lives in exactly one shard and is touched
-// only by that shard's goroutine: no locks, no atomics.
+// lane is one lane: the path to one of the peer's sockets and what it
+// learnt, which outlives keys (counters, timers, the peer's features, the
+// FEC adapter and the path's delay, the lengths it carries, its place in
+// the lane table), and the keys it uses now and used before (keyset.go). A
+// rekey swaps its keysets; the lane stays. It lives in exactly one shard
+// and is touched only by that shard's goroutine: no locks, no atomics.
 type lane struct {
-	cfg    LaneConfig
-	sealer *crypto.Sealer
-	txf    crypto.Framer
-	enc    *fec.Encoder
-	opener *crypto.Opener
-	rxf    crypto.Framer
-	dec    *fec.Decoder
-	adapt  *fec.Adapter
+	// cfg is the config of the lane's latest session, with the path
+	// (Remote, Local) as moves set it since (roam.go); the keys in it are
+	// cur's.
+	cfg LaneConfig
+	// cur is the keys of the lane's session; prev, after a rekey, the
+	// session's before, kept for prevKeep so packets and FEC groups in
+	// flight under them still open (nil: none).
+	cur, prev *keyset
+	adapt     *fec.Adapter
 	// reportAt and reportTx are when the last loss report arrived and
 	// txPackets then: the lane's rate, which tells the adapter how much a
 	// group can hold before its flush timeout.
@@ -86,25 +91,12 @@ type lane struct {
 	reportTx uint64
 	// delay is the round trip the loss reports measure (delay.go).
 	delay pathDelay
-	// deliver is what the decoder hands this lane's data symbols to:
-	// Shard.deliverSymbol bound to the lane, made once at install so
-	// ingress passes it to the decoder without allocating.
-	deliver fec.Deliver
-	lastRx  time.Time
-	// lastAsk is when a datagram that asks for an answer arrived under
-	// these keys: data, or a control frame other than a keepalive. A
+	// lastRx is when the lane last received an authenticated datagram,
+	// under any of its keys; lastAsk when one that asks for an answer
+	// arrived: data, or a control frame other than a keepalive. A
 	// keepalive asks for none (as in WireGuard), or two idle lanes would
 	// trade them forever.
-	lastAsk time.Time
-
-	// prev is the lane's previous keys after a rekey: packets and FEC
-	// groups in flight under them still open, for prevKeep. A previous
-	// keys' lane points back at the lane it belongs to (current), which
-	// keeps the counters.
-	prev      *lane
-	current   *lane
-	confirmed bool // a datagram arrived under these keys
-	installed time.Time
+	lastRx, lastAsk time.Time
 
 	txPackets, txBytes, rxPackets, rxBytes uint64
 	lastTx                                 time.Time
@@ -120,17 +112,13 @@ type lane struct {
 
 	// slot is the lane's index in laneTable.owned (-1: not there); moves
 	// counts the times an authenticated datagram from a new address moved
-	// its remote (roam.go), carried over rekeys.
+	// its remote (roam.go).
 	slot  int
 	moves uint64
 	// misplacedAt is when the lane was last reported arriving on another
 	// shard (place.go); silentAt when it was last reported silent
 	// (control.go).
 	misplacedAt, silentAt time.Time
-	// oldFraming: a datagram from the lane's remote was framed by wire
-	// version 1 (noteOldFraming, after v1Tries tries); checkSilence says so.
-	oldFraming bool
-	v1Tries    uint8
 	// steered: the listen group's map sends this lane's remote to its
 	// socket (steer.go), so datagrams arriving elsewhere need no move;
 	// steeredAt: since when; steerFull: the map refused it for room
@@ -157,10 +145,11 @@ type lane struct {
 	// rtt is the round trip the lane's keepalives tell the peer (0:
 	// unknown): LaneConfig.RTT, or what the peer's keepalives told.
 	// peerFeatures are the feature bits the peer's keepalives announce
-	// (control.go). The hello exchange (control.go): helloDue, a
-	// keepalive should go out at the next tick; heardPeer, a keepalive
-	// with features arrived; acked, the peer's said it has ours; hellos,
-	// the unacknowledged ones sent, at most maxHellos, helloAt apart.
+	// (control.go). The hello exchange (control.go), the session's: a
+	// rekey starts it over. helloDue, a keepalive should go out at the
+	// next tick; heardPeer, a keepalive with features arrived; acked,
+	// the peer's said it has ours; hellos, the unacknowledged ones sent,
+	// at most maxHellos, helloAt apart.
 	rtt          time.Duration
 	peerFeatures uint8
 	helloDue     bool
@@ -188,86 +177,18 @@ type lane struct {
 	sizeN    uint32
 	sizePub  uint32
 
-	// decDirty: the decoder may have counted something since publish
-	// last folded it. encBusy: the encoder may hold a partial group
-	// (tick skips the encoders of idle lanes).
-	decDirty, encBusy bool
-
-	// folded is the decoder's counters as last added to the shard's:
-	// the shard keeps the totals because a rekey or removal drops the
-	// decoder with its counts (Shard.foldDecoder).
-	folded fec.Stats
 	// fecCarry is what the decoders of keys the lane no longer holds
-	// counted (a rekey drops them: dropKeys), so its FEC counts in show
-	// and the per-peer metrics never go down (Prometheus counters).
+	// counted (dropKeys), so its FEC counts in show and the per-peer
+	// metrics never go down (Prometheus counters).
 	fecCarry struct{ recovered, lost uint64 }
 }
 
-// fecCounts is ln's data symbols recovered and lost for good, under every
-// key it has held.
-func (ln *lane) fecCounts() (recovered, lost uint64) {
-	recovered, lost = ln.fecCarry.recovered, ln.fecCarry.lost
-	for l := ln; l != nil; l = l.prev {
-		st := l.dec.Stats()
-		recovered += st.Recovered
-		lost += st.LostData
+// newAdapter is the FEC adapter of a lane in mode m: nil unless auto.
+func newAdapter(m fec.Mode) (*fec.Adapter, error) {
+	if m.Kind != fec.ModeAuto {
+		return nil, nil
 	}
-	return recovered, lost
-}
-
-// sendKeys is the lane whose keys seal what ln sends: its previous keys
-// while a rekey responder waits for the peer to use the new ones.
-func (ln *lane) sendKeys() *lane {
-	if !ln.confirmed && ln.prev != nil {
-		return ln.prev
-	}
-	return ln
-}
-
-// heard is when ln last received an authenticated datagram, under its
-// current or its previous keys.
-func (ln *lane) heard() time.Time {
-	if ln.prev != nil && ln.prev.lastRx.After(ln.lastRx) {
-		return ln.prev.lastRx
-	}
-	return ln.lastRx
-}
-
-// asked is when ln last received a datagram that asks for an answer
-// (lastAsk), under its current or its previous keys.
-func (ln *lane) asked() time.Time {
-	if ln.prev != nil && ln.prev.lastAsk.After(ln.lastAsk) {
-		return ln.prev.lastAsk
-	}
-	return ln.lastAsk
-}
-
-func newLane(cfg LaneConfig) (*lane, error) {
-	enc, err := fec.NewEncoder(cfg.FEC)
-	if err != nil {
-		return nil, err
-	}
-	var ad *fec.Adapter
-	if cfg.Mode.Kind == fec.ModeAuto {
-		if ad, err = fec.NewAdapter(cfg.Mode, fec.AdaptConfig{}); err != nil {
-			return nil, err
-		}
-	}
-	ln := &lane{
-		adapt:  ad,
-		cfg:    cfg,
-		sealer: crypto.NewSealer(&cfg.Send.AEAD),
-		txf:    crypto.NewFramer(&cfg.Send),
-		enc:    enc,
-		opener: crypto.NewOpener(&cfg.Recv.AEAD),
-		rxf:    crypto.NewFramer(&cfg.Recv),
-		dec:    fec.NewDecoder(cfg.Window),
-		slot:   -1,
-		// xorshift32 needs a seed other than zero.
-		sizeRand: rand.Uint32() | 1,
-	}
-	ln.setRTT(cfg.RTT)
-	return ln, nil
+	return fec.NewAdapter(m, fec.AdaptConfig{})
 }
 
 // setRTT records the path's round-trip time (zero: unknown, a no-op): the
@@ -283,14 +204,14 @@ func (ln *lane) setRTT(rtt time.Duration) {
 		ln.adapt.SetRTT(rtt)
 	}
 	if ln.cfg.FEC.FlushTimeout == 0 {
-		ln.enc.SetFlushTimeout(fec.FlushFor(rtt))
+		ln.cur.enc.SetFlushTimeout(fec.FlushFor(rtt))
 	}
 }
 
-// InstallLane adds a lane this shard owns, or replaces the lane's keys
-// (rekey, or the peer restarted): the old lane stays as prev for a while so
-// packets and FEC groups in flight under the old keys still open. Call it on
-// the shard's goroutine (through Do) or before Run.
+// InstallLane adds a lane this shard owns, or gives the lane new keys
+// (rekey, or the peer restarted): its keys so far stay as its previous
+// ones for a while, so packets and FEC groups in flight under them still
+// open. Call it on the shard's goroutine (through Do) or before Run.
 func (s *Shard) InstallLane(cfg LaneConfig) error {
 	if cfg.Conn < 0 || cfg.Conn >= len(s.cfg.Conns) {
 		return fmt.Errorf("shard %d: lane conn %d out of range", s.id, cfg.Conn)
@@ -298,102 +219,97 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	if cfg.Index < 0 || cfg.Index >= cfg.Lanes {
 		return fmt.Errorf("shard %d: lane %d of %d", s.id, cfg.Index, cfg.Lanes)
 	}
-	ln, err := newLane(cfg)
+	ks, err := newKeyset(&cfg, s.now)
 	if err != nil {
 		return err
 	}
-	ln.installed = s.now
-	ln.reportDue = s.now.Add(jitter(lossReportFirst))
-	ln.drawWaits()
-	s.bindDeliver(ln)
-	pl := s.table.entry(cfg.Peer, cfg.Lanes)
-	top := pl.local[cfg.Index]
-	ln.offered = cfg.Offered
-	if !ln.offered.IsValid() {
-		ln.offered = cfg.Remote
+	ad, err := newAdapter(cfg.Mode)
+	if err != nil {
+		return err
 	}
-	if top != nil && top.offered == ln.offered && ln.offered == cfg.Remote && top.cfg.Remote != cfg.Remote {
+	pl := s.table.entry(cfg.Peer, cfg.Lanes)
+	ln := pl.local[cfg.Index]
+	offered := cfg.Offered
+	if !offered.IsValid() {
+		offered = cfg.Remote
+	}
+	if ln != nil && ln.offered == offered && offered == cfg.Remote && ln.cfg.Remote != cfg.Remote {
 		// Same peer sockets as before: keep the address its datagrams
 		// proved (a NAT rewrote the offered port), or every rekey would
 		// send to a port the NAT does not map.
-		ln.cfg.Remote = top.cfg.Remote
+		cfg.Remote = ln.cfg.Remote
 		// The handshake proved nothing about that address.
-		ln.cfg.Proven, ln.cfg.Asked = false, false
+		cfg.Proven, cfg.Asked = false, false
 		// The router steered the offered address before the response
 		// (router/plane.go); the lane stays at the proven one.
-		s.table.dropEarlySteer(ln.offered, cfg.Conn)
-	}
-	if top != nil {
-		ln.inherit(top)
+		s.table.dropEarlySteer(offered, cfg.Conn)
 	}
 	// A responder's install is not proof (anyone can send an initiation
 	// from another peer's address): a lane refused the address is found by
 	// trial (roam.go) until its first datagram completes the handshake.
 	p := unproven
-	if ln.cfg.Proven {
+	if cfg.Proven {
 		p = handshakeProof
 	}
-	s.table.install(pl, ln, top, p, s.now)
-	if top != nil {
-		s.keepPrev(ln, top)
+	if ln == nil {
+		ln = &lane{
+			cfg: cfg, cur: ks, adapt: ad, slot: -1,
+			// xorshift32 needs a seed other than zero.
+			sizeRand: rand.Uint32() | 1,
+		}
+		ln.setRTT(cfg.RTT)
+		ln.reportDue = s.now.Add(jitter(lossReportFirst))
+		ln.drawWaits()
+		s.bindDeliver(ln, ks)
+		ln.offered = offered
+		s.table.install(pl, ln, p, s.now)
+	} else {
+		s.table.leave(ln, cfg.Remote, cfg.Conn)
+		s.rekey(ln, cfg, ks, ad)
+		ln.offered = offered
+		s.table.settle(ln, p, s.now)
 	}
 	ln.delay.noteHandshake(cfg.RTT, s.now) // an initiator's: this handshake's
-	ln.confirmed = !cfg.HoldTx
-	ln.reported = ln.cfg.Remote
+	ln.reported, ln.movePending = ln.cfg.Remote, false
 	s.releaseWaiting(cfg.Peer)
 	return nil
 }
 
-// inherit takes over what top, the lane ln replaces at a rekey, learnt
-// that outlives its keys: counters, the adapter's ratio, the path's round
-// trip and delay, the peer's features and the lengths it sent. The keys,
-// FEC windows and timers are ln's own.
-func (ln *lane) inherit(top *lane) {
-	ln.txPackets, ln.txBytes, ln.rxPackets, ln.rxBytes = top.txPackets, top.txBytes, top.rxPackets, top.rxBytes
-	ln.moves = top.moves
-	ln.steerFull = top.steerFull     // counted once per lane, not per rekey
-	ln.reportsSent = top.reportsSent // a rekey is not a fresh start
-	ln.fecCarry = top.fecCarry
-	if top.cfg.Remote == ln.cfg.Remote {
-		ln.delay = top.delay.carried() // same path
+// rekey gives ln, a lane this shard owns, the keys ks and the config cfg of
+// its new session (ad: the adapter cfg's FEC mode makes). Whatever the
+// lane learnt stays (counters, the peer's features, the lengths it
+// carries, the report schedule; the adapter's ratio if the mode did not
+// change, so a lossy path does not lose packets after every rekey; the
+// path's delay if the address did not change; the round trip if the
+// handshake measured none, as on a responder). What belongs to the
+// session starts over: the keys (rotate), the hello exchange (the peer may
+// have restarted as an older router, which reads no padded hello), and a
+// follow proposed before the handshake, which says where the peer is now.
+// The lane table has let go of an address the lane leaves
+// (laneTable.leave), and gives it its new one after (settle).
+func (s *Shard) rekey(ln *lane, cfg LaneConfig, ks *keyset, ad *fec.Adapter) {
+	if cfg.Remote == ln.cfg.Remote {
+		ln.delay = ln.delay.carried() // same path
+	} else {
+		ln.delay = pathDelay{}
 	}
-	if top.adapt != nil && ln.adapt != nil && top.cfg.Mode == ln.cfg.Mode {
-		// Same path, same loss: a rekey keeps what the loss reports
-		// taught the adapter instead of starting over every two
-		// minutes (a lossy path would lose packets after each).
-		ln.adapt = top.adapt
-		ln.setRTT(ln.cfg.RTT)
+	if cfg.Mode != ln.cfg.Mode {
+		ln.adapt = ad
 	}
-	if ln.rtt == 0 && top.rtt > 0 {
-		ln.setRTT(top.rtt) // a responder's, learnt from the peer
+	ln.cfg = cfg
+	s.bindDeliver(ln, ks)
+	s.rotate(ln, ks)
+	rtt := cfg.RTT
+	if rtt <= 0 {
+		rtt = ln.rtt // a responder's, learnt from the peer
 	}
-	// Same peer process, most likely: what it reads and what the
-	// lane's data looks like carry over until its hello says else.
-	ln.peerFeatures = top.peerFeatures
+	ln.setRTT(rtt)
+	// Same peer process, most likely: what it reads carries over until
+	// its hello says else.
 	ln.applyFEC()
-	ln.sizes, ln.sizeN, ln.sizePub, ln.sizeRand = top.sizes, top.sizeN, top.sizePub, top.sizeRand
-}
-
-// keepPrev makes top's keys (or, if the peer never used them, the ones
-// before) ln's previous keys, and drops any older ones.
-func (s *Shard) keepPrev(ln, top *lane) {
-	old := top
-	if !old.confirmed && old.prev != nil {
-		// The peer never used old's keys (e.g. our response to its
-		// rekey was lost and it retried): the keys it still has are
-		// old.prev's, so keep those as prev.
-		s.dropKeys(ln, old)
-		old = old.prev
-	}
-	if old.prev != nil {
-		s.dropKeys(ln, old.prev)
-	}
-	old.prev = nil
-	// The peer that holds the previous keys is the one that just
-	// handshook (a restarted peer holds none): at its new address.
-	old.cfg.Remote = ln.cfg.Remote
-	old.current = ln
-	ln.prev = old
+	ln.helloDue, ln.heardPeer, ln.acked, ln.hellos, ln.helloAt = false, false, false, 0, time.Time{}
+	ln.followTo = netip.AddrPort{}
+	ln.drawWaits() // cfg.Keepalive may be new
 }
 
 // SetLaneOwner records that lane index of peer is owned by shard owner and

@@ -24,7 +24,7 @@ func TestLongGroupsByPeerFeatures(t *testing.T) {
 	keepalive := func(f uint8) []byte { return []byte{ctlKeepalive, f, 0, 50} }
 	legacy := func(when string) {
 		t.Helper()
-		if k, r := la.enc.Ratio(); k > fec.LegacyMaxK || r > fec.LegacyMaxR {
+		if k, r := la.cur.enc.Ratio(); k > fec.LegacyMaxK || r > fec.LegacyMaxR {
 			t.Fatalf("%s: the encoder runs %d:%d, beyond what the peer reads", when, k, r)
 		}
 	}
@@ -42,7 +42,7 @@ func TestLongGroupsByPeerFeatures(t *testing.T) {
 	for range 4 {
 		sa.control(la, report)
 	}
-	k, r := la.enc.Ratio()
+	k, r := la.cur.enc.Ratio()
 	if k != fec.MaxK || r <= 15 {
 		t.Fatalf("5%% loss to a peer reading long groups: %d:%d, want %d and more parity than 64:15", k, r, fec.MaxK)
 	}
@@ -81,11 +81,11 @@ func TestFixedLongRatio(t *testing.T) {
 	la := sa.table.lanes[addrB]
 	la.cfg.Mode = fec.Mode{Kind: fec.ModeFixed, K: 128, R: 40}
 	la.applyFEC()
-	if k, r := la.enc.Ratio(); k != fec.LegacyMaxK || r != fec.LegacyMaxR {
+	if k, r := la.cur.enc.Ratio(); k != fec.LegacyMaxK || r != fec.LegacyMaxR {
 		t.Fatalf("128:40 to a peer without long groups: %d:%d, want 64:32", k, r)
 	}
 	sa.control(la, []byte{ctlKeepalive, Features, 0, 0})
-	if k, r := la.enc.Ratio(); k != 128 || r != 40 {
+	if k, r := la.cur.enc.Ratio(); k != 128 || r != 40 {
 		t.Fatalf("128:40 to a peer with long groups: %d:%d", k, r)
 	}
 }

@@ -41,7 +41,7 @@ func padTraffic(t *testing.T, mode PadMode, features uint8, heard bool, rounds i
 		}
 		sa.flushAll()
 		for _, d := range a.sent[0] {
-			h, _, err := sb.table.lanes[addrA].rxf.Deframe(bytes.Clone(d.data))
+			h, _, err := sb.table.lanes[addrA].cur.rxf.Deframe(bytes.Clone(d.data))
 			if err != nil {
 				t.Fatalf("%v: b cannot deframe a %d-byte datagram: %v", mode, len(d.data), err)
 			}
@@ -255,7 +255,7 @@ func TestControlFramesPaddedOnlyAfterHello(t *testing.T) {
 		}
 		sa.flushAll()
 		for _, d := range a.sent[0] {
-			h, _, err := lb.rxf.Deframe(bytes.Clone(d.data))
+			h, _, err := lb.cur.rxf.Deframe(bytes.Clone(d.data))
 			if err != nil || h.Kind != crypto.KindControl {
 				t.Fatalf("b cannot read a control datagram: %v %+v", err, h)
 			}
@@ -293,7 +293,7 @@ func TestPaddingRuns(t *testing.T) {
 		sa.flushAll()
 		var out []int
 		for _, d := range a.sent[0] {
-			h, _, err := sb.table.lanes[addrA].rxf.Deframe(bytes.Clone(d.data))
+			h, _, err := sb.table.lanes[addrA].cur.rxf.Deframe(bytes.Clone(d.data))
 			if err != nil {
 				t.Fatal(err)
 			}

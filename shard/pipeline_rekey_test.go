@@ -45,7 +45,7 @@ func TestPipelineRekey(t *testing.T) {
 	inject(t, sb, ipPacket("10.2.0.9", "10.1.0.5", 80, 101))
 	sb.flushAll()
 	d := b.sent[0][0].data
-	if _, _, err := sa.table.lanes[addrB].rxf.Deframe(append([]byte(nil), d...)); err != nil {
+	if _, _, err := sa.table.lanes[addrB].cur.rxf.Deframe(append([]byte(nil), d...)); err != nil {
 		t.Fatalf("B still sends under the old keys after confirmation: %v", err)
 	}
 	deliverAll(t, b, a, nil)

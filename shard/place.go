@@ -100,11 +100,14 @@ func (s *Shard) adoptLane(ln *lane, from int) {
 	if !s.table.adopt(ln, from, s.now) {
 		return
 	}
-	for l := ln; l != nil; l = l.prev {
-		s.bindDeliver(l)
-	}
-	if d, ok := ln.enc.Deadline(); ok && (s.fecDue.IsZero() || d.Before(s.fecDue)) {
-		s.fecDue = d
+	for _, ks := range ln.keysets() {
+		if ks == nil {
+			continue
+		}
+		s.bindDeliver(ln, ks)
+		if d, ok := ks.enc.Deadline(); ok && (s.fecDue.IsZero() || d.Before(s.fecDue)) {
+			s.fecDue = d
+		}
 	}
 	s.count(LaneAdopted)
 	s.releaseWaiting(ln.cfg.Peer)

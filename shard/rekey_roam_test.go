@@ -43,7 +43,7 @@ func TestPassiveKeepaliveConfirmsRekey(t *testing.T) {
 		t.Fatal("A sent no keepalive after hearing B under the old keys")
 	}
 	deliverAll(t, a, b, nil)
-	if ln := sb.table.owned[0]; !ln.confirmed {
+	if ln := sb.table.owned[0]; !ln.cur.confirmed {
 		t.Fatal("B still waits for A to use the new keys")
 	}
 }
@@ -134,16 +134,20 @@ func TestRekeyFromOtherLaneKeepsNATPort(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Session 2: another lane sent it; this one gets its offered port.
+	// B holds: it sends under its previous keys until A uses the new.
 	cfg = sb.table.owned[0].cfg
-	cfg.Remote, cfg.Offered = addrA, netip.AddrPort{}
+	cfg.Remote, cfg.Offered, cfg.HoldTx = addrA, netip.AddrPort{}, true
 	if err := sb.InstallLane(cfg); err != nil {
 		t.Fatal(err)
 	}
 	if got := sb.table.owned[0].cfg.Remote; got != natted {
 		t.Fatalf("after a rekey from another lane the lane talks to %s, want %s", got, natted)
 	}
-	if got := sb.table.owned[0].prev.cfg.Remote; got != natted {
-		t.Fatalf("its previous keys talk to %s", got)
+	if sb.table.owned[0].prev == nil {
+		t.Fatal("no previous keys after the rekey")
+	}
+	if d := sendOne(t, b, 0, "10.2.0.9", "10.1.0.5", 1); d.to != natted {
+		t.Fatalf("under its previous keys the lane sends to %s", d.to)
 	}
 }
 

@@ -15,11 +15,12 @@ import (
 // holder framed the datagram but not that it is fresh: the datagram is
 // processed as usual, and only if one of its symbols then opens and passes
 // the replay check (an authenticated datagram the lane has not seen) does
-// the lane's remote move to the new address, with its previous keys', and
-// the address map follow. A replayed or unauthenticated datagram never moves
-// a lane, and neither does one from an address another peer's lane was
-// heard from within addrHold (claim.go): the peer's keys prove the
-// datagram is its own, not where it came from.
+// the lane's remote move to the new address (for all its keys: the address
+// is the lane's), and the address map follow. A replayed or
+// unauthenticated datagram never moves a lane, and neither does one from
+// an address another peer's lane was heard from within addrHold
+// (claim.go): the peer's keys prove the datagram is its own, not where it
+// came from.
 //
 // Tag trials cost a fixed-size SipHash per lane tried (about 60-100 ns at
 // any datagram length: crypto/frame.go), and anyone can send datagrams
@@ -47,7 +48,7 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 		if ln.prev != nil {
 			s.roamTokens-- // deframe may try the previous keys too
 		}
-		confirming := !ln.confirmed
+		confirming := !ln.cur.confirmed
 		keys, h, sym, err := s.deframe(ln, data)
 		switch err {
 		case nil:
@@ -64,7 +65,7 @@ func (s *Shard) roam(skip *lane, via int, data []byte, from netip.AddrPort) bool
 		if s.authed != before {
 			if s.table.laneAt(from) != ln {
 				p := datagramProof
-				if confirming && keys == ln && ln.cfg.Asked && from == ln.cfg.Remote {
+				if confirming && keys == ln.cur && ln.cfg.Asked && from == ln.cfg.Remote {
 					// The first datagram under a responder's new keys,
 					// from where the handshake came: it completes it.
 					p = handshakeProof
@@ -93,9 +94,6 @@ func (s *Shard) moveLane(ln *lane, to netip.AddrPort, local netip.Addr, p proof)
 	}
 	if local.IsValid() {
 		ln.cfg.Local = local
-		if ln.prev != nil {
-			ln.prev.cfg.Local = local
-		}
 	}
 	from := ln.cfg.Remote
 	if from == to {
@@ -125,13 +123,10 @@ func (s *Shard) reportMove(ln *lane) {
 	s.cfg.Moved(s.id, ln.cfg.Peer, ln.cfg.Index, from, ln.cfg.Remote)
 }
 
-// setRemote points ln (and its previous keys) at to; counted counts it as
-// a move proven by a datagram (lane_moved), not the operator's.
+// setRemote points ln (under all its keys) at to; counted counts it as a
+// move proven by a datagram (lane_moved), not the operator's.
 func (s *Shard) setRemote(ln *lane, to netip.AddrPort, counted bool) {
 	ln.cfg.Remote = to
-	if ln.prev != nil {
-		ln.prev.cfg.Remote = to
-	}
 	ln.delay = pathDelay{} // a new path: its round trip is learnt anew
 	if counted {
 		ln.moves++
@@ -194,7 +189,7 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 		if !ok || next == ln.cfg.Remote {
 			continue
 		}
-		if follow && s.now.Sub(ln.heard()) < followQuiet {
+		if follow && s.now.Sub(ln.lastRx) < followQuiet {
 			ln.followTo, ln.followAt = next, s.now
 			continue
 		}
@@ -209,7 +204,7 @@ func (s *Shard) followPending(ln *lane) {
 	if !ln.followTo.IsValid() {
 		return
 	}
-	if ln.heard().After(ln.followAt) {
+	if ln.lastRx.After(ln.followAt) {
 		ln.followTo = netip.AddrPort{} // its address still works
 		return
 	}

@@ -173,18 +173,18 @@ func TestIdleLaneTrimmed(t *testing.T) {
 		feed(sb, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", i).data)
 	}
 	ln := sb.table.owned[0]
-	if ln.dec.StoredBytes() == 0 {
+	if ln.cur.dec.StoredBytes() == 0 {
 		t.Fatal("decoder holds nothing after traffic")
 	}
 	sb.now = sb.now.Add(2 * time.Second)
 	sb.tick()
-	if ln.dec.StoredBytes() == 0 {
+	if ln.cur.dec.StoredBytes() == 0 {
 		t.Fatal("trimmed a lane that received 2 s ago")
 	}
 	sb.now = sb.now.Add(laneIdleTrim)
 	sb.tick()
-	if ln.dec.StoredBytes() != 0 {
-		t.Fatalf("idle lane still holds %d bytes", ln.dec.StoredBytes())
+	if ln.cur.dec.StoredBytes() != 0 {
+		t.Fatalf("idle lane still holds %d bytes", ln.cur.dec.StoredBytes())
 	}
 	feed(sb, addrA, sendOne(t, a, 0, "10.1.0.5", "10.2.0.9", 9).data)
 	if len(b.tun[0]) != 4 {

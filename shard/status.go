@@ -50,7 +50,7 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 			if ln == nil {
 				continue
 			}
-			k, r := ln.enc.Ratio()
+			k, r := ln.cur.enc.Ratio()
 			rec, lost := ln.fecCounts()
 			var loss float64
 			var lossOK bool
@@ -62,9 +62,9 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 			out = append(out, LaneStatus{
 				Peer: peer, Index: i, Shard: s.id, Remote: ln.cfg.Remote, Local: ln.cfg.Local,
 				TxPackets: ln.txPackets, TxBytes: ln.txBytes, RxPackets: ln.rxPackets, RxBytes: ln.rxBytes,
-				LastRx: ln.heard(), LastTx: ln.lastTx, K: k, R: r, Depth: ln.enc.Depth(),
+				LastRx: ln.lastRx, LastTx: ln.lastTx, K: k, R: r, Depth: ln.cur.enc.Depth(),
 				Recovered: rec, Unrecov: lost,
-				Confirmed: ln.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
+				Confirmed: ln.cur.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
 				Padded: s.cfg.Padding.Mode != PadOff && ln.padded(),
 				Loss:   loss, LossOK: lossOK, Path: path, RTT: ln.delay.latest(), RTTLo: ln.delay.least(),
 			})

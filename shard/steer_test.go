@@ -14,9 +14,10 @@ import (
 
 // fakeSteer is a lane map in memory: what udp.Steering would hold.
 type fakeSteer struct {
-	at      map[netip.AddrPort]*udp.Conn
-	full    bool               // the map has no room
-	members map[*udp.Conn]bool // the group's sockets; nil: every socket
+	at       map[netip.AddrPort]*udp.Conn
+	full     bool               // the map has no room
+	members  map[*udp.Conn]bool // the group's sockets; nil: every socket
+	unsteers int                // entries removed
 }
 
 func (f *fakeSteer) Steer(r netip.AddrPort, c *udp.Conn, proven bool) udp.SteerResult {
@@ -39,6 +40,7 @@ func (f *fakeSteer) Steer(r netip.AddrPort, c *udp.Conn, proven bool) udp.SteerR
 func (f *fakeSteer) Unsteer(r netip.AddrPort, c *udp.Conn) {
 	if cur, ok := f.at[r]; ok && cur == c {
 		delete(f.at, r)
+		f.unsteers++
 	}
 }
 

@@ -12,13 +12,14 @@ import (
 // shard to hand the datagram to), egress for a peer's lanes and their
 // owners, roam and the timers for the lanes this shard owns, place.go for
 // the other shards' lanes' keys. Its indexes are kept in step by the
-// methods here and nowhere else: install, setOwner, adopt, forget and
-// removePeer (the lanes' lifecycle), setForeign, hint and hear (hand-over
-// entries). Who may hold an address is claim.go (one owner per address),
-// keeping the listen group's steering map in step with the addresses is
-// steer.go, and what must hold between any two changes is written out, and
-// checked, in table_check.go. Like all of a shard, the table belongs to
-// the shard's goroutine.
+// methods here and nowhere else: install, leave and settle (a rekey),
+// setOwner, adopt, forget and removePeer (the lanes' lifecycle),
+// setForeign, hint and hear (hand-over entries). Who may hold an address
+// is claim.go (one owner per address), keeping the listen group's steering
+// map in step with the addresses is steer.go, and what must hold between
+// any two changes is written out, and checked, in table_check.go. Like all of a shard, the table belongs to
+// the shard's goroutine. A rekey keeps the lane (its keys change:
+// keyset.go), so a lane pointer here names the lane across its sessions.
 
 // laneTable is one shard's lane table (Shard.table).
 type laneTable struct {
@@ -135,24 +136,35 @@ func (t *laneTable) entry(peer PeerID, lanes int) *peerLanes {
 	return pl
 }
 
-// install makes ln, a lane of pl's new session (or new keys for one), the
-// lane this shard owns at its index, in top's place (the lane it had
-// there, nil: none), and gives it its remote if proof p may take the
-// address (claim.go): else ln is found by trial until its datagrams prove
-// it, and the router's early steer of the address goes (dropEarlySteer). Called after ln took what it keeps of top (lane.inherit), before
-// top becomes ln's previous keys.
-func (t *laneTable) install(pl *peerLanes, ln, top *lane, p proof, now time.Time) {
-	t.own(ln, top)
-	if top != nil && t.lanes[top.cfg.Remote] == top && (top.cfg.Remote != ln.cfg.Remote || top.cfg.Conn != ln.cfg.Conn) {
-		// Same address and socket: ln takes the entry in claim below,
-		// without a moment unsteered.
-		t.unbindRemote(top.cfg.Remote)
-	}
+// install makes ln, a lane of pl's new session, the lane this shard owns
+// at its index (the peer's lane there before, if any, got new keys
+// instead: leave, settle), and gives it its remote (settle).
+func (t *laneTable) install(pl *peerLanes, ln *lane, p proof, now time.Time) {
+	t.own(ln)
 	i := ln.cfg.Index
 	pl.local[i], pl.owners[i] = ln, t.self
 	t.dropCandidate(pl, i)
 	t.dropAway(pl, i)
 	t.updateMine(pl)
+	t.settle(ln, p, now)
+}
+
+// leave lets go of the address ln, a lane this shard owns, is bound to
+// when a rekey puts it at another address or socket (remote, conn), before
+// its config changes (Shard.rekey): its steering entry names the socket it
+// leaves. At the same address and socket it keeps its entry, which settle
+// claims again without a moment unsteered.
+func (t *laneTable) leave(ln *lane, remote netip.AddrPort, conn int) {
+	if t.bound(ln) && (ln.cfg.Remote != remote || ln.cfg.Conn != conn) {
+		t.unbindRemote(ln.cfg.Remote)
+	}
+}
+
+// settle gives ln, just installed or rekeyed, its remote if proof p may
+// take the address (claim.go): else ln is found by trial until its
+// datagrams prove it, and the router's early steer of the address goes
+// (dropEarlySteer).
+func (t *laneTable) settle(ln *lane, p proof, now time.Time) {
 	if !t.claim(ln, ln.cfg.Remote, p, now) {
 		t.dropEarlySteer(ln.cfg.Remote, ln.cfg.Conn)
 	}
@@ -213,13 +225,13 @@ func (t *laneTable) adopt(ln *lane, from int, now time.Time) bool {
 	if pl == nil || len(pl.local) != ln.cfg.Lanes || pl.local[i] != nil || pl.owners[i] != from {
 		return false
 	}
-	if c := pl.cand[i]; c != nil && c.rxf != ln.rxf {
+	if c := pl.cand[i]; c != nil && c.rxf != ln.cur.rxf {
 		return false // another session's lane i
 	}
 	t.clock = max(t.clock, ln.title.stamp) // its claims on from came first
 	pl.local[i], pl.owners[i] = ln, t.self
 	t.updateMine(pl)
-	t.own(ln, nil)
+	t.own(ln)
 	t.dropCandidate(pl, i)
 	t.dropAway(pl, i)
 	if !t.claim(ln, ln.cfg.Remote, datagramProof, now) {
@@ -312,14 +324,8 @@ func (t *laneTable) entryOf(pl *peerLanes, index int) (foreignLane, bool) {
 	return f, ok && f.peer == pl.id && f.index == index
 }
 
-// own adds ln to the lanes roam tries, in old's place if old was there.
-func (t *laneTable) own(ln, old *lane) {
-	if old != nil && old.slot >= 0 && old.slot < len(t.owned) && t.owned[old.slot] == old {
-		ln.slot = old.slot
-		t.owned[ln.slot] = ln
-		old.slot = -1
-		return
-	}
+// own adds ln to the lanes roam tries.
+func (t *laneTable) own(ln *lane) {
 	ln.slot = len(t.owned)
 	t.owned = append(t.owned, ln)
 }

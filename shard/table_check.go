@@ -12,11 +12,12 @@ import "fmt"
 //     the entry, setForeign makes none at a bound address).
 //  2. A bound lane is owned and talks to its address: lanes[a] is its peer's
 //     local lane at its index, and its remote is a. So a lane is bound at
-//     one address at most, and a lane's previous keys never are. The
-//     converse does not hold: an owned lane may be bound nowhere (claim.go
-//     refused it its address, or another shard's claim outranked it;
-//     roam.go reaches it by trial). It holds the address by a claim of
-//     this shard's (its title: claim.go), stamped by this shard's clock.
+//     one address at most, whichever keys it holds (a rekey keeps the
+//     lane: keyset.go). The converse does not hold: an owned lane may be
+//     bound nowhere (claim.go refused it its address, or another shard's
+//     claim outranked it; roam.go reaches it by trial). It holds the
+//     address by a claim of this shard's (its title: claim.go), stamped
+//     by this shard's clock.
 //  3. owned is exactly the owned lanes: each at its slot, each its peer's
 //     local lane at its index, as many as the peers' local lanes.
 //  4. A peer's record is whole: its slices all have its lane count; a local

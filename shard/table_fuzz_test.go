@@ -79,9 +79,9 @@ type tableFuzz struct {
 type tableSession struct {
 	lanes     int
 	initiator bool
-	place     []int   // control.Core's p.place: the shard owning each lane
-	send      []*lane // the peer's lanes: their sealers and framers
-	prev      []*lane // the previous session's (same lane count), nil: none
+	place     []int     // control.Core's p.place: the shard owning each lane
+	send      []*keyset // the peer's lanes' keys: their sealers and framers
+	prev      []*keyset // the previous session's (same lane count), nil: none
 }
 
 func newTableFuzz(t *testing.T, in *fuzzIn) *tableFuzz {
@@ -173,7 +173,7 @@ func (h *tableFuzz) install() {
 	k1, k2 := [32]byte{1, h.epoch}, [32]byte{2, h.epoch}
 	ours, theirs := crypto.NewSessionKeys(k1, k2, false), crypto.NewSessionKeys(k1, k2, true)
 	ss := h.sess[p]
-	next := &tableSession{lanes: lanes, initiator: initiator, send: make([]*lane, lanes)}
+	next := &tableSession{lanes: lanes, initiator: initiator, send: make([]*keyset, lanes)}
 	if ss != nil && ss.lanes == lanes {
 		next.prev, next.place = ss.send, ss.place
 	}
@@ -211,11 +211,11 @@ func (h *tableFuzz) install() {
 		if fl&32 != 0 && i == fromLane {
 			lc.Offered = tableAddr(ip&0xc | (ports>>(2*i)+1)&3) // a NAT rewrote the port
 		}
-		peerLane, err := newLane(LaneConfig{Peer: peer, Index: i, Lanes: lanes, Send: theirs.SendLane(i), Recv: theirs.RecvLane(i), FEC: fec.EncoderConfig{K: 4}})
+		peerKeys, err := newKeyset(&LaneConfig{Peer: peer, Index: i, Lanes: lanes, Send: theirs.SendLane(i), Recv: theirs.RecvLane(i), FEC: fec.EncoderConfig{K: 4}}, time.Time{})
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		next.send[i] = peerLane
+		next.send[i] = peerKeys
 		owner := next.place[i]
 		if h.steer != nil && !initiator {
 			h.steer.Steer(lc.Remote, h.conns[owner][0], false)
@@ -296,16 +296,16 @@ func (h *tableFuzz) datagram() {
 		}
 	default:
 		i := int(fl>>2) % ss.lanes
-		ln := ss.send[i]
+		ks := ss.send[i]
 		if fl&0x80 != 0 && ss.prev != nil {
-			ln = ss.prev[i]
+			ks = ss.prev[i]
 		}
 		body := []byte{ctlKeepalive, byte(fl) & heardYou, 0, 0}
-		sym, err := ln.sealer.SealSymbol(h.buf[crypto.HeaderLen:], controlAD[:], body)
+		sym, err := ks.sealer.SealSymbol(h.buf[crypto.HeaderLen:], controlAD[:], body)
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		d = ln.txf.Frame(h.buf[:], crypto.Header{Kind: crypto.KindControl}, len(sym))
+		d = ks.txf.Frame(h.buf[:], crypto.Header{Kind: crypto.KindControl}, len(sym))
 		h.last = append(h.last[:0], d...)
 	}
 	feed(h.sd.shards[int(fl>>4)%tableShards], tableAddr(a), d)

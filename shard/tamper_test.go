@@ -138,7 +138,7 @@ func TestSilentTellsOldFraming(t *testing.T) {
 				inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 100, 0))
 				deliverAll(t, a, b, nil)
 			}
-			txf := sa.table.lanes[addrB].txf
+			txf := sa.table.lanes[addrB].cur.txf
 			buf := make([]byte, 512)
 			start := sb.now
 			for step := range 80 {
