@@ -36,7 +36,7 @@ func newTestRouter(t testing.TB) *Router {
 		t.Fatal(err)
 	}
 	s, err := shard.New(shard.Config{ID: 0, CPU: -1, Mesh: r.mesh, Table: &r.table,
-		Conns: []*udp.Conn{control.ConnGroup: r.group[0], control.ConnLane: lc}})
+		Conns: []shard.Socket{control.ConnGroup: r.group[0], control.ConnLane: lc}})
 	if err != nil {
 		t.Fatal(err)
 	}

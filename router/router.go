@@ -241,7 +241,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	for i := range nsh {
 		s, err := shard.New(shard.Config{
 			ID: i, CPU: r.cpus[i], TUN: r.dev.Queues[i],
-			Conns:     []*udp.Conn{control.ConnGroup: r.group[i], control.ConnLane: r.laneSk[i]},
+			Conns:     []shard.Socket{control.ConnGroup: r.group[i], control.ConnLane: r.laneSk[i]},
 			Strangers: r.stranger(i),
 			Mesh:      r.mesh, Table: &r.table,
 			// The handshake path: it takes the core's lock only for a
