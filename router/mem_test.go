@@ -41,6 +41,8 @@ func newTestRouter(t testing.TB) *Router {
 		t.Fatal(err)
 	}
 	r.shards = []*shard.Shard{s}
-	r.core = control.New(control.Deps{Local: r.local, Plane: plane{r}, Log: r.log})
+	pl := r.newPlane()
+	pl.shards = r.shards
+	r.core = control.New(control.Deps{Local: r.local, Plane: pl, Log: r.log})
 	return r
 }
