@@ -36,11 +36,13 @@ func newTestRouter(t testing.TB) *Router {
 		t.Fatal(err)
 	}
 	s, err := shard.New(shard.Config{ID: 0, CPU: -1, Mesh: r.mesh, Table: &r.table,
-		Conns: []*udp.Conn{control.ConnGroup: r.group[0], control.ConnLane: lc}})
+		Conns: []shard.Socket{control.ConnGroup: r.group[0], control.ConnLane: lc}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r.shards = []*shard.Shard{s}
-	r.core = control.New(control.Deps{Local: r.local, Plane: plane{r}, Log: r.log})
+	pl := r.newPlane()
+	pl.shards = r.shards
+	r.core = control.New(control.Deps{Local: r.local, Plane: pl, Log: r.log})
 	return r
 }

@@ -233,42 +233,31 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 	if r.mesh, err = shard.NewMesh(nsh); err != nil {
 		return nil, err
 	}
-	r.core = control.New(control.Deps{Local: r.local, Plane: plane{r}, Log: r.log,
+	pl := r.newPlane()
+	r.core = control.New(control.Deps{Local: r.local, Plane: pl, Log: r.log,
 		RekeyAfter: opts.RekeyAfter, FEC: cfg.Interface.FEC, KeyLog: keyLogWriter(r.keyLog),
 		Steered: r.steer != nil})
 	c := r.core
 	r.resolver = newResolver(r.lookup, bind, c, r.log, opts.ResolveEvery)
 	for i := range nsh {
-		s, err := shard.New(shard.Config{
+		s, err := shard.New(withCore(shard.Config{
 			ID: i, CPU: r.cpus[i], TUN: r.dev.Queues[i],
-			Conns:     []*udp.Conn{control.ConnGroup: r.group[i], control.ConnLane: r.laneSk[i]},
+			Conns:     []shard.Socket{control.ConnGroup: r.group[i], control.ConnLane: r.laneSk[i]},
 			Strangers: r.stranger(i),
 			Mesh:      r.mesh, Table: &r.table,
-			// The handshake path: it takes the core's lock only for a
-			// handshake message that passed its mac1.
-			Unmatched: c.Unmatched,
-			// Lane events: queued for the control loop (Start) without
-			// the core's lock, so a shard never waits for it.
-			NoSession: c.NoSession,
-			Moved: func(sh int, p shard.PeerID, i int, from, to netip.AddrPort) {
-				c.FollowMoved(sh, p, i, from, to) // the other shards follow now, in order
-				c.PeerMoved(sh, p, i, from, to)
-			},
-			Silent:    c.PeerSilent,
-			Misplaced: c.LaneMisplaced,
-			Confirmed: c.LaneConfirmed,
 			// Writing TCP superpackets needs only the header; UDP ones
 			// need a kernel with USO, which the device's grant proves.
 			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,
 			CoalesceUDP: r.dev.Offloads.USO && !off.GRO,
 			Padding:     shardPadding(cfg.Interface),
 			Steer:       r.steerer(),
-		})
+		}, c))
 		if err != nil {
 			return nil, err
 		}
 		r.shards = append(r.shards, s)
 	}
+	pl.shards = r.shards
 	if err := c.SetPeers(cfg.Peers); err != nil {
 		return nil, err
 	}
@@ -305,21 +294,11 @@ func (r *Router) Start() error {
 	}()
 	go func() {
 		// The control loop: the shards' lane events as they come, the
-		// timers every TimerPeriod; the core's only caller of Step and
-		// Tick.
+		// timers every TimerPeriod.
 		defer r.wg.Done()
 		t := time.NewTicker(control.TimerPeriod)
 		defer t.Stop()
-		for {
-			select {
-			case <-r.stop:
-				return
-			case <-r.core.Wake():
-				r.core.Step()
-			case now := <-t.C:
-				r.core.Tick(now)
-			}
-		}
+		controlLoop(r.core, r.stop, t.C)
 	}()
 	go func() {
 		defer r.wg.Done()
@@ -334,6 +313,20 @@ func (r *Router) Start() error {
 	}
 	r.isUp.Store(true)
 	return nil
+}
+
+// newPlane is the control core's DataPlane over r's sockets; its shards
+// are set once New made them.
+func (r *Router) newPlane() *plane {
+	pl := &plane{log: r.log, table: &r.table}
+	for i := range r.laneSk {
+		pl.group = append(pl.group, r.group[i])
+		pl.lanes = append(pl.lanes, r.laneSk[i])
+	}
+	if st := r.steer; st != nil {
+		pl.steer = func(remote netip.AddrPort, owner int) { st.Steer(remote, r.group[owner], false) }
+	}
+	return pl
 }
 
 // peerConfigs is the running configuration's peers.

@@ -72,9 +72,9 @@ func (r *Router) steerer() shard.Steerer {
 	return r.steer
 }
 
-// stranger is shard i's strangers' socket, or nil when the group steers by
-// port.
-func (r *Router) stranger(i int) *udp.Conn {
+// stranger is shard i's strangers' socket, or nil (a nil interface: the
+// shard polls any other) when the group steers by port.
+func (r *Router) stranger(i int) shard.Socket {
 	if i < len(r.strangers) {
 		return r.strangers[i]
 	}

@@ -56,7 +56,11 @@ func newSideConns(t testing.TB, n int, routes []Route, pool int, conns func(i in
 	sd := &side{mesh: m, sent: make([][]wireDgram, n), tun: make([][][]byte, n)}
 	sd.table.Store(NewTable(routes))
 	for i := range n {
-		s, err := New(Config{ID: i, CPU: -1, Conns: conns(i), Mesh: m, Table: &sd.table, Pool: pool})
+		var socks []Socket
+		for _, c := range conns(i) {
+			socks = append(socks, c) // a nil *udp.Conn too: never sent on (sendHook)
+		}
+		s, err := New(Config{ID: i, CPU: -1, Conns: socks, Mesh: m, Table: &sd.table, Pool: pool})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -67,7 +67,7 @@ func level2(b *testing.B, n, size, count int) {
 	var shards []*Shard
 	var sets [][][]byte
 	for i := range n {
-		s, err := New(Config{ID: i, CPU: i, Conns: []*udp.Conn{group[i]}, Strangers: strangers[i], Mesh: m, Table: &table, Steer: st})
+		s, err := New(Config{ID: i, CPU: i, Conns: []Socket{group[i]}, Strangers: strangers[i], Mesh: m, Table: &table, Steer: st})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/yip-router/yip-router/shard/udp"
 )
 
 // Pin locks the calling goroutine to its OS thread and binds that thread
@@ -180,7 +178,7 @@ func (s *Shard) readStrangers(busy bool) int {
 // recvBatch receives up to max messages from sock and runs ingress on
 // each datagram in place, as received on conn; a UDP GRO message is cut
 // into its datagrams here. It returns the datagrams and their bytes.
-func (s *Shard) recvBatch(sock *udp.Conn, conn, max int) (got, bytes int) {
+func (s *Shard) recvBatch(sock Socket, conn, max int) (got, bytes int) {
 	n, err := sock.Recv(s.rx, max)
 	if err != nil || n == 0 {
 		return 0, 0

@@ -113,7 +113,7 @@ func (g *gw) start(t *testing.T, routes []Route) {
 	t.Helper()
 	g.table.Store(NewTable(routes))
 	for i := range g.dev.Queues {
-		cfg := Config{ID: i, CPU: i % 2, TUN: g.dev.Queues[i], Conns: g.conns[i], Mesh: g.mesh, Table: &g.table}
+		cfg := Config{ID: i, CPU: i % 2, TUN: g.dev.Queues[i], Conns: []Socket{g.conns[i][0]}, Mesh: g.mesh, Table: &g.table}
 		if g.steer != nil {
 			cfg.Steer, cfg.Strangers = g.steer, g.strangers[i]
 		}

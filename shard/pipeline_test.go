@@ -262,7 +262,7 @@ func TestSendRefusalsCounted(t *testing.T) {
 	tx, rx := conns[0], conns[1]
 	a := newSide(t, 1, []Route{{netip.MustParsePrefix("10.2.0.0/16"), 2}, {netip.MustParsePrefix("10.3.0.0/16"), 3}})
 	s := a.shards[0]
-	s.cfg.Conns = []*udp.Conn{tx}
+	s.cfg.Conns = []Socket{tx}
 	s.sendHook = nil
 	var k1, k2 [32]byte
 	rand.Read(k1[:])

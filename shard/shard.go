@@ -36,20 +36,55 @@ const (
 	defaultPool = 8192
 )
 
+// Socket is what the loop does with one of its UDP sockets: wait for it in
+// poll(2), and receive and send batches without blocking. *udp.Conn is the
+// real one; internal/memnet's sockets carry datagrams in memory (the
+// router's pair test). The lane table also hands a *udp.Conn to the
+// listen group's Steerer (steer.go): only real sockets are in a group.
+type Socket interface {
+	// Fd is the descriptor poll(2) waits on: readable while datagrams
+	// wait.
+	Fd() int
+	// Recv fills b's first messages (udp.Conn.Recv); 0 when none wait.
+	Recv(b *udp.Batch, n int) (int, error)
+	// Send sends b's first n datagrams and marks b.Sent (udp.Conn.Send).
+	Send(b *udp.Batch, n int) (int, error)
+	// GRO: a message may carry several datagrams (64 KB buffers).
+	GRO() bool
+}
+
+// TUNQueue is what the loop does with its TUN queue: *tun.Queue, or an
+// in-memory queue (internal/memnet).
+type TUNQueue interface {
+	// Fd is the descriptor poll(2) waits on: readable while packets wait.
+	Fd() int
+	// Read reads one packet without blocking; (0, nil) when none waits.
+	Read(b []byte) (int, error)
+	// Write writes one packet without blocking.
+	Write(b []byte) error
+	// VnetHdr: every read and write starts with a virtio_net_hdr.
+	VnetHdr() bool
+}
+
+var (
+	_ Socket   = (*udp.Conn)(nil)
+	_ TUNQueue = (*tun.Queue)(nil)
+)
+
 // Config describes one shard.
 type Config struct {
 	ID    int
-	CPU   int         // CPU to pin the shard's thread to; -1: leave unpinned
-	TUN   *tun.Queue  // the shard's TUN queue; nil for in-memory tests
-	Conns []*udp.Conn // the shard's sockets (listen-group member, lane socket)
+	CPU   int      // CPU to pin the shard's thread to; -1: leave unpinned
+	TUN   TUNQueue // the shard's TUN queue; nil: none (tests that feed egress themselves)
+	Conns []Socket // the shard's sockets (listen-group member, lane socket)
 	// Strangers is the shard's strangers' socket in the listen group
 	// (nil where the group steers by port): datagrams from sources no
 	// lane is steered for, handshakes and junk among them. The shard
 	// reads it after its lane traffic, within a budget per loop
 	// (readStrangers), and takes its datagrams as arriving on Conns[0],
 	// which is bound to the same address and port: answers leave from
-	// there.
-	Strangers *udp.Conn
+	// there. A nil interface, not a nil *udp.Conn, says there is none.
+	Strangers Socket
 	Mesh      *Mesh
 	// Table is the shared route table, swapped atomically by the router.
 	Table *atomic.Pointer[Table]
@@ -210,7 +245,7 @@ func New(cfg Config) (*Shard, error) {
 	// longer (and is refused, ingress.go) instead of truncated.
 	rxSize := BufSize + 1
 	for _, c := range cfg.Conns {
-		if c.GRO() {
+		if c != nil && c.GRO() {
 			rxSize = offload.MaxPacket
 		}
 	}

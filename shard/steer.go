@@ -28,6 +28,14 @@ type Steerer interface {
 // that call the Steerer, save the router's early steer of a responder's
 // lane (router/plane.go), which dropEarlySteer may take back.
 
+// groupConn is socket i as the Steerer knows it. The group's map is the
+// kernel's, keyed by real sockets; a shard on other sockets
+// (internal/memnet) has no Steerer, and this is nil.
+func (t *laneTable) groupConn(i int) *udp.Conn {
+	c, _ := t.cfg.Conns[i].(*udp.Conn)
+	return c
+}
+
 // bind makes ln the lane ingress finds at addr and steers addr to ln's
 // socket. proven: a datagram under ln's keys came from addr (a
 // handshake's source address, or a follow of another lane's move, is
@@ -52,7 +60,7 @@ func (t *laneTable) steer(addr netip.AddrPort, ln *lane, proven bool, now time.T
 	if t.cfg.Steer == nil {
 		return
 	}
-	switch t.cfg.Steer.Steer(addr, t.cfg.Conns[ln.cfg.Conn], proven) {
+	switch t.cfg.Steer.Steer(addr, t.groupConn(ln.cfg.Conn), proven) {
 	case udp.Steered:
 		// A proven claim may have just taken the entry back from another
 		// socket: the datagrams in flight still go there for a moment.
@@ -76,7 +84,7 @@ func (t *laneTable) unbindRemote(addr netip.AddrPort) {
 	ln := t.lanes[addr]
 	delete(t.lanes, addr)
 	if ln != nil && t.cfg.Steer != nil {
-		t.cfg.Steer.Unsteer(addr, t.cfg.Conns[ln.cfg.Conn])
+		t.cfg.Steer.Unsteer(addr, t.groupConn(ln.cfg.Conn))
 		ln.steered = false
 	}
 }
@@ -100,6 +108,6 @@ func (t *laneTable) dropEarlySteer(addr netip.AddrPort, conn int) {
 		return
 	}
 	if ln := t.lanes[addr]; ln == nil || ln.cfg.Conn != conn {
-		t.cfg.Steer.Unsteer(addr, t.cfg.Conns[conn])
+		t.cfg.Steer.Unsteer(addr, t.groupConn(conn))
 	}
 }

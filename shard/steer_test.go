@@ -177,8 +177,8 @@ func TestSteerEarlyDroppedWhenInstallRefused(t *testing.T) {
 	fs := &fakeSteer{}
 	_, _, sb := steeredSides(t, 2, fs, false)
 	shared := netip.MustParseAddrPort("192.0.2.50:40000")
-	sb.SetLaneOwner(3, 1, 0, 1, shared, nil) // peer 3's lane, on shard 1, unsteered
-	fs.Steer(shared, sb.cfg.Conns[0], false) // router/plane.go's early steer for peer 1's lane
+	sb.SetLaneOwner(3, 1, 0, 1, shared, nil)       // peer 3's lane, on shard 1, unsteered
+	fs.Steer(shared, sb.table.groupConn(0), false) // router/plane.go's early steer for peer 1's lane
 	var k1, k2 [32]byte
 	k1[0] = 9
 	keys := crypto.NewSessionKeys(k1, k2, false)
