@@ -188,6 +188,16 @@ type erasures struct {
 	m   mulAdder
 	inv [MaxR][MaxR]byte
 	a   [MaxR][MaxR]byte
+
+	// The Decoder's scratch of one recovery: the group's symbols by role,
+	// the lost data indices and parity rows used, and the slabs the lost
+	// data is recovered into (tmp, out).
+	data   [MaxK][]byte
+	parity [MaxR][]byte
+	out    [MaxR][]byte
+	lost   [MaxR]uint8
+	rows   [MaxR]uint8
+	tmp    [MaxR]int16
 }
 
 // solve sets out[x] to lost data symbol lost[x] of a group of k data

@@ -122,15 +122,10 @@ type Decoder struct {
 	free     []int16
 	maxSlabs int
 
-	// Scratch of one recovery (tryRecover): the group's symbols by role
-	// and the slabs its lost data is recovered into.
-	data   [MaxK][]byte
-	parity [MaxR][]byte
-	out    [MaxR][]byte
-	lost   [MaxR]uint8
-	rows   [MaxR]uint8
-	tmp    [MaxR]int16
-	er     *erasures
+	// er is the recovery's solver and scratch (tryRecover), made at the
+	// first recovery and released by Trim: a lane that never recovers
+	// does not carry it.
+	er *erasures
 
 	stats Stats
 	loss  LossReport
@@ -466,19 +461,21 @@ func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 		if b := s.bufs[i]; b >= 0 {
 			buf := d.arena[b][:size]
 			clear(buf[lenPrefix+int(s.lens[i]):])
-			d.data[i] = buf
+			d.er.data[i] = buf
 			continue
 		}
-		d.data[i] = nil
+		d.er.data[i] = nil
 		t := d.takeSlab(s)
 		if t < 0 {
 			d.releaseTmp(e)
+			clear(d.er.data[:i])
+			clear(d.er.out[:e])
 			d.stats.NotStored++
 			return
 		}
-		d.tmp[e], d.lost[e] = t, uint8(i)
-		d.out[e] = d.arena[t][:size]
-		clear(d.out[e])
+		d.er.tmp[e], d.er.lost[e] = t, uint8(i)
+		d.er.out[e] = d.arena[t][:size]
+		clear(d.er.out[e])
 		e++
 	}
 	// As many parity symbols as data symbols are lost: the first to have
@@ -486,22 +483,23 @@ func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 	n := 0
 	for j := 0; j < r && n < e; j++ {
 		if b := s.bufs[k+j]; b >= 0 {
-			d.parity[n], d.rows[n] = d.arena[b][:size], uint8(j)
+			d.er.parity[n], d.er.rows[n] = d.arena[b][:size], uint8(j)
 			n++
 		}
 	}
-	ok := n == e && d.er.solve(d.data[:k], d.lost[:e], d.parity[:e], d.rows[:e], d.out[:e])
-	clear(d.data[:k])
-	clear(d.parity[:e])
+	ok := n == e && d.er.solve(d.er.data[:k], d.er.lost[:e], d.er.parity[:e], d.er.rows[:e], d.er.out[:e])
+	clear(d.er.data[:k])
+	clear(d.er.parity[:e])
 	if !ok {
 		d.releaseTmp(e)
+		clear(d.er.out[:e])
 		d.corrupt(s)
 		return
 	}
 	refused := false
-	for x, i := range d.lost[:e] {
-		b := d.out[x]
-		d.out[x] = nil
+	for x, i := range d.er.lost[:e] {
+		b := d.er.out[x]
+		d.er.out[x] = nil
 		if s.delivered.has(int(i)) {
 			continue // delivered before, only not stored
 		}
@@ -537,12 +535,14 @@ func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 // Stored data symbols all opened (a refused one is never kept), so a
 // parity symbol the reconstruction used was changed on the path: the group
 // forgets every parity symbol it holds, as if none had arrived, and waits
-// for more. After R such reconstructions it gives up, so changed copies
-// cost at most R reconstructions per group.
+// for more. After maxSpoils such reconstructions (or R, if fewer) it gives
+// up, so changed copies cost at most maxSpoils reconstructions per group:
+// with up to 63 parity symbols, one per parity symbol would let an
+// on-path attacker buy dozens of reconstructions per group.
 func (d *Decoder) spoiled(s *slot) {
 	d.stats.Spoiled++
 	s.spoiled++
-	if s.spoiled >= s.r {
+	if s.spoiled >= min(s.r, maxSpoils) {
 		s.state = stateDone
 		d.freeBufs(s)
 		return
@@ -555,8 +555,12 @@ func (d *Decoder) spoiled(s *slot) {
 	}
 }
 
+// maxSpoils is how many refused reconstructions a group allows (spoiled):
+// enough to get past one changed copy, no more.
+const maxSpoils = 2
+
 func (d *Decoder) releaseTmp(n int) {
-	d.free = append(d.free, d.tmp[:n]...)
+	d.free = append(d.free, d.er.tmp[:n]...)
 }
 
 // store reserves a slab for symbol idx of s and returns it, or -1 if the cap

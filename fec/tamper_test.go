@@ -132,7 +132,7 @@ func TestDecoderChangedParityRecovers(t *testing.T) {
 	}
 }
 
-// Changed parity costs a group at most R reconstructions: after that it
+// Changed parity costs a group at most maxSpoils reconstructions: after it
 // gives up, nothing changed is delivered, a late original of the lost
 // symbol is still taken once, and the window goes on to the next group.
 func TestDecoderChangedParityBounded(t *testing.T) {
@@ -149,8 +149,8 @@ func TestDecoderChangedParityBounded(t *testing.T) {
 		}
 	}
 	st := d.Stats()
-	if s.has(wire[7].b) || st.Spoiled != 4 || st.Rejected != 4 || st.Recovered != 0 {
-		t.Fatalf("R=4: want 4 spoiled reconstructions and nothing recovered; stats %+v", st)
+	if s.has(wire[7].b) || st.Spoiled != maxSpoils || st.Rejected != maxSpoils || st.Recovered != 0 {
+		t.Fatalf("R=4: want %d spoiled reconstructions and nothing recovered; stats %+v", maxSpoils, st)
 	}
 	d.Push(wire[7].m, wire[7].b, t0, s.deliver) // the late original
 	d.Push(wire[7].m, wire[7].b, t0, s.deliver) // and a duplicate of it
