@@ -80,8 +80,14 @@ func TestAdapterRTTAndRekey(t *testing.T) {
 	if nb.cur.enc == enc || nb.adapt != ad {
 		t.Fatal("the rekey did not keep the lane's adapter for the new keys' encoder")
 	}
+	// Within what an older peer reads until the new keys' hello says
+	// it reads long groups; then what the adapter learned.
+	if nk, nr := nb.cur.enc.Ratio(); nk > fec.LegacyMaxK || nr > fec.LegacyMaxR {
+		t.Fatalf("the rekey's encoder runs %d:%d before the peer's hello", nk, nr)
+	}
+	sb.control(nb, []byte{ctlKeepalive, Features, 0, 50})
 	if nk, nr := nb.cur.enc.Ratio(); nk != k || nr != r {
-		t.Fatalf("the rekey's encoder runs %d:%d, the adapter had learned %d:%d", nk, nr, k, r)
+		t.Fatalf("the rekey's encoder runs %d:%d after the hello, the adapter had learned %d:%d", nk, nr, k, r)
 	}
 	if got, want := sa.table.lanes[addrB].adapt.Target(), fec.TCPResidual(80*time.Millisecond); got != want {
 		t.Fatalf("the initiator's rekey did not take the new round trip: %g, want %g", got, want)

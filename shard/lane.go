@@ -305,7 +305,10 @@ func (s *Shard) rekey(ln *lane, cfg LaneConfig, ks *keyset, ad *fec.Adapter) {
 	}
 	ln.setRTT(rtt)
 	// Same peer process, most likely: what it reads carries over until
-	// its hello says else.
+	// its hello says else, but for long FEC groups, which a peer that
+	// restarted as an older router would refuse whole (data included)
+	// until its hello: those wait for the new keys' hello, a second.
+	ln.peerFeatures &^= FeatureLongGroups
 	ln.applyFEC()
 	ln.helloDue, ln.heardPeer, ln.acked, ln.hellos, ln.helloAt = false, false, false, 0, time.Time{}
 	ln.followTo = netip.AddrPort{}
