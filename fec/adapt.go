@@ -346,6 +346,10 @@ const (
 	PathUnknown PathState = iota // no recent delay sample
 	PathClear                    // the round trip stands near its least
 	PathQueued                   // well above it: a queue is building
+	// PathDrained: the round trip stands near its least again, but the
+	// sample before found a queue: the loss since is congestion as
+	// under PathQueued, but the queue did not stand (floorReports).
+	PathDrained
 )
 
 // String names the state as show prints it.
@@ -355,12 +359,18 @@ func (s PathState) String() string {
 		return "clear"
 	case PathQueued:
 		return "queued"
+	case PathDrained:
+		return "drained"
 	}
 	return "unknown"
 }
 
 // Path is what SetPath said last.
 func (a *Adapter) Path() PathState { return a.path }
+
+// queuing reports whether loss reported now is congestion: the path
+// queues, or the queue the sample before found has just drained.
+func (a *Adapter) queuing() bool { return a.path == PathQueued || a.path == PathDrained }
 
 // Loss is the wire loss the rule last acted on (ok: it has acted on a
 // report), congestion capped as the rule counts it.
@@ -550,7 +560,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	a.pending = a.pending.Add(rep)
 	a.trackClean(rep)
 	switch {
-	case a.path == PathQueued:
+	case a.queuing():
 		// Tail drops come in runs: not the channel's bursts.
 	case a.burstSkip > 0:
 		// Runs counted at a depth no longer in force would be converted
@@ -566,10 +576,12 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		return a.Ratio()
 	}
 	interval := a.pending
-	congested := a.path == PathQueued && a.pOK
+	congested := a.queuing() && a.pOK
 	ceiling := 0.0
 	if congested {
-		if a.queued++; a.queued >= floorReports {
+		if a.path == PathDrained {
+			a.queued = 0 // the queue came and went
+		} else if a.queued++; a.queued >= floorReports {
 			a.clearP = 0 // a standing queue: see floorReports
 		}
 		// Congestion: the interval counts as losing at most a quarter
@@ -682,7 +694,7 @@ func (a *Adapter) trackClean(rep LossReport) {
 	switch {
 	case rep.Expected > rep.Received:
 		a.clean = 0
-		if a.r < a.cfg.MinR && a.path != PathQueued {
+		if a.r < a.cfg.MinR && !a.queuing() {
 			a.r = a.cfg.MinR
 			for i := range a.partial {
 				a.partial[i] = uint8(a.cfg.MinR)

@@ -853,6 +853,15 @@ func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
 		c.SetPath(PathClear)
 		c.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950})
 	}
+	// A queue that the sample after finds drained, over and over, came
+	// and went: it does not stand, however long it goes on.
+	for i := range 4 * floorReports {
+		c.SetPath([]PathState{PathQueued, PathDrained}[i%2])
+		c.Observe(heavy)
+	}
+	if k, r := c.Ratio(); share(k, r) < calm {
+		t.Fatalf("a queue found and then drained, report after report, took the floor: %d:%d", k, r)
+	}
 	c.SetPath(PathQueued)
 	for range floorReports + 10 {
 		c.Observe(heavy)

@@ -174,9 +174,10 @@ func (d *pathDelay) least() time.Duration {
 }
 
 // state is what the path's round trip says at now: queued when the
-// latest sample, or the one before it, stands above the least (of the
-// recent samples, or of the path's handshakes if smaller) by half of it
-// and at least queueMin, so loss counted now is congestion; unknown
+// latest sample stands above the least (of the recent samples, or of the
+// path's handshakes if smaller) by half of it and at least queueMin;
+// drained when it does not but the sample before it (within
+// 2·sampleStale) did; either way loss counted now is congestion. Unknown
 // without a sample of the last sampleStale, or a peer that does not echo
 // (echo false). A handshake crosses an idle path, while a flow that keeps
 // a queue standing from its first second on (BBR's start-up) leaves no
@@ -184,7 +185,8 @@ func (d *pathDelay) least() time.Duration {
 // counts was lost between the two (about a second apart): a loss-based
 // flow that overflowed the queue has halved and drained it by the time
 // the report comes, and the sample then finds the path clear, while the
-// one before found the queue that overflowed.
+// one before found the queue that overflowed. Only a queue the latest
+// sample finds counts towards a standing one (fec.floorReports).
 //
 // The round trip counts a queue in either direction, and one the lane's
 // own traffic did not build; the adapter never takes the protection a
@@ -199,8 +201,11 @@ func (d *pathDelay) state(now time.Time, echo bool) fec.PathState {
 	}
 	over := max(base/2, queueMin)
 	recent := d.before > 0 && now.Sub(d.beforeAt) <= 2*sampleStale
-	if d.last-base > over || recent && d.before-base > over {
+	switch {
+	case d.last-base > over:
 		return fec.PathQueued
+	case recent && d.before-base > over:
+		return fec.PathDrained
 	}
 	return fec.PathClear
 }
