@@ -139,8 +139,34 @@ func TestTickInitiatesOutsideTheLock(t *testing.T) {
 	if n := ini.npending.Load(); n != 0 {
 		t.Fatalf("%d initiations pending beside the new session", n)
 	}
+
 	resp.deliver(out, ini.addr, ConnGroup)
 	if resp.hs.completed.Load() != 1 || !sessionsAgree(t, ini, resp) {
 		t.Fatal("the peer's handshake did not complete")
 	}
+}
+
+// An initiation decided in a step but dropped before it was sent (its
+// peer's session came or went meanwhile) is no attempt: it does not count
+// towards the warning after unanswered ones, and the next tick may
+// decide again instead of waiting out a backoff.
+func TestDroppedInitiationIsNoAttempt(t *testing.T) {
+	ini, _ := memPair(t, "198.51.100.7:40000")
+	p := ini.peerOf(t)
+	var plans []initPlan
+	ini.locked(func() {
+		ini.initiate(p, ini.now())
+		plans, ini.outbox = ini.outbox, nil
+		p.gen++ // a session came or went before the DH was made
+	})
+	if len(plans) != 1 {
+		t.Fatalf("%d initiations decided, want 1", len(plans))
+	}
+	ini.sendInitiations(plans)
+	ini.locked(func() {
+		if p.attempts != 0 || p.nextTry.After(plans[0].at) || ini.hs.initiated.Load() != 0 {
+			t.Errorf("a dropped initiation: %d attempts, next try %s after it was decided, %d sent",
+				p.attempts, p.nextTry.Sub(plans[0].at), ini.hs.initiated.Load())
+		}
+	})
 }

@@ -203,6 +203,13 @@ func (c *Core) sendInitiations(plans []initPlan) {
 		p, in := pl.p, ins[i]
 		if in == nil || c.peers[p.cfg.PublicKey] != p || p.cp != pl.cp || p.gen != pl.gen ||
 			c.pending[pl.index] != nil || !p.endpoint.IsValid() {
+			if c.peers[p.cfg.PublicKey] == p && p.attempts > 0 {
+				// Not sent: it is no attempt (the warning after
+				// unanswered ones counts what went out), and the next
+				// tick decides again instead of after a backoff.
+				p.attempts--
+				p.nextTry = pl.at
+			}
 			continue
 		}
 		c.clearInit(p)
