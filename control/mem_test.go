@@ -9,6 +9,7 @@ import (
 
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/testclock"
 	"github.com/yip-router/yip-router/shard"
 )
 
@@ -145,23 +146,7 @@ func (f *fakePlane) SetRoutes(t *shard.Table) {
 }
 
 // fakeClock moves only when a test moves it.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return c.t
-}
+type fakeClock = testclock.Clock
 
 // seeded is Random from a seeded PCG: runs repeat exactly.
 type seeded struct{ *mrand.Rand }
@@ -188,7 +173,7 @@ func newMemCore(t testing.TB, addr string, shards int, clock *fakeClock) *memCor
 		t.Fatal(err)
 	}
 	if clock == nil {
-		clock = &fakeClock{t: epoch}
+		clock = testclock.New(epoch)
 	}
 	f := newFakePlane(shards)
 	f.listen = netip.MustParseAddrPort(addr).Port() // the address it answers from
@@ -226,7 +211,7 @@ func memPair(t testing.TB, iniAddr string) (ini, resp *memCore) {
 // memPairShards is memPair with iniShards and respShards shards.
 func memPairShards(t testing.TB, iniAddr string, iniShards, respShards int) (ini, resp *memCore) {
 	t.Helper()
-	clock := &fakeClock{t: epoch}
+	clock := testclock.New(epoch)
 	ini = newMemCore(t, iniAddr, iniShards, clock)
 	resp = newMemCore(t, "192.0.2.1:51820", respShards, clock)
 	if err := ini.SetPeers([]config.Peer{{PublicKey: resp.local.PublicKey(), Endpoint: resp.addr,

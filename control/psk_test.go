@@ -7,6 +7,7 @@ import (
 
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/internal/testclock"
 )
 
 // The responder stays silent to probes: what docs/SECURITY.md's threat
@@ -18,7 +19,7 @@ var testPSK = crypto.PresharedKey{0x5e, 0xc2, 0xe7}
 // memPairPSK is memPair with a PSK on both sides, and LegacyMAC as given.
 func memPairPSK(t testing.TB, iniLegacy, respLegacy bool) (ini, resp *memCore) {
 	t.Helper()
-	clock := &fakeClock{t: epoch}
+	clock := testclock.New(epoch)
 	ini = newMemCore(t, "198.51.100.7:40000", 1, clock)
 	resp = newMemCore(t, "192.0.2.1:51820", 1, clock)
 	if err := ini.SetPeers([]config.Peer{{PublicKey: resp.local.PublicKey(), PresharedKey: testPSK,

@@ -5,13 +5,14 @@ import (
 	"testing"
 
 	"github.com/yip-router/yip-router/config"
+	"github.com/yip-router/yip-router/internal/testclock"
 )
 
 // An Endpoint name's new address (SetResolvedEndpoint): a peer without an
 // address gets it and starts a handshake; a working session keeps its
 // address; handshakes that go unanswered move to the new one at once.
 func TestSetResolvedEndpoint(t *testing.T) {
-	clock := &fakeClock{t: epoch}
+	clock := testclock.New(epoch)
 	ini := newMemCore(t, "198.51.100.7:40000", 1, clock)
 	resp := newMemCore(t, "192.0.2.1:51820", 1, clock)
 	name := config.HostPort{Host: "gw.example", Port: 51820}

@@ -7,13 +7,13 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest/observer"
-
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
+	"github.com/yip-router/yip-router/internal/testclock"
 	"github.com/yip-router/yip-router/shard"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // Sessions and the timers that make and end them, in memory on a fake
@@ -23,7 +23,7 @@ import (
 // initiate; small is the one with the smaller public key.
 func symmetric(t *testing.T) (small, large *memCore) {
 	t.Helper()
-	clock := &fakeClock{t: epoch}
+	clock := testclock.New(epoch)
 	a := newMemCore(t, "192.0.2.10:51820", 1, clock)
 	b := newMemCore(t, "192.0.2.20:51820", 1, clock)
 	for _, x := range [][2]*memCore{{a, b}, {b, a}} {

@@ -1,6 +1,6 @@
 package router
 
-// The in-memory pair (issue 26, item 6; wireguard-go's genTestPair is the
+// The in-memory pair (wireguard-go's genTestPair is the
 // model): two routers, each a real control core and two real shard loops
 // wired as New wires them (plane, withCore, controlLoop), over
 // internal/memnet's wire and TUN queues instead of sockets and a TUN
@@ -28,15 +28,15 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/zap/zapcore"
-	"go.uber.org/zap/zaptest"
-
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/control"
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
 	"github.com/yip-router/yip-router/internal/memnet"
+	"github.com/yip-router/yip-router/internal/testclock"
 	"github.com/yip-router/yip-router/shard"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest"
 )
 
 const (
@@ -60,25 +60,6 @@ const (
 )
 
 var pairFEC = fec.Mode{Kind: fec.ModeFixed, K: 8, R: 2}
-
-// pairClock is the cores' clock: it moves when the test moves it.
-type pairClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *pairClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *pairClock) advance(d time.Duration) time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-	return c.t
-}
 
 // pairRand is seeded randomness for a core (control.Random), locked: the
 // core draws from it on shard goroutines too.
@@ -114,7 +95,7 @@ type memRouter struct {
 
 // newMemRouter starts a router with pairShards shards at addr on w, with
 // the cores' clock; it stops when the test ends.
-func newMemRouter(t *testing.T, w *memnet.Wire, clock *pairClock, name, addr, inner string, seed uint64) *memRouter {
+func newMemRouter(t *testing.T, w *memnet.Wire, clock *testclock.Clock, name, addr, inner string, seed uint64) *memRouter {
 	t.Helper()
 	priv, err := crypto.GeneratePrivateKey()
 	if err != nil {
@@ -227,13 +208,13 @@ func (r *memRouter) count(c shard.Counter) uint64 {
 // pair is the two routers, their wire and their clock.
 type pair struct {
 	wire  *memnet.Wire
-	clock *pairClock
+	clock *testclock.Clock
 	a, b  *memRouter
 }
 
 // tick moves the clock by d and runs both cores' timers there.
 func (p *pair) tick(d time.Duration) {
-	now := p.clock.advance(d)
+	now := p.clock.Advance(d)
 	p.a.ticks <- now
 	p.b.ticks <- now
 }
@@ -403,7 +384,7 @@ func seqOf(p []byte) (uint32, bool) {
 // TestPair: handshake → lanes on both shards → data both ways under loss
 // → roam → rekey → peer removal, two routers in memory.
 func TestPair(t *testing.T) {
-	p := &pair{wire: memnet.NewWire(), clock: &pairClock{t: time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)}}
+	p := &pair{wire: memnet.NewWire(), clock: testclock.New(time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC))}
 	// a (the initiator: it has b's Endpoint) and b (responder only).
 	p.a = newMemRouter(t, p.wire, p.clock, "a", "192.0.2.1", "10.1.0.1", 1)
 	p.b = newMemRouter(t, p.wire, p.clock, "b", "198.51.100.1", "10.2.0.1", 2)
