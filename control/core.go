@@ -54,10 +54,6 @@ type Deps struct {
 	FEC fec.Mode
 	// KeyLog, if set, receives every lane's framing keys (keylog.go).
 	KeyLog io.Writer
-	// Steered: the listen group steers by lane remote (udp.Steering),
-	// so a responder's lane i stays on shard i wherever the initiation
-	// arrived; the map sends the lane's datagrams there.
-	Steered bool
 }
 
 // Core is the control plane's state and decisions. Its methods are safe for
@@ -78,7 +74,6 @@ type Core struct {
 	rekeyAfter time.Duration
 	shards     int
 	keyLog     io.Writer // under mu
-	steered    bool
 
 	// known holds the addresses cookie replies go to even over
 	// cookieReplyCap: each peer's configured Endpoint (or what its name
@@ -195,9 +190,10 @@ type peer struct {
 	// decided under the lock is sent only if gen did not move while its
 	// message was made outside it (sendInitiations).
 	gen uint64
-	// place[i] is the shard that owns lane i: i, unless the lane's
-	// datagrams proved to arrive elsewhere (a NAT rewrote its port; see
-	// shard/place.go) and it was moved there. Kept across rekeys.
+	// place[i] is the shard that owns lane i, as the data plane placed
+	// it (shard.Placement) or moved it since (the lane's datagrams
+	// proved to arrive elsewhere: a NAT rewrote its port; see
+	// shard/place.go). Kept across rekeys.
 	place []int
 }
 
@@ -205,14 +201,14 @@ type peer struct {
 func New(d Deps) *Core {
 	c := &Core{
 		local: d.Local, dp: d.Plane, log: d.Log, now: d.Now, rnd: d.Rand,
-		rekeyAfter: d.RekeyAfter, shards: d.Plane.Shards(), fecMode: d.FEC,
+		rekeyAfter: d.RekeyAfter, shards: d.Plane.Size(), fecMode: d.FEC,
 		cookies: crypto.NewCookieChecker(),
 		peers:   map[crypto.PublicKey]*peer{}, byID: map[shard.PeerID]*peer{},
 		pending: map[uint32]*peer{}, nextID: 1,
 		byEndpoint: map[netip.AddrPort][]*crypto.Initiation{},
 		knownRefs:  map[netip.Addr]int{},
 		limit:      newLimiter(sourcePrefix), proven: newLimiter(provenKey),
-		keyLog: d.KeyLog, steered: d.Steered,
+		keyLog: d.KeyLog,
 		events: newEventQueue(),
 	}
 	if c.log == nil {

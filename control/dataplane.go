@@ -4,23 +4,23 @@ import (
 	"net/netip"
 	"time"
 
-	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/shard"
 )
 
-// Socket indexes of a shard (shard.Config.Conns and LaneConfig.Conn).
+// Socket indexes of a shard (shard.ConnGroup, shard.ConnLane), as the
+// core's handshake path names them.
 const (
-	ConnGroup = 0 // the SO_REUSEPORT group member on ListenPort
-	ConnLane  = 1 // the shard's lane socket
+	ConnGroup = shard.ConnGroup
+	ConnLane  = shard.ConnLane
 )
 
-// DataPlane is what the core asks of the shards and sockets. Every method
-// returns without waiting for a shard: shard operations are queued to the
-// shard's own goroutine, so the core never blocks on the data path while it
-// holds its lock.
+// DataPlane is what the core asks of the shards and sockets: *shard.Group,
+// or the tests' recording fake. Every method returns without waiting for
+// a shard: shard operations are queued to the shard's own goroutine, so
+// the core never blocks on the data path while it holds its lock.
 type DataPlane interface {
-	// Shards is the number of shards; it never changes.
-	Shards() int
+	// Size is the number of shards; it never changes.
+	Size() int
 	// ListenPort is the port of the shards' SO_REUSEPORT group.
 	ListenPort() uint16
 	// LanePorts are the local ports of the shards' lane sockets, by shard.
@@ -28,15 +28,13 @@ type DataPlane interface {
 	// SendHandshake sends a handshake datagram from shard sh's socket
 	// conn (ConnGroup or ConnLane).
 	SendHandshake(sh, conn int, b []byte, to netip.AddrPort, from netip.Addr) error
-	// InstallLane gives a lane to shard owner. confirm: send a keepalive
-	// under the new keys at once.
-	InstallLane(owner int, lc shard.LaneConfig, confirm bool)
-	// SetLaneOwner tells shard sh which shard owns lane index of peer,
-	// with the lane's remote and receive keys (zero and nil: unchanged).
-	SetLaneOwner(sh int, peer shard.PeerID, lanes, index, owner int, remote netip.AddrPort, recv *crypto.LaneKeys)
-	// MoveLane moves lane index of peer, with its state, from shard from
-	// to shard to.
-	MoveLane(from int, peer shard.PeerID, index, to int)
+	// InstallSession places a completed handshake's lanes on the shards
+	// and returns where each went (lane → shard); every shard learns
+	// every lane's owner (shard.Group.InstallSession).
+	InstallSession(s shard.Session) []int
+	// MoveLane moves lane index of peer (of lanes lanes), with its state,
+	// from shard from to shard to; every shard learns the new owner.
+	MoveLane(from int, peer shard.PeerID, lanes, index, to int)
 	// RemovePeer drops peer's lanes and waiting packets on every shard.
 	RemovePeer(peer shard.PeerID)
 	// SetKeepalive changes peer's persistent keepalive on every shard.
@@ -52,3 +50,5 @@ type DataPlane interface {
 	// SetRoutes installs the route table (prefix → peer).
 	SetRoutes(t *shard.Table)
 }
+
+var _ DataPlane = (*shard.Group)(nil)

@@ -135,12 +135,7 @@ func (c *Core) laneMisplacedLocked(e *event) {
 	p.place[index] = via
 	c.log.Debug("lane moves to the shard its datagrams arrive on", zap.String("peer", p.cfg.PublicKey.String()),
 		zap.Int("lane", index), zap.Int("from", from), zap.Int("to", via))
-	c.dp.MoveLane(from, e.peer, index, via)
-	for j := range c.shards {
-		if j != from && j != via {
-			c.dp.SetLaneOwner(j, e.peer, p.lanes, index, via, netip.AddrPort{}, nil)
-		}
-	}
+	c.dp.MoveLane(from, e.peer, p.lanes, index, via)
 }
 
 // applyLocked applies one queued event. Caller holds mu.

@@ -45,24 +45,24 @@ type fakePlane struct {
 	confirms  int
 	removed   map[shard.PeerID]int
 	keepalive map[shard.PeerID]time.Duration
-	owners    map[laneAt]map[int]int // shard → owner it was told
-	moved     []laneAt               // MoveLane calls
-	remotes   [][2]netip.AddrPort    // MoveRemote calls
-	follows   []int                  // FollowPeer with a new IP: the shard left out
+	moved     []laneAt            // MoveLane calls
+	remotes   [][2]netip.AddrPort // MoveRemote calls
+	follows   []int               // FollowPeer with a new IP: the shard left out
 	table     *shard.Table
+	steered   bool // the listen group steers by lane remote (shard.Placement)
 }
 
 func newFakePlane(shards int) *fakePlane {
 	f := &fakePlane{shards: shards, listen: 51000,
 		lanes: map[laneAt]shard.LaneConfig{}, owner: map[laneAt]int{}, removed: map[shard.PeerID]int{},
-		keepalive: map[shard.PeerID]time.Duration{}, owners: map[laneAt]map[int]int{}}
+		keepalive: map[shard.PeerID]time.Duration{}}
 	for i := range shards {
 		f.lanePorts = append(f.lanePorts, uint16(40000+i))
 	}
 	return f
 }
 
-func (f *fakePlane) Shards() int         { return f.shards }
+func (f *fakePlane) Size() int           { return f.shards }
 func (f *fakePlane) ListenPort() uint16  { return f.listen }
 func (f *fakePlane) LanePorts() []uint16 { return append([]uint16(nil), f.lanePorts...) }
 
@@ -76,28 +76,25 @@ func (f *fakePlane) SendHandshake(sh, conn int, b []byte, to netip.AddrPort, _ n
 	return nil
 }
 
-func (f *fakePlane) InstallLane(owner int, lc shard.LaneConfig, confirm bool) {
+// InstallSession places the lanes by the data plane's rule
+// (shard.Placement, as shard.Group does) and records them.
+func (f *fakePlane) InstallSession(s shard.Session) []int {
+	place := shard.Placement{Steered: f.steered}.Place(&s)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	k := laneAt{lc.Peer, lc.Index}
-	f.lanes[k], f.owner[k] = lc, owner
-	f.installs++
-	if confirm {
-		f.confirms++
+	for i, lc := range s.Lanes {
+		lc.Conn = s.Conn()
+		k := laneAt{s.Peer, i}
+		f.lanes[k], f.owner[k] = lc, place[i]
+		f.installs++
+		if s.Initiator() {
+			f.confirms++
+		}
 	}
+	return place
 }
 
-func (f *fakePlane) SetLaneOwner(sh int, peer shard.PeerID, _, index, owner int, _ netip.AddrPort, _ *crypto.LaneKeys) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	k := laneAt{peer, index}
-	if f.owners[k] == nil {
-		f.owners[k] = map[int]int{}
-	}
-	f.owners[k][sh] = owner
-}
-
-func (f *fakePlane) MoveLane(from int, peer shard.PeerID, index, to int) {
+func (f *fakePlane) MoveLane(from int, peer shard.PeerID, _, index, to int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	k := laneAt{peer, index}

@@ -14,21 +14,17 @@ import (
 	"github.com/yip-router/yip-router/shard"
 )
 
-// install gives the session's lanes to the shards, and every other shard
-// learns each lane's owner and receive keys. As initiator (arrived < 0)
-// lane i goes to shard i, which owns the lane socket its datagrams come
-// back to. As responder lane i goes where it was before a rekey (p.place).
-// proven is the address the handshake itself showed the peer at (as
-// initiator: the response came from where the initiation went; invalid
-// otherwise): a lane there takes it from any other peer (shard.LaneConfig).
-// local is the address a responder's initiation arrived at, which its
-// lanes send from (zero: the routing table's choice).
-// Where the group steers by source port, lane fromLane (the one whose
-// socket sent the initiation; -1: none this session runs) goes to the
-// shard the initiation arrived on (arrived): its datagrams come from the
-// same socket through the same NAT mapping. Steered by lane remote, the
-// map sends them to wherever the lane is.
-// Caller holds c.mu.
+// install gives the session's lanes to the shards (shard.Group decides
+// where: shard.Placement), and every other shard learns each lane's owner
+// and receive keys. p.place is where the lanes were before a rekey, and
+// becomes where they are. arrived is the shard a responder's initiation
+// arrived on (-1 as initiator), fromLane the lane whose socket sent it
+// (-1: none this session runs). proven is the address the handshake
+// itself showed the peer at (as initiator: the response came from where
+// the initiation went; invalid otherwise): a lane there takes it from any
+// other peer (shard.LaneConfig). local is the address a responder's
+// initiation arrived at, which its lanes send from (zero: the routing
+// table's choice). Caller holds c.mu.
 func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP netip.Addr, proven netip.AddrPort, local netip.Addr, arrived, fromLane int, now time.Time) {
 	lanes := min(c.shards, sess.Remote.Lanes())
 	encCfg, mode := c.fecConfig()
@@ -36,33 +32,14 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 		c.dropSession(p)
 	}
 	initiator := arrived < 0
-	conn := ConnGroup
-	if initiator {
-		conn = ConnLane
-	}
-	if initiator || len(p.place) != lanes {
-		p.place = make([]int, lanes)
-		for i := range p.place {
-			p.place[i] = i
-		}
-	}
-	if !initiator && !c.steered && fromLane >= 0 && arrived != p.place[fromLane] {
-		// The sending lane goes where its datagrams arrive; the lane
-		// there, if any, takes its old shard.
-		for i, o := range p.place {
-			if o == arrived {
-				p.place[i] = p.place[fromLane]
-			}
-		}
-		p.place[fromLane] = arrived
-	}
+	s := shard.Session{Peer: p.id, Lanes: make([]shard.LaneConfig, lanes), Place: p.place, Arrived: arrived, FromLane: fromLane}
 	for i := range lanes {
 		remote := netip.AddrPortFrom(remoteIP, sess.Remote.Ports[i])
 		recv := sess.Keys.RecvLane(i)
 		send := sess.Keys.SendLane(i)
 		c.logLaneKeys(p, i, &send, &recv)
-		lc := shard.LaneConfig{
-			Peer: p.id, Index: i, Lanes: lanes, Remote: remote, Conn: conn,
+		s.Lanes[i] = shard.LaneConfig{
+			Peer: p.id, Index: i, Lanes: lanes, Remote: remote,
 			Send: send, Recv: recv,
 			FEC: encCfg, Mode: mode, HoldTx: !initiator, RTT: p.rtt,
 			Keepalive: p.cfg.PersistentKeepalive, Lens: p.lens,
@@ -70,21 +47,10 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 			Asked: !initiator && i == fromLane,
 		}
 		if i < len(offered) && offered[i] != remote.Port() {
-			lc.Offered = netip.AddrPortFrom(remoteIP, offered[i])
-		}
-		owner := p.place[i]
-		// As WireGuard: the initiator confirms the new keys at once, so
-		// the responder stops sending under the old ones even if we
-		// have nothing to send.
-		c.dp.InstallLane(owner, lc, initiator)
-		for j := range c.shards {
-			if j != owner {
-				c.dp.SetLaneOwner(j, p.id, lanes, i, owner, remote, &recv)
-			}
+			s.Lanes[i].Offered = netip.AddrPortFrom(remoteIP, offered[i])
 		}
 	}
-	// Shards beyond the lane count still read TUN packets for the peer:
-	// they learn the owners too (done above for every j).
+	p.place = c.dp.InstallSession(s)
 	if p.failing {
 		p.failing = false
 		c.log.Info("handshakes with peer work again", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", p.endpoint))

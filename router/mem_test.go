@@ -13,7 +13,7 @@ import (
 )
 
 // newTestRouter is a Router on loopback sockets with one shard that never
-// runs and no TUN device: enough for Reload and the plane, which the
+// runs and no TUN device: enough for Reload and the shard group, which the
 // control core's own tests fake.
 func newTestRouter(t testing.TB) *Router {
 	t.Helper()
@@ -32,17 +32,14 @@ func newTestRouter(t testing.TB) *Router {
 		t.Fatal(err)
 	}
 	r.laneSk = []*udp.Conn{lc}
-	if r.mesh, err = shard.NewMesh(1); err != nil {
+	if r.plane, err = shard.NewGroup(1, nil, nil); err != nil {
 		t.Fatal(err)
 	}
-	s, err := shard.New(shard.Config{ID: 0, CPU: -1, Mesh: r.mesh, Table: &r.table,
-		Conns: []shard.Socket{control.ConnGroup: r.group[0], control.ConnLane: lc}})
-	if err != nil {
+	if _, err := r.plane.Add(shard.Config{CPU: -1,
+		Conns: []shard.Socket{shard.ConnGroup: r.group[0], shard.ConnLane: lc}}); err != nil {
 		t.Fatal(err)
 	}
-	r.shards = []*shard.Shard{s}
-	pl := r.newPlane()
-	pl.shards = r.shards
-	r.core = control.New(control.Deps{Local: r.local, Plane: pl, Log: r.log})
+	r.shards = r.plane.Shards()
+	r.core = control.New(control.Deps{Local: r.local, Plane: r.plane, Log: r.log})
 	return r
 }

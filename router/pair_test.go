@@ -2,7 +2,7 @@ package router
 
 // The in-memory pair (wireguard-go's genTestPair is the
 // model): two routers, each a real control core and two real shard loops
-// wired as New wires them (plane, withCore, controlLoop), over
+// in a shard.Group, wired as New wires them (withCore, controlLoop), over
 // internal/memnet's wire and TUN queues instead of sockets and a TUN
 // device, so it runs in `go test` without root or namespaces. A handshake
 // puts lanes on both shards of both routers; inner packets cross both
@@ -24,7 +24,6 @@ import (
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -89,7 +88,6 @@ type memRouter struct {
 	core   *control.Core
 	shards []*shard.Shard
 	tuns   []*memnet.TUN
-	table  atomic.Pointer[shard.Table]
 	ticks  chan time.Time
 }
 
@@ -105,12 +103,12 @@ func newMemRouter(t *testing.T, w *memnet.Wire, clock *testclock.Clock, name, ad
 	r := &memRouter{name: name, key: local.PublicKey(), addr: netip.MustParseAddr(addr),
 		inner: netip.MustParseAddr(inner), ticks: make(chan time.Time)}
 	log := zaptest.NewLogger(t, zaptest.Level(zapcore.InfoLevel)).Named(name)
-	mesh, err := shard.NewMesh(pairShards)
+	plane, err := shard.NewGroup(pairShards, nil, func(err error) { t.Error(err) })
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(plane.Close)
 	// Shard i's sockets: a member of the listen group, its lane socket.
-	pl := &plane{log: log, table: &r.table}
 	var group, lanes []*memnet.Socket
 	for i := range pairShards {
 		g, err := w.Listen(netip.AddrPortFrom(r.addr, pairListen))
@@ -126,20 +124,17 @@ func newMemRouter(t *testing.T, w *memnet.Wire, clock *testclock.Clock, name, ad
 			t.Fatal(err)
 		}
 		group, lanes, r.tuns = append(group, g), append(lanes, l), append(r.tuns, q)
-		pl.group, pl.lanes = append(pl.group, g), append(pl.lanes, l)
 	}
-	r.core = control.New(control.Deps{Local: local, Plane: pl, Log: log, Now: clock.Now,
+	r.core = control.New(control.Deps{Local: local, Plane: plane, Log: log, Now: clock.Now,
 		Rand: &pairRand{r: mrand.New(mrand.NewPCG(seed, 26))}, RekeyAfter: pairRekey, FEC: pairFEC})
 	for i := range pairShards {
-		s, err := shard.New(withCore(shard.Config{ID: i, CPU: -1, TUN: r.tuns[i],
-			Conns: []shard.Socket{control.ConnGroup: group[i], control.ConnLane: lanes[i]},
-			Mesh:  mesh, Table: &r.table, Pool: 2048}, r.core))
-		if err != nil {
+		if _, err := plane.Add(withCore(shard.Config{CPU: -1, TUN: r.tuns[i],
+			Conns: []shard.Socket{shard.ConnGroup: group[i], shard.ConnLane: lanes[i]},
+			Pool:  2048}, r.core)); err != nil {
 			t.Fatal(err)
 		}
-		r.shards = append(r.shards, s)
 	}
-	pl.shards = r.shards
+	r.shards = plane.Shards()
 
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -169,7 +164,6 @@ func newMemRouter(t *testing.T, w *memnet.Wire, clock *testclock.Clock, name, ad
 		for _, q := range r.tuns {
 			q.Close()
 		}
-		mesh.Close()
 	})
 	return r
 }

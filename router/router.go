@@ -58,16 +58,17 @@ type Router struct {
 	// the group steers by source port); steerMode says which, for show.
 	steer     *udp.Steering
 	steerMode string
-	mesh      *shard.Mesh
+	// plane is the shards as one data plane: their mesh, route table
+	// and steering (the core's DataPlane).
+	plane *shard.Group
 	// strangers are the listen group's strangers' sockets, one per shard
 	// (nil when the group steers by port): receive-only, read by the
 	// shards within a budget (shard.Config.Strangers).
 	strangers []*udp.Conn
 	// resolver looks the peers' Endpoint host names up again.
 	resolver *resolver
-	shards   []*shard.Shard
-	table    atomic.Pointer[shard.Table]
-	started  atomic.Int64 // Start's time (Unix ns): Status may run before Start
+	shards   []*shard.Shard // plane.Shards()
+	started  atomic.Int64   // Start's time (Unix ns): Status may run before Start
 	// offDisabled is the config's DisableOffload at start (a reload
 	// cannot change offloads).
 	offDisabled config.OffloadSet
@@ -230,34 +231,29 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		}
 	}
 	r.warnShortBuffers()
-	if r.mesh, err = shard.NewMesh(nsh); err != nil {
+	refused := func(err error) { r.log.Error("install lane", zap.Error(err)) }
+	if r.plane, err = shard.NewGroup(nsh, r.steerer(), refused); err != nil {
 		return nil, err
 	}
-	pl := r.newPlane()
-	r.core = control.New(control.Deps{Local: r.local, Plane: pl, Log: r.log,
-		RekeyAfter: opts.RekeyAfter, FEC: cfg.Interface.FEC, KeyLog: keyLogWriter(r.keyLog),
-		Steered: r.steer != nil})
+	r.core = control.New(control.Deps{Local: r.local, Plane: r.plane, Log: r.log,
+		RekeyAfter: opts.RekeyAfter, FEC: cfg.Interface.FEC, KeyLog: keyLogWriter(r.keyLog)})
 	c := r.core
 	r.resolver = newResolver(r.lookup, bind, c, r.log, opts.ResolveEvery)
 	for i := range nsh {
-		s, err := shard.New(withCore(shard.Config{
-			ID: i, CPU: r.cpus[i], TUN: r.dev.Queues[i],
-			Conns:     []shard.Socket{control.ConnGroup: r.group[i], control.ConnLane: r.laneSk[i]},
+		if _, err := r.plane.Add(withCore(shard.Config{
+			CPU: r.cpus[i], TUN: r.dev.Queues[i],
+			Conns:     []shard.Socket{shard.ConnGroup: r.group[i], shard.ConnLane: r.laneSk[i]},
 			Strangers: r.stranger(i),
-			Mesh:      r.mesh, Table: &r.table,
 			// Writing TCP superpackets needs only the header; UDP ones
 			// need a kernel with USO, which the device's grant proves.
 			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,
 			CoalesceUDP: r.dev.Offloads.USO && !off.GRO,
 			Padding:     shardPadding(cfg.Interface),
-			Steer:       r.steerer(),
-		}, c))
-		if err != nil {
+		}, c)); err != nil {
 			return nil, err
 		}
-		r.shards = append(r.shards, s)
 	}
-	pl.shards = r.shards
+	r.shards = r.plane.Shards()
 	if err := c.SetPeers(cfg.Peers); err != nil {
 		return nil, err
 	}
@@ -315,20 +311,6 @@ func (r *Router) Start() error {
 	return nil
 }
 
-// newPlane is the control core's DataPlane over r's sockets; its shards
-// are set once New made them.
-func (r *Router) newPlane() *plane {
-	pl := &plane{log: r.log, table: &r.table}
-	for i := range r.laneSk {
-		pl.group = append(pl.group, r.group[i])
-		pl.lanes = append(pl.lanes, r.laneSk[i])
-	}
-	if st := r.steer; st != nil {
-		pl.steer = func(remote netip.AddrPort, owner int) { st.Steer(remote, r.group[owner], false) }
-	}
-	return pl
-}
-
 // peerConfigs is the running configuration's peers.
 func (r *Router) peerConfigs() []config.Peer {
 	r.reloadMu.Lock()
@@ -382,8 +364,8 @@ func (r *Router) closeResources() {
 		r.log.Error("the full tunnel's policy rules stay behind: remove them by hand (ip rule; ip -6 rule)", zap.Error(err))
 	}
 	r.full = nil
-	if r.mesh != nil {
-		r.mesh.Close()
+	if r.plane != nil {
+		r.plane.Close()
 	}
 	for _, c := range r.allSockets() {
 		c.Close()

@@ -240,8 +240,8 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		cfg.Remote = ln.cfg.Remote
 		// The handshake proved nothing about that address.
 		cfg.Proven, cfg.Asked = false, false
-		// The router steered the offered address before the response
-		// (router/plane.go); the lane stays at the proven one.
+		// The group claimed the offered address before the response
+		// (Group.InstallSession); the lane stays at the proven one.
 		s.table.dropEarlySteer(offered, cfg.Conn)
 	}
 	// A responder's install is not proof (anyone can send an initiation

@@ -51,6 +51,14 @@ type Socket interface {
 	Send(b *udp.Batch, n int) (int, error)
 	// GRO: a message may carry several datagrams (64 KB buffers).
 	GRO() bool
+	// LocalAddr is the address and port the socket is bound to.
+	LocalAddr() netip.AddrPort
+	// SendTo sends one datagram now, from any goroutine (a handshake
+	// message: Group.SendHandshake).
+	SendTo(b []byte, to netip.AddrPort) error
+	// SendFrom is SendTo from local address from (zero: the routing
+	// table's choice).
+	SendFrom(b []byte, to netip.AddrPort, from netip.Addr) error
 }
 
 // TUNQueue is what the loop does with its TUN queue: *tun.Queue, or an

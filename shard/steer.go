@@ -25,8 +25,9 @@ type Steerer interface {
 // The lane table keeps the listen group's map in step with its lanes
 // (table.go): a lane bound to an address (laneTable.lanes) is steered
 // there, and unbinding it takes its entry out. These are the only places
-// that call the Steerer, save the router's early steer of a responder's
-// lane (router/plane.go), which dropEarlySteer may take back.
+// that call the Steerer, save the group's early claim of a responder's
+// lane's remote (Group.InstallSession), which the owner keeps by binding
+// the lane there or releases (dropEarlySteer).
 
 // groupConn is socket i as the Steerer knows it. The group's map is the
 // kernel's, keyed by real sockets; a shard on other sockets
@@ -99,8 +100,8 @@ func (t *laneTable) unbindLane(ln *lane) {
 // bound reports whether ingress finds ln at its remote.
 func (t *laneTable) bound(ln *lane) bool { return t.lanes[ln.cfg.Remote] == ln }
 
-// dropEarlySteer takes back the router's steer of addr to socket conn
-// (router/plane.go steers a responder's lane before the shard installs
+// dropEarlySteer takes back the group's early claim of addr for socket conn
+// (Group.InstallSession claims a responder's lane before the shard installs
 // it) when the lane stays elsewhere or is refused the address, unless a
 // lane here is bound at addr on that socket.
 func (t *laneTable) dropEarlySteer(addr netip.AddrPort, conn int) {

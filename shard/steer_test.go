@@ -146,7 +146,7 @@ func TestSteerUnprovenInstallKeepsOthersEntry(t *testing.T) {
 
 // Behind a NAT the lane keeps the port its datagrams proved across a
 // rekey; the offered address the router steered before the response
-// (router/plane.go) is taken out again, so nothing is left in the map once
+// (Group.InstallSession) is taken out again, so nothing is left in the map once
 // the peer goes.
 func TestSteerRekeyBehindNATLeavesNoEntry(t *testing.T) {
 	fs := &fakeSteer{}
@@ -156,7 +156,7 @@ func TestSteerRekeyBehindNATLeavesNoEntry(t *testing.T) {
 	if _, ok := fs.at[addrNew]; !ok || len(fs.at) != 1 {
 		t.Fatalf("after the proof the map holds %v", slices.Collect(maps.Keys(fs.at)))
 	}
-	fs.at[addrA] = nil // the router's early steer of the offered address
+	fs.at[addrA] = nil // the group's early claim of the offered address
 	connectHold(t, a, b, fec.EncoderConfig{K: 4, R: 0}, true)
 	if ln := sb.ownedLane(1, 0); ln == nil || ln.cfg.Remote != addrNew {
 		t.Fatalf("after the rekey the lane is at %v, want the NAT's %v", ln.cfg.Remote, addrNew)
@@ -178,7 +178,7 @@ func TestSteerEarlyDroppedWhenInstallRefused(t *testing.T) {
 	_, _, sb := steeredSides(t, 2, fs, false)
 	shared := netip.MustParseAddrPort("192.0.2.50:40000")
 	sb.SetLaneOwner(3, 1, 0, 1, shared, nil)       // peer 3's lane, on shard 1, unsteered
-	fs.Steer(shared, sb.table.groupConn(0), false) // router/plane.go's early steer for peer 1's lane
+	fs.Steer(shared, sb.table.groupConn(0), false) // the group's early claim for peer 1's lane
 	var k1, k2 [32]byte
 	k1[0] = 9
 	keys := crypto.NewSessionKeys(k1, k2, false)

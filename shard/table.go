@@ -162,7 +162,7 @@ func (t *laneTable) leave(ln *lane, remote netip.AddrPort, conn int) {
 
 // settle gives ln, just installed or rekeyed, its remote if proof p may
 // take the address (claim.go): else ln is found by trial until its
-// datagrams prove it, and the router's early steer of the address goes
+// datagrams prove it, and the group's early claim of the address goes
 // (dropEarlySteer).
 func (t *laneTable) settle(ln *lane, p proof, now time.Time) {
 	if !t.claim(ln, ln.cfg.Remote, p, now) {

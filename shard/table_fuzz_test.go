@@ -16,7 +16,7 @@ import (
 
 // FuzzLaneTable drives three shards' lane tables with the commands the
 // control plane sends (control.Core's install, LaneMisplaced, peer removal,
-// a reload's MoveRemote, router/plane.go's follows and early steering),
+// a reload's MoveRemote, the group's follows and early claims),
 // queued on each shard (Do) and run in any order across shards, as on the
 // shards' goroutines, and with datagrams three peers send under their lane
 // keys (current or previous, fresh, replayed or forged) from a handful of
@@ -137,7 +137,7 @@ func (h *tableFuzz) step() {
 			s.Do(func(s *Shard) { s.MoveRemote(PeerID(1+p%tablePeers), tableAddr(a), tableAddr(b)) })
 		}
 	case 5:
-		// Another shard's lane moved (router/plane.go's FollowPeer).
+		// Another shard's lane moved (Group.FollowPeer).
 		p, fl, b := r.u8(), r.u8(), r.u8()
 		if ss := h.sess[p%tablePeers]; ss != nil {
 			i := int(fl) % ss.lanes
@@ -162,7 +162,7 @@ func (h *tableFuzz) step() {
 // install is control.Core.install for a peer's new session: keys of a new
 // epoch, lanes placed as the core places them, each installed on its
 // owner and told to every other shard, a responder's remotes steered
-// early (router/plane.go).
+// early (Group.InstallSession).
 func (h *tableFuzz) install() {
 	r := h.in
 	p, fl, from, ports, ip := r.u8()%tablePeers, r.u8(), r.u8(), r.u8(), r.u8()
@@ -257,7 +257,7 @@ func (h *tableFuzz) misplaced(from int, peer PeerID, index, via int) {
 	}
 }
 
-// moved is router/plane.go's FollowPeer for a Config.Moved report.
+// moved is Group.FollowPeer for a Config.Moved report.
 func (h *tableFuzz) moved(except int, peer PeerID, index int, from, to netip.AddrPort) {
 	for i, s := range h.sd.shards {
 		if i != except {
