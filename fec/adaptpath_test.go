@@ -1,0 +1,170 @@
+// Tests of what the path tells the Adapter: a run of clean reports turns
+// parity off, and loss while the path queues is congestion (lossAtMost
+// caps it).
+
+package fec
+
+import (
+	"testing"
+	"time"
+)
+
+// A lane whose reports lose nothing for cleanReports in a row sends no
+// parity, however little each report carried (a ping or ACK lane); the
+// first report that loses anything brings MinR back at once, and the next
+// full interval sizes R for the loss it shows.
+func TestAdapterParityOffWhenClean(t *testing.T) {
+	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, r := a.Ratio(); r == 0 {
+		t.Fatal("a new lane starts without parity: its first loss is unprotected")
+	}
+	for i := range cleanReports {
+		if _, r := a.Observe(LossReport{Expected: 4, Received: 4}); (r == 0) != (i == cleanReports-1) {
+			t.Fatalf("after %d clean sparse reports: R %d", i+1, r)
+		}
+	}
+	if _, r := a.Observe(LossReport{}); r != 0 {
+		t.Fatalf("an empty report (nothing sent) brought parity back: R %d", r)
+	}
+	// Loss on a sparse lane: one of five lost.
+	if _, r := a.Observe(LossReport{Expected: 5, Received: 4, Runs: 1}); r != DefaultAdaptConfig.MinR {
+		t.Fatalf("first loss after a clean run: R %d, want MinR %d at once", r, DefaultAdaptConfig.MinR)
+	}
+	if p := a.Partial(); len(p) < 2 || p[1] != uint8(DefaultAdaptConfig.MinR) {
+		t.Fatalf("first loss after a clean run: early groups get %v", p)
+	}
+	// Then a full interval at 5% random loss: the rule's choice.
+	k, r := a.Observe(LossReport{Expected: 4000, Received: 3800, Runs: 190})
+	if got := ResidualLoss(k, r, 0.05); got > a.Target() {
+		t.Fatalf("after a 5%% interval: %d:%d predicts %.2g, target %.2g", k, r, got, a.Target())
+	}
+}
+
+// Loss reported while the path queues is congestion: it raises no parity,
+// parity falls each report while the queue stands, down to none, and runs
+// are not taken as bursts; the same reports on a path that does not queue
+// raise parity. Once the queue drains, loss counts in full at once.
+func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
+	share := func(k, r int) float64 { return float64(r) / float64(k) }
+	steady := func() (*Adapter, float64) {
+		a := mustAdapter(t)
+		a.SetRTT(50 * time.Millisecond)
+		var k, r int
+		for range 4 {
+			k, r = a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950}) // 5%, independent
+		}
+		return a, share(k, r)
+	}
+	heavy := LossReport{Expected: 20000, Received: 17000, Runs: 2600} // 15%
+	open, calm := steady()
+	for range 2 {
+		open.Observe(heavy)
+	}
+	if k, r := open.Ratio(); share(k, r) <= calm {
+		t.Fatalf("15%% loss on a path that does not queue left parity at %d:%d (5%%: %.3f)", k, r, calm)
+	}
+	q, _ := steady()
+	q.SetPath(PathQueued)
+	last := calm
+	for i := range 20 {
+		k, r := q.Observe(heavy)
+		if share(k, r) > last {
+			t.Fatalf("report %d while queued raised parity to %d:%d", i, k, r)
+		}
+		last = share(k, r)
+	}
+	if k, r := q.Ratio(); r != 0 {
+		t.Fatalf("20 reports of congestion left parity at %d:%d", k, r)
+	}
+	q.Observe(LossReport{Expected: 100, Received: 90}) // short of MinExpected: trackClean only
+	if _, r := q.Ratio(); r != 0 {
+		t.Fatalf("loss while queued brought back parity (R %d)", r)
+	}
+	q.SetPath(PathClear)
+	if k, r := q.Observe(heavy); share(k, r) <= calm {
+		t.Fatalf("15%% loss after the queue drained: %d:%d", k, r)
+	}
+	// Seen lossy with the path clear: a queue later (anyone's) does not
+	// take that protection away while it comes and goes, but one that
+	// stands through floorReports reports does.
+	c := mustAdapter(t)
+	c.SetRTT(50 * time.Millisecond)
+	c.SetPath(PathClear)
+	for range 4 {
+		c.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950})
+	}
+	for i := range 20 {
+		c.SetPath(PathQueued)
+		for range floorReports - 1 {
+			c.Observe(heavy)
+		}
+		if k, r := c.Ratio(); share(k, r) < calm {
+			t.Fatalf("round %d: a queue that comes and goes took the parity 5%% loss on a clear path needs (%.3f) down to %d:%d", i, calm, k, r)
+		}
+		c.SetPath(PathClear)
+		c.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950})
+	}
+	// A queue that the sample after finds drained, over and over, came
+	// and went: it does not stand, however long it goes on.
+	for i := range 4 * floorReports {
+		c.SetPath([]PathState{PathQueued, PathDrained}[i%2])
+		c.Observe(heavy)
+	}
+	if k, r := c.Ratio(); share(k, r) < calm {
+		t.Fatalf("a queue found and then drained, report after report, took the floor: %d:%d", k, r)
+	}
+	c.SetPath(PathQueued)
+	for range floorReports + 10 {
+		c.Observe(heavy)
+	}
+	if k, r := c.Ratio(); r != 0 {
+		t.Fatalf("a queue that stood through %d reports left parity at %d:%d", floorReports+10, k, r)
+	}
+	// A clear report's floor is its own interval's loss, not the
+	// window's: a flow's start-up overshoot (lost with the path's state
+	// not yet known) is not the channel's loss once the path is clear.
+	o := mustAdapter(t)
+	o.SetRTT(50 * time.Millisecond)
+	o.Observe(LossReport{Expected: 20000, Received: 14000, Runs: 300}) // 30%, state unknown
+	o.SetPath(PathClear)
+	o.Observe(LossReport{Expected: 20000, Received: 20000})
+	o.SetPath(PathQueued)
+	for range floorReports - 1 {
+		o.Observe(heavy)
+	}
+	if k, r := o.Ratio(); r != 0 {
+		t.Fatalf("a start-up's overshoot stayed a floor for congestion: %d:%d", k, r)
+	}
+	bursts := func(queued bool) float64 {
+		a := mustAdapter(t)
+		if queued {
+			a.SetPath(PathQueued)
+		}
+		for range 4 {
+			a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 100}) // runs of 10
+		}
+		return a.burst
+	}
+	if b := bursts(true); b != 0 {
+		t.Fatalf("tail drops in runs while queued taken as bursts of %v", b)
+	}
+	if b := bursts(false); b < 5 {
+		t.Fatalf("runs of 10 on a path that does not queue: burst estimate %v", b)
+	}
+}
+
+func TestLossAtMost(t *testing.T) {
+	r := LossReport{Expected: 1000, Received: 900, Unrecovered: 40, Runs: 60}
+	if got := lossAtMost(r, 0.2); got != r {
+		t.Fatalf("within the ceiling: %+v", got)
+	}
+	if got, want := lossAtMost(r, 0.05), (LossReport{Expected: 1000, Received: 950, Unrecovered: 40, Runs: 50}); got != want {
+		t.Fatalf("5%%: %+v, want %+v", got, want)
+	}
+	if got := lossAtMost(r, 0); got.Loss() != 0 || got.Unrecovered != 0 || got.Runs != 0 {
+		t.Fatalf("none: %+v", got)
+	}
+}

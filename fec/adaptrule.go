@@ -1,0 +1,324 @@
+// The Adapter's rule (Observe): from each loss report, the wire loss and
+// burst length it acts on, the candidates K:R and depth it weighs with the
+// loss model (residual.go), the cheapest that meets the target, and when a
+// clean or queued path gets no parity.
+
+package fec
+
+import (
+	"math"
+	"slices"
+)
+
+// smallGroupR is the parity a group smaller than any of Ks (only the
+// lane's rate makes it so) may carry whatever its size: a lane whose rate
+// fills only small groups within the flush timeout may spend more than
+// MaxOverhead on them. That costs at most smallGroupR parity
+// symbols per flush timeout, little at such a rate, and a loss-based flow
+// held back by residual loss needs the protection to grow its rate (and
+// with it the groups): capped at MaxOverhead, one CUBIC flow through 5%
+// loss at 50 ms stalled near 15 Mbit/s in groups of ~17.
+const smallGroupR = 8
+
+// maxR is the most parity the rule spends on a group of k.
+func (a *Adapter) maxR(k int) int {
+	r := int(float64(k) * a.cfg.MaxOverhead)
+	if k < slices.Min(a.cfg.Ks) {
+		r = max(r, min(smallGroupR, k))
+	}
+	_, most := FitRatio(k, a.cfg.MaxR, a.long)
+	return max(a.cfg.MinR, min(most, r))
+}
+
+// blockBudget bounds a block's symbols (depth × (K + R)), so that the
+// blocks of the three size classes fit together in the peer's decoder
+// store (DefaultMaxBytes: about 820 symbols) while they wait for their
+// parity: a group of MaxK with the most parity the rule spends on it
+// (MaxOverhead) fits. legacyBlockBudget is the same for a decoder before
+// long groups, whose store holds about 650.
+const (
+	blockBudget       = 272
+	legacyBlockBudget = 192
+)
+
+// choice is one candidate of the rule.
+type choice struct{ k, r, d int }
+
+// candidates holds every choice's predicted residual loss for one report:
+// computed once (one walk of the chain per group size and depth), then
+// searched for each target the rule asks about.
+type candidates struct {
+	n    [maxKs][len(depths)]int // group size of Ks[i] at depths[j]
+	nd   int                     // depths considered
+	res  [maxKs][len(depths)][MaxR + 1]float64
+	maxR [maxKs][len(depths)]int
+}
+
+// burstyAbove is the mean burst above which depths beyond 1 are weighed:
+// independent loss shows runs of 1/(1−p), and spacing them changes
+// nothing.
+const burstyAbove = 1.2
+
+// predict fills c for wire loss p in bursts of mean length burst.
+func (a *Adapter) predict(c *candidates, p, burst float64) {
+	c.nd = 1
+	for burst > burstyAbove && c.nd < len(depths) && depths[c.nd] <= a.cfg.MaxDepth {
+		c.nd++
+	}
+	for j := range c.nd {
+		last := 0
+		for i, k0 := range a.cfg.Ks {
+			kk := a.groupSize(k0, depths[j])
+			c.n[i][j], c.maxR[i][j] = kk, a.maxR(kk)
+			last = max(last, kk+c.maxR[i][j])
+		}
+		if p <= 0 || p >= 1 {
+			for i := range a.cfg.Ks {
+				residuals(c.n[i][j], p, 1, c.res[i][j][:c.maxR[i][j]+1])
+			}
+			continue
+		}
+		// The chain after i symbols does not depend on K: one walk per
+		// depth serves every group size.
+		var g gilbert
+		g.start(p, spacedBurst(p, burst, depths[j]))
+		for n := 1; ; n++ {
+			for i := range a.cfg.Ks {
+				if r := n - c.n[i][j]; r >= 0 && r <= c.maxR[i][j] {
+					c.res[i][j][r] = g.tail[r+1] / float64(n)
+				}
+			}
+			if n == last {
+				break
+			}
+			g.step()
+		}
+	}
+}
+
+// best is the cheapest candidate predicting ≤ target. If none does, it is
+// the cheapest predicting at most twice the least loss any candidate
+// predicts: near the ceiling more parity buys little.
+func (a *Adapter) best(c *candidates, target float64) (choice, bool) {
+	least := math.Inf(1)
+	var x choice
+	ok := false
+	for i := range a.cfg.Ks {
+		for j := range c.nd {
+			for rr := a.cfg.MinR; rr <= c.maxR[i][j]; rr++ {
+				y := choice{c.n[i][j], rr, depths[j]}
+				least = min(least, c.res[i][j][rr])
+				if c.res[i][j][rr] <= target && (!ok || cheaper(y, x)) {
+					x, ok = y, true
+				}
+			}
+		}
+	}
+	if ok {
+		return x, true
+	}
+	found := false
+	for i := range a.cfg.Ks {
+		for j := range c.nd {
+			for rr := a.cfg.MinR; rr <= c.maxR[i][j]; rr++ {
+				y := choice{c.n[i][j], rr, depths[j]}
+				if c.res[i][j][rr] <= 2*least && (!found || cheaper(y, x)) {
+					x, found = y, true
+				}
+			}
+		}
+	}
+	return x, false
+}
+
+// lookup is c's prediction for x, if x is one of its candidates.
+func (c *candidates) lookup(ks []int, x choice) (float64, bool) {
+	for i := range ks {
+		for j := range c.nd {
+			if c.n[i][j] == x.k && depths[j] == x.d && x.r <= c.maxR[i][j] {
+				return c.res[i][j][x.r], true
+			}
+		}
+	}
+	return 0, false
+}
+
+// cheaper reports whether x spends a smaller parity share than y, or the
+// same share in smaller groups, or at a smaller depth.
+func cheaper(x, y choice) bool {
+	a, b := x.r*y.k, y.r*x.k // x.r/x.k vs y.r/y.k
+	return a < b || a == b && (x.k < y.k || x.k == y.k && x.d < y.d)
+}
+
+// Observe feeds one peer report and returns the (possibly new) ratio; the
+// depth is then Depth.
+func (a *Adapter) Observe(rep LossReport) (k, r int) {
+	if a.mode.Kind != ModeAuto {
+		return a.Ratio()
+	}
+	a.pending = a.pending.Add(rep)
+	a.trackClean(rep)
+	switch {
+	case a.queuing():
+		// Tail drops come in runs: not the channel's bursts.
+	case a.burstSkip > 0:
+		// Runs counted at a depth no longer in force would be converted
+		// back with the wrong one.
+		a.burstSkip--
+	case rep.Runs > 0:
+		// Bursts are counted over as many reports as it takes to see
+		// minBurstSample lost symbols: reports with a few losses each
+		// count as much as one with many.
+		a.burstPend = a.burstPend.Add(rep)
+	}
+	if a.pending.Expected < a.cfg.MinExpected {
+		return a.Ratio()
+	}
+	interval := a.pending
+	congested := a.queuing() && a.pOK
+	ceiling := 0.0
+	if congested {
+		if a.path == PathDrained {
+			a.queued = 0 // the queue came and went
+		} else if a.queued++; a.queued >= floorReports {
+			a.clearP = 0 // a standing queue: see floorReports
+		}
+		// Congestion: the interval counts as losing at most a quarter
+		// of what the rule last acted on (so parity falls within a few
+		// reports while the queue stands), or what an interval lost
+		// with the path clear; the window keeps the interval as judged.
+		if ceiling = max(a.p/4, a.clearP); ceiling < minQueuedLoss {
+			ceiling = 0
+		}
+		interval = lossAtMost(interval, ceiling)
+	}
+	latest := interval.Loss()
+	copy(a.window[1:], a.window[:lossWindow-1])
+	a.window[0], a.pending = interval, LossReport{}
+	a.winN = min(a.winN+1, lossWindow)
+	var win LossReport
+	for _, w := range a.window[:a.winN] {
+		win = win.Add(w)
+	}
+	p := math.Max(win.Loss(), latest)
+	if congested {
+		p = min(p, ceiling)
+	}
+	a.p, a.pOK = p, true
+	if !congested {
+		a.queued = 0
+	}
+	if a.path == PathClear {
+		// This interval's loss, not the window's: a window reaching
+		// back into a queue's overshoot (a flow's start) would make
+		// its drops the channel's for good.
+		a.clearP = latest
+	}
+	if a.burstPend.Expected-a.burstPend.Received >= minBurstSample {
+		// Runs were counted within groups, spaced by the depth then in
+		// force (the last choice, give or take a report in flight).
+		b := wireBurst(a.burstPend.Loss(), a.burstPend.Burst(), a.d)
+		if a.burst > 0 {
+			b = (a.burst + b) / 2
+		}
+		a.burst, a.burstPend = b, LossReport{}
+	} else if p == 0 {
+		a.burst, a.burstPend = 0, LossReport{} // a clean window: bursts of the past say nothing
+	}
+	cur := choice{a.groupSize(a.k, a.d), a.r, a.d}
+	cur.r = min(cur.r, a.maxR(cur.k))
+	var cands candidates
+	a.predict(&cands, p, a.burst)
+	predict := func(c choice) float64 {
+		if v, ok := cands.lookup(a.cfg.Ks, c); ok {
+			return v
+		}
+		return ResidualLossBurst(c.k, c.r, p, spacedBurst(p, a.burst, c.d))
+	}
+	now := predict(cur)
+	want, reachable := a.best(&cands, a.target)
+	switch {
+	case latest > 0 && now > a.target && predict(want) < now/2:
+		// Not enough protection, and want is clearly better: more at
+		// once (but never on a clean interval, which only ages the
+		// window's loss out; and not for a choice within noise of the
+		// current one, which would only flap).
+		cur = want
+	case cheaper(want, cur):
+		// Cheaper would do: only with margin, and (out of reach of the
+		// target, where nothing has margin) only if it predicts no
+		// more than twice the current loss.
+		if down, ok := a.best(&cands, a.target/2); (ok || !reachable && predict(down) <= 2*now) && cheaper(down, cur) {
+			cur = down
+		}
+	}
+	if cur.d != a.d {
+		a.burstSkip, a.burstPend = 2, LossReport{}
+	}
+	a.k, a.r, a.d = cur.k, cur.r, cur.d
+	goal := max(a.target, predict(cur))
+	partialParity(p, spacedBurst(p, a.burst, a.d), goal, a.cfg.MinR, a.r, a.partial[:a.k], a.sparse())
+	a.partialOK = true
+	if a.clean >= cleanReports || congested && p == 0 {
+		a.parityOff()
+	}
+	return a.Ratio()
+}
+
+// minQueuedLoss is where the loss a queued path is judged to have (a
+// quarter of the last each report while the queue stands) counts as none:
+// parity goes off. From the 30% a flow's start-up overshoot may show, that
+// takes four reports.
+const minQueuedLoss = 0.005
+
+// lossAtMost is r with its loss cut to at most p: the symbols lost beyond
+// it count as received (and with them their runs and unrecovered data).
+func lossAtMost(r LossReport, p float64) LossReport {
+	lost := r.Expected - r.Received
+	keep := uint32(p * float64(r.Expected))
+	if lost <= keep {
+		return r
+	}
+	r.Received = r.Expected - keep
+	r.Unrecovered = min(r.Unrecovered, keep)
+	r.Runs = min(r.Runs, keep)
+	return r
+}
+
+// trackClean counts rep into the run of clean reports: after cleanReports
+// of them parity goes off; a report that lost anything ends the run and,
+// if parity was off, brings back MinR (and MinR for early-closing groups)
+// before the rule has an interval to act on.
+func (a *Adapter) trackClean(rep LossReport) {
+	switch {
+	case rep.Expected > rep.Received:
+		a.clean = 0
+		if a.r < a.cfg.MinR && !a.queuing() {
+			a.r = a.cfg.MinR
+			for i := range a.partial {
+				a.partial[i] = uint8(a.cfg.MinR)
+			}
+			a.partialOK = true
+		}
+	case rep.Expected > 0:
+		if a.clean++; a.clean >= cleanReports {
+			a.parityOff()
+		}
+	}
+}
+
+// sparse reports whether the lane's groups close early with a packet or
+// two (fewer than two data symbols per flush timeout): a ping lane, an
+// ACK stream.
+func (a *Adapter) sparse() bool { return a.fill > 0 && a.fill < 2 }
+
+// parityOff stops parity: a clean path (and with no parity, nothing to
+// interleave). The partial table stays: a block still open under the
+// previous R closes with it (a 0 there would mean the full R).
+func (a *Adapter) parityOff() {
+	a.r, a.d = 0, 1
+}
+
+// minBurstSample is the fewest lost symbols a mean burst length is taken
+// over: a few losses say little about their pattern.
+const minBurstSample = 10
