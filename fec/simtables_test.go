@@ -13,9 +13,10 @@ import (
 
 const targetLoss, targetOverhead = 0.002, 0.25
 
-// TestLossSimulationTarget asserts the target with the smallest
-// group that meets it at ≤25% overhead (12:3; 8:2 does not, see the loss
-// simulation in docs/BENCHMARKS.md) and with what auto mode picks at 5% loss.
+// TestLossSimulationTarget asserts the target (residual loss targetLoss)
+// with the smallest group that meets it at ≤25% overhead (12:3; 8:2 does
+// not, see the loss simulation in docs/BENCHMARKS.md) and with what auto
+// mode picks at 5% loss.
 func TestLossSimulationTarget(t *testing.T) {
 	n := 200000
 	if testing.Short() || raceEnabled {

@@ -18,7 +18,7 @@ import (
 	"github.com/yip-router/yip-router/internal/lab"
 )
 
-// The flood-and-fault campaign (issue 10). Router A (initiator) sends a
+// The flood-and-fault campaign. Router A (initiator) sends a
 // paced, sequence-numbered UDP stream to router B (responder) while a third
 // namespace, the attacker (internal/flood, which bench-compare's flood rows
 // share), attached to B by its own veth on 172.31.251.0/24, attacks B's
@@ -45,7 +45,7 @@ import (
 //
 // The CI mode (default) floods 3 s per phase and asserts loose bounds that
 // hold on a busy 2-core machine; YIP_CAMPAIGN=1 floods 60 s per phase,
-// prints a table and asserts the issue's targets (docs/SECURITY.md).
+// prints a table and asserts the targets docs/SECURITY.md states.
 func TestFloodCampaign(t *testing.T) {
 	cfg := campaignConfig{flood: 3 * time.Second, pre: time.Second, post: 2 * time.Second,
 		baseline: 2 * time.Second, pps: 2000, size: 1000, tcpFor: 1500 * time.Millisecond, warm: time.Second}
@@ -160,7 +160,7 @@ func TestFloodCampaign(t *testing.T) {
 	// when idle; the legitimate traffic touches part of them) and the
 	// handshake flood's refusals allocate; the router runs with GOGC=25,
 	// so that garbage stays near a quarter of the heap. Over the whole
-	// campaign, from idle, the bound is 48 MiB; the issue's 16 MiB is per
+	// campaign, from idle, the bound is 48 MiB; the 16 MiB target is per
 	// flood (checked per phase in long mode).
 	limit := uint64(48 << 20)
 	if g := rssEnd - c.rss0; rssEnd > c.rss0 && g > limit {

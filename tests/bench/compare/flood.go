@@ -25,7 +25,7 @@ import (
 // namespace (the CPU-matched baseline: the same generator, rate and
 // packets, so the attacker's and the kernel's CPU are the same), then
 // while it sends it to B's listen port (flood-KIND). The attacker is the
-// campaign's (tests/e2e/campaign_test.go): one goroutine, flat out, from a
+// campaign's (internal/flood, as tests/e2e's campaign uses it): one goroutine, flat out, from a
 // namespace of its own with a veth into B's.
 const (
 	floodNone    = "none"
