@@ -281,7 +281,13 @@ func runLoaded(c *config, t *topo, h *hub, peers []*simPeer, pubs []crypto.Publi
 			return err
 		}
 	}
-	logf("prebuilt in %s; burst", time.Since(t0).Round(time.Millisecond))
+	logf("prebuilt in %s", time.Since(t0).Round(time.Millisecond))
+	ceil, err := cryptoCeiling(hubPriv, peers, 2000)
+	if err != nil {
+		return fmt.Errorf("crypto ceiling: %w", err)
+	}
+	res.Ceiling = &ceil
+	logf("crypto ceiling: %.0f handshakes per CPU-second (%d answered in %.2f CPU-s); burst", ceil.PerCPUSec, ceil.Handshakes, ceil.CPUSec)
 	res.Burst = handshakes(c, t, h, peers, "burst (all at once)", 0)
 	logf("%s", res.Burst.summary())
 	res.Burst.SettleS, res.Burst.SettleCPUSec = settle(t, h)

@@ -42,6 +42,9 @@ type simPeer struct {
 	rxf    crypto.Framer
 	group  uint32
 	seq    uint16
+	// resp is the burst's response, kept unopened until its clocks
+	// stopped (finishResponse).
+	resp []byte
 }
 
 // newPeers makes n peers with fresh keys, each knowing the hub's public
@@ -151,7 +154,8 @@ func backoff(n int) time.Duration {
 // deadline: the first initiation is the prebuilt one when prebuilt, a
 // cookie reply is answered at once with a new initiation carrying mac2 (the
 // router would wait for its retry schedule), silence is retried on the
-// router's backoff schedule.
+// router's backoff schedule. With prebuilt (the burst) the response is
+// kept and opened after the phase (finishResponse).
 func (p *simPeer) handshake(hub netip.AddrPort, prebuilt bool, deadline time.Time, st *hsStats) {
 	start := time.Now()
 	var dg []byte
@@ -216,6 +220,18 @@ func (p *simPeer) handshake(hub netip.AddrPort, prebuilt bool, deadline time.Tim
 			}
 			continue
 		}
+		if prebuilt {
+			// The burst: what is not a cookie reply is the hub's
+			// response (a responder sends nothing else before the
+			// first datagram). Its DHs wait until the burst's clocks
+			// stopped (finishResponse), so the generator spends its
+			// CPU on the hub's socket, not on its own crypto.
+			p.resp = append(p.resp[:0], d...)
+			p.hsTook = now.Sub(start)
+			st.done.Add(1)
+			st.cookiePer[min(cookies, 7)].Add(1)
+			return
+		}
 		if s := p.consumeResponse(d); s != nil {
 			p.setSession(s)
 			p.hsTook = now.Sub(start)
@@ -239,6 +255,19 @@ func (p *simPeer) consumeCookie(d []byte, now time.Time) bool {
 		if in.ConsumeCookieReply(d, now) == nil {
 			return true
 		}
+	}
+	return false
+}
+
+// finishResponse opens the response the burst kept (handshake with
+// prebuilt) and takes its session; false if it was no response to any of
+// p's initiations.
+func (p *simPeer) finishResponse() bool {
+	d := p.resp
+	p.resp = nil
+	if s := p.consumeResponse(d); s != nil {
+		p.setSession(s)
+		return true
 	}
 	return false
 }

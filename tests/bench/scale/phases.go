@@ -136,6 +136,15 @@ func handshakes(c *config, t *topo, h *hub, peers []*simPeer, name string, rate 
 	hubCPU1, _ := cpuSec(h.pid())
 	genCPU1 := selfCPU()
 	r.Completed = int(st.done.Load())
+	if rate == 0 {
+		for i, p := range peers {
+			if p.resp != nil && !p.finishResponse() {
+				r.Completed--
+				r.ResponsesRefused++
+				done[i] = 0
+			}
+		}
+	}
 	var last time.Duration
 	var lat []time.Duration
 	for i, d := range done {

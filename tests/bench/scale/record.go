@@ -12,12 +12,16 @@ import (
 type Result struct {
 	Error string `json:"error,omitempty"`
 	// Start time and idle RSS with 0, 1 and N configured peers.
-	Start             []StartRun   `json:"start"`
-	RSSPerIdlePeerKiB float64      `json:"rss_per_idle_peer_kib"`
-	RSSIdleKiB        int64        `json:"rss_idle_kib"` // N peers, before any handshake
-	Burst             HSResult     `json:"burst"`
-	Paced             *HSResult    `json:"paced,omitempty"`
-	Traffic           []PingResult `json:"traffic"`
+	Start             []StartRun `json:"start"`
+	RSSPerIdlePeerKiB float64    `json:"rss_per_idle_peer_kib"`
+	RSSIdleKiB        int64      `json:"rss_idle_kib"` // N peers, before any handshake
+	Burst             HSResult   `json:"burst"`
+	// Ceiling is the responder's crypto alone, measured in this run
+	// (ceiling.go); the burst's handshakes per hub CPU-second are set
+	// against it.
+	Ceiling *Ceiling     `json:"crypto_ceiling,omitempty"`
+	Paced   *HSResult    `json:"paced,omitempty"`
+	Traffic []PingResult `json:"traffic"`
 	// RSS after every peer's session carried a ping; per active lane =
 	// (after - idle) / N.
 	RSSAfterTrafficKiB  int64   `json:"rss_after_traffic_kib"`
@@ -57,9 +61,13 @@ type HSResult struct {
 	Cookies      int64   `json:"cookie_replies"`
 	Timeouts     int64   `json:"timeout_retries"`
 	GaveUp       int64   `json:"gave_up"`
-	Other        int64   `json:"other_datagrams"`
-	SendErrs     int64   `json:"send_errors"`
-	ReadErrs     int64   `json:"read_errors"`
+	// ResponsesRefused: burst responses (kept unopened until the
+	// phase's clocks stopped) that opened under none of the peer's
+	// initiations; not counted as completed.
+	ResponsesRefused int   `json:"responses_refused,omitempty"`
+	Other            int64 `json:"other_datagrams"`
+	SendErrs         int64 `json:"send_errors"`
+	ReadErrs         int64 `json:"read_errors"`
 	// PeersByCookies[k]: peers that completed after k cookie replies
 	// (last: k or more).
 	PeersByCookies []int64 `json:"peers_by_cookie_replies"`
