@@ -3,9 +3,14 @@ package control
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // The key log has one line per installed lane with exactly that lane's
@@ -33,5 +38,35 @@ func TestKeyLogFramingKeysOnly(t *testing.T) {
 				t.Fatal("the key log holds an AEAD key")
 			}
 		}
+	}
+}
+
+// failingWriter refuses every write and counts them.
+type failingWriter struct{ writes int }
+
+func (w *failingWriter) Write([]byte) (int, error) {
+	w.writes++
+	return 0, errors.New("disk full")
+}
+
+// A key log that refuses a write is warned about once and written no
+// more: not the session's other lanes, not later sessions. The handshakes
+// go on.
+func TestKeyLogWriteFailureStopsLogging(t *testing.T) {
+	ini, resp := memPairShards(t, "198.51.100.7:40000", 2, 2)
+	core, logs := observer.New(zap.WarnLevel)
+	ini.Core.log = zap.New(core)
+	w := &failingWriter{}
+	ini.keyLog = w
+	handshake(t, ini, resp)
+	ini.clock.Advance(DefaultRekeyAfter + DefaultRekeyAfter/rekeyJitterDiv + time.Second)
+	ini.Tick(ini.clock.Now())
+	resp.deliver(ini.take(), ini.addr, ConnGroup)
+	ini.deliver(resp.take(), resp.addr, ConnLane)
+	if n := ini.Counts().Completed; n != 2 {
+		t.Fatalf("%d handshakes completed, want 2", n)
+	}
+	if w.writes != 1 || logs.FilterMessageSnippet("key log").Len() != 1 {
+		t.Fatalf("%d writes, %d warnings; want 1 and 1", w.writes, logs.FilterMessageSnippet("key log").Len())
 	}
 }
