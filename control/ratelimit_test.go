@@ -65,3 +65,28 @@ func TestProvenLimiterPerAddress(t *testing.T) {
 		t.Fatal("another address of a drained /64 got a fresh bucket")
 	}
 }
+
+// A full table first drops the buckets that refilled (they would come
+// back full anyway), so a source that drained its bucket keeps it: a
+// flood of new sources cannot hand it a fresh burst.
+func TestLimiterEvictsRefilledFirst(t *testing.T) {
+	l := newLimiter(sourcePrefix)
+	t0 := time.Unix(1000, 0)
+	for i := range limiterLimit {
+		l.allow(netip.AddrFrom4([4]byte{10, byte(i >> 8), byte(i), 1}), t0) // one token each
+	}
+	t1 := t0.Add(time.Second) // every one of them refilled by now
+	hot := netip.AddrFrom4([4]byte{10, 0, 0, 1})
+	for range int(initBurst) {
+		l.allow(hot, t1)
+	}
+	if !l.allow(netip.MustParseAddr("198.51.100.1"), t1) {
+		t.Fatal("a new source refused")
+	}
+	if n := len(l.buckets); n != 2 {
+		t.Fatalf("%d buckets after evicting the refilled ones, want the drained one and the new one", n)
+	}
+	if l.allow(hot, t1) {
+		t.Fatal("the drained source got a fresh bucket")
+	}
+}
