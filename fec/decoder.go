@@ -95,10 +95,14 @@ type slot struct {
 	dataR       uint8
 	maxIdx      uint8  // 1 + highest data index seen
 	shardLen    uint16 // parity length once known
-	start       time.Time
-	present     indexSet // distinct indices received
-	delivered   indexSet // data indices handed out
-	nStored     uint16
+	// start is when the group's slot was made (monoNs; 0: never). Not a
+	// time.Time, which holds a pointer: a slot without one leaves the
+	// window's slots out of the garbage collector's scan, which a hub
+	// with thousands of lanes pays at every cycle.
+	start     int64
+	present   indexSet // distinct indices received
+	delivered indexSet // data indices handed out
+	nStored   uint16
 	// spoiled counts reconstructions whose output failed to open: a parity
 	// symbol was changed on the path (see tryRecover).
 	spoiled uint8
@@ -153,14 +157,28 @@ func NewDecoder(cfg DecoderConfig) *Decoder {
 	}
 	// At least one full group must fit, or nothing could ever be recovered.
 	maxSlabs := max(cfg.MaxBytes/slabLen, MaxK+MaxR)
+	// The window's slots (about 1 KiB each) and the free list are made
+	// at the first symbol (slotFor, takeSlab): a lane's keys that never
+	// receive (a hub's many idle peers, keys replaced before use) carry
+	// only this header.
 	d := &Decoder{
 		cfg:      cfg,
 		mask:     uint32(cfg.MaxGroups - 1),
-		slots:    make([]slot, cfg.MaxGroups),
 		maxSlabs: maxSlabs,
-		free:     make([]int16, 0, maxSlabs),
 	}
 	return d
+}
+
+// monoEpoch is the zero of the slots' start times (monoNs).
+var monoEpoch = time.Now()
+
+// monoNs is t as a slot's start: nanoseconds since monoEpoch (monotonic
+// where t carries a monotonic reading), never 0, which says "never".
+func monoNs(t time.Time) int64 {
+	if ns := int64(t.Sub(monoEpoch)); ns != 0 {
+		return ns
+	}
+	return 1
 }
 
 // Stats returns the counters so far.

@@ -141,9 +141,15 @@ func NewEncoder(cfg EncoderConfig) (*Encoder, error) {
 	for i := range e.cls {
 		e.cls[i].slab = lenPrefix + classMax[i]
 	}
-	last := &e.cls[len(e.cls)-1]
-	if err := e.prepare(last.slab, &last.grp[0], cfg.R); err != nil {
-		return nil, err
+	// The codec for R now, so a ratio the library refuses fails here;
+	// the parity slabs come with the first group that needs them
+	// (prepare): a lane's keys that never send carry none.
+	if cfg.R > 0 {
+		enc, err := parityCodec(cfg.R)
+		if err != nil {
+			return nil, err
+		}
+		e.codecs[cfg.R] = enc
 	}
 	return e, nil
 }

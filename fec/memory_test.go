@@ -6,6 +6,7 @@ package fec
 
 import (
 	"math/rand/v2"
+	"reflect"
 	"runtime"
 	"slices"
 	"testing"
@@ -163,4 +164,56 @@ func TestTrimReleasesIdleMemory(t *testing.T) {
 			t.Fatal("not recovered after the trim")
 		}
 	}
+}
+
+// TestUnusedKeysCarryNoWindow: a decoder that never received and an
+// encoder that never sent hold no window, free list or parity slabs (a
+// hub's thousands of lanes that are idle, and every lane's keys replaced
+// before use), and they grow them at the first symbol. A slot holds no
+// pointer, so the window a busy lane holds is no work for the garbage
+// collector.
+func TestUnusedKeysCarryNoWindow(t *testing.T) {
+	d := NewDecoder(DecoderConfig{})
+	if d.slots != nil || d.free != nil || d.arena != nil {
+		t.Fatalf("a new decoder holds %d slots, %d free-list entries of room, %d slabs", len(d.slots), cap(d.free), len(d.arena))
+	}
+	var got [][]byte
+	d.Push(Meta{Kind: KindData, Group: 7, Index: 0, K: 2, R: 1}, []byte("abc"), t0, func(p []byte) bool { got = append(got, slices.Clone(p)); return true })
+	if len(d.slots) != DefaultMaxGroups || len(got) != 1 {
+		t.Fatalf("after the first symbol: %d slots, %d delivered", len(d.slots), len(got))
+	}
+	e, err := NewEncoder(EncoderConfig{K: 4, R: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range e.cls {
+		for j := range e.cls[i].grp {
+			if n := len(e.cls[i].grp[j].parity); n != 0 {
+				t.Fatalf("a new encoder holds %d parity slabs in class %d", n, i)
+			}
+		}
+	}
+	if hasPointers(reflect.TypeFor[slot]()) {
+		t.Fatal("slot holds a pointer: every busy lane's window is scanned at every GC cycle")
+	}
+}
+
+// hasPointers reports whether a value of type t holds a pointer.
+func hasPointers(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Array:
+		return t.Len() > 0 && hasPointers(t.Elem())
+	case reflect.Struct:
+		for i := range t.NumField() {
+			if hasPointers(t.Field(i).Type) {
+				return true
+			}
+		}
+		return false
+	case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+		reflect.Float32, reflect.Float64, reflect.Complex64, reflect.Complex128:
+		return false
+	}
+	return true
 }

@@ -164,6 +164,11 @@ func (d *Decoder) takeSlab(keep *slot) int16 {
 		return b
 	}
 	if len(d.arena) < d.maxSlabs {
+		if d.free == nil {
+			// Every slab taken can come back: room for all of them
+			// now, so freeing one never allocates.
+			d.free = make([]int16, 0, d.maxSlabs)
+		}
 		d.arena = append(d.arena, make([]byte, slabLen))
 		return int16(len(d.arena) - 1)
 	}

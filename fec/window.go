@@ -10,6 +10,9 @@ import "time"
 // slotFor places group g in the window, sliding or resynchronising it as
 // needed. It returns nil (and counts why) for symbols outside the window.
 func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
+	if d.slots == nil {
+		d.slots = make([]slot, d.cfg.MaxGroups)
+	}
 	if !d.started {
 		d.started, d.head, d.first = true, g, g
 	}
@@ -45,7 +48,7 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 		steps := min(ahead, n)
 		for i := int64(1); i <= steps; i++ {
 			s := &d.slots[(d.head+uint32(i))&d.mask]
-			if leaving := d.head + uint32(i) - uint32(n); s.start.IsZero() || s.group != leaving {
+			if leaving := d.head + uint32(i) - uint32(n); s.start == 0 || s.group != leaving {
 				d.unseen(leaving)
 			}
 			d.retire(s)
@@ -65,7 +68,7 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 		}
 		for id := first; id != g; id++ {
 			s := &d.slots[id&d.mask]
-			*s = slot{group: id, state: stateMissing, start: now}
+			*s = slot{group: id, state: stateMissing, start: monoNs(now)}
 			for i := range s.bufs {
 				s.bufs[i] = -1
 			}
@@ -87,7 +90,7 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 			// counted again (account).
 			counted = s.accounted
 		}
-		*s = slot{group: g, state: stateOpen, start: now, countedLost: counted}
+		*s = slot{group: g, state: stateOpen, start: monoNs(now), countedLost: counted}
 		for i := range s.bufs {
 			s.bufs[i] = -1
 		}
@@ -190,8 +193,8 @@ func (d *Decoder) Tick(now time.Time) bool {
 		if s.state == stateFree || s.accounted {
 			continue
 		}
-		if exp := s.start.Add(d.cfg.GroupTTL); now.Before(exp) {
-			if next.IsZero() || exp.Before(next) {
+		if left := s.start + int64(d.cfg.GroupTTL) - monoNs(now); left > 0 {
+			if exp := now.Add(time.Duration(left)); next.IsZero() || exp.Before(next) {
 				next = exp
 			}
 			continue
