@@ -106,8 +106,11 @@ type slot struct {
 	// spoiled counts reconstructions whose output failed to open: a parity
 	// symbol was changed on the path (see tryRecover).
 	spoiled uint8
-	lens    [MaxK]uint16       // payload length of stored data symbols
-	bufs    [MaxK + MaxR]int16 // arena slab per index, -1 if none
+	lens    [MaxK]uint16 // payload length of stored data symbols
+	// bufs is the arena slab holding each index, plus one: 0 is none,
+	// so a new group's zeroed slot has none without a pass over it
+	// (buf, setBuf).
+	bufs [MaxK + MaxR]int16
 }
 
 // Decoder reassembles one lane. Not safe for concurrent use.
@@ -328,7 +331,7 @@ func (d *Decoder) pushParity(s *slot, m Meta, sym []byte) {
 			return
 		}
 		for i := 0; i < int(s.maxIdx); i++ {
-			if s.bufs[i] >= 0 && lenPrefix+int(s.lens[i]) > len(sym) {
+			if s.buf(i) >= 0 && lenPrefix+int(s.lens[i]) > len(sym) {
 				d.corrupt(s)
 				return
 			}

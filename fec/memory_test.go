@@ -84,8 +84,8 @@ func storedSlabs(d *Decoder) int {
 		if d.slots[i].state == stateFree {
 			continue
 		}
-		for _, b := range d.slots[i].bufs {
-			if b >= 0 {
+		for j := range d.slots[i].bufs {
+			if d.slots[i].buf(j) >= 0 {
 				n++
 			}
 		}

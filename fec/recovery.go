@@ -28,7 +28,7 @@ func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 	// nStored >= K.
 	e := 0
 	for i := range k {
-		if b := s.bufs[i]; b >= 0 {
+		if b := s.buf(i); b >= 0 {
 			buf := d.arena[b][:size]
 			clear(buf[lenPrefix+int(s.lens[i]):])
 			d.er.data[i] = buf
@@ -52,7 +52,7 @@ func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 	// arrived.
 	n := 0
 	for j := 0; j < r && n < e; j++ {
-		if b := s.bufs[k+j]; b >= 0 {
+		if b := s.buf(k + j); b >= 0 {
 			d.er.parity[n], d.er.rows[n] = d.arena[b][:size], uint8(j)
 			n++
 		}
@@ -118,7 +118,7 @@ func (d *Decoder) spoiled(s *slot) {
 		return
 	}
 	for j := int(s.k); j < int(s.k)+int(s.r); j++ {
-		if s.bufs[j] >= 0 {
+		if s.buf(j) >= 0 {
 			d.unstore(s, j)
 			s.present.remove(j)
 		}
@@ -141,16 +141,16 @@ func (d *Decoder) store(s *slot, idx int) int16 {
 		d.stats.NotStored++
 		return -1
 	}
-	s.bufs[idx] = b
+	s.setBuf(idx, b)
 	s.nStored++
 	return b
 }
 
 // unstore releases the copy of symbol idx of s, if one was kept.
 func (d *Decoder) unstore(s *slot, idx int) {
-	if b := s.bufs[idx]; b >= 0 {
+	if b := s.buf(idx); b >= 0 {
 		d.free = append(d.free, b)
-		s.bufs[idx] = -1
+		s.bufs[idx] = 0
 		s.nStored--
 	}
 }
@@ -183,14 +183,20 @@ func (d *Decoder) takeSlab(keep *slot) int16 {
 	return -1
 }
 
+// buf is the arena slab holding symbol idx of s; -1 if none.
+func (s *slot) buf(idx int) int16 { return s.bufs[idx] - 1 }
+
+// setBuf records that slab b holds symbol idx of s.
+func (s *slot) setBuf(idx int, b int16) { s.bufs[idx] = b + 1 }
+
 func (d *Decoder) freeBufs(s *slot) {
 	if s.nStored == 0 {
 		return
 	}
 	for i, b := range s.bufs {
-		if b >= 0 {
-			d.free = append(d.free, b)
-			s.bufs[i] = -1
+		if b > 0 {
+			d.free = append(d.free, b-1)
+			s.bufs[i] = 0
 		}
 	}
 	s.nStored = 0

@@ -69,9 +69,6 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 		for id := first; id != g; id++ {
 			s := &d.slots[id&d.mask]
 			*s = slot{group: id, state: stateMissing, start: monoNs(now)}
-			for i := range s.bufs {
-				s.bufs[i] = -1
-			}
 			if exp := now.Add(d.cfg.GroupTTL); d.nextExpiry.IsZero() || exp.Before(d.nextExpiry) {
 				d.nextExpiry = exp
 			}
@@ -91,9 +88,6 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 			counted = s.accounted
 		}
 		*s = slot{group: g, state: stateOpen, start: monoNs(now), countedLost: counted}
-		for i := range s.bufs {
-			s.bufs[i] = -1
-		}
 		if exp := now.Add(d.cfg.GroupTTL); d.nextExpiry.IsZero() || exp.Before(d.nextExpiry) {
 			d.nextExpiry = exp
 		}
