@@ -226,3 +226,29 @@ func TestPlacement(t *testing.T) {
 		})
 	}
 }
+
+// A lane that moved to a new IP (Config.Moved on its owner): on every
+// other shard the peer's lanes follow to the new IP, each at its own port;
+// the owner's shard is left out (its lane moved itself). (Hand-over
+// entries follow the owner's own news of the move; FollowLane's hint
+// matters only before that news: claim_test.go.)
+func TestGroupFollowPeer(t *testing.T) {
+	gs := newGroupSide(t, 3, nil)
+	s := groupSession(3, 0, -1, nil)
+	place := gs.g.InstallSession(s)
+	runQueued(gs.sd)
+	to := netip.MustParseAddrPort("198.51.100.9:41000")
+	gs.g.FollowPeer(place[0], 1, 0, s.Lanes[0].Remote, to)
+	runQueued(gs.sd)
+	for i := range s.Lanes {
+		want := netip.AddrPortFrom(to.Addr(), s.Lanes[i].Remote.Port())
+		if i == 0 {
+			want = s.Lanes[0].Remote // on the shard left out
+		}
+		if got := gs.g.Shards()[place[i]].ownedLane(1, i).cfg.Remote; got != want {
+			t.Fatalf("lane %d on shard %d talks to %s, want %s", i, place[i], got, want)
+		}
+	}
+	checkTables(t, "after the follow", gs.sd, true)
+	checkAddrOwners(t, "after the follow", gs.sd)
+}
