@@ -111,6 +111,14 @@ func runUp(o upOptions, stderr io.Writer) int {
 		return 1
 	}
 	setGCPercent()
+	if path := os.Getenv(cpuProfileEnv); path != "" {
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			return fail(err)
+		}
+		defer stop()
+		log.Warn("writing a CPU profile of this run (it costs a little CPU); it is complete once the router stopped", zap.String(cpuProfileEnv, path))
+	}
 	opts := router.Options{Log: log}
 	if opts.Shards, err = shardsFlag(o.shards); err != nil {
 		log.Error("yip-router up: " + err.Error())

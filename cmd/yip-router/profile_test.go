@@ -1,0 +1,30 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// The profile YIP_CPUPROFILE names is a complete pprof file once stopped
+// (gzip-compressed protobuf), and a path that cannot be written is an
+// error naming the variable, before anything runs.
+func TestCPUProfile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cpu.prof")
+	stop, err := startCPUProfile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(b, []byte{0x1f, 0x8b}) {
+		t.Fatalf("the profile is not a pprof file: % x", b[:min(len(b), 8)])
+	}
+	if _, err := startCPUProfile(filepath.Join(t.TempDir(), "missing", "cpu.prof")); err == nil || !bytes.Contains([]byte(err.Error()), []byte(cpuProfileEnv)) {
+		t.Fatalf("an unwritable path: %v", err)
+	}
+}
