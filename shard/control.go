@@ -272,6 +272,7 @@ func (s *Shard) SetKeepalive(peer PeerID, d time.Duration) {
 			if ln != nil {
 				ln.cfg.Keepalive = d
 				ln.drawWaits()
+				s.table.stir(ln)
 			}
 		}
 	}
@@ -338,6 +339,7 @@ func (s *Shard) sendControl(ln *lane, body []byte) bool {
 		ln.lastAskTx = s.now
 	}
 	ln.drawWaits()
+	s.table.stir(ln)
 	s.count(ControlOut)
 	s.queue(ln, p, len(d))
 	return true

@@ -73,7 +73,7 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 		s.release(p)
 		return
 	}
-	ks.encBusy = true // a group may be open: tick flushes it
+	s.noteBusy(ln, ks) // a group may be open: tickFEC flushes it
 	m, err := ks.enc.Add(sym, s.now)
 	if err != nil {
 		s.count(DropOversize)
@@ -96,6 +96,7 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 	ln.txBytes += uint64(p.N)
 	ln.noteSize(p.N)
 	ln.lastTx, ln.lastAskTx = s.now, s.now
+	s.table.stir(ln)
 	s.queue(ln, p, len(d))
 	s.drainParity(ln, ks)
 }

@@ -148,6 +148,7 @@ func (s *Shard) receive(ln *lane, keys *keyset, h crypto.Header, sym []byte) {
 			break
 		}
 		ln.lastRx = s.now
+		s.table.stir(ln)
 		if len(body) > 0 && body[0] != ctlKeepalive {
 			ln.lastAsk = s.now
 		}
@@ -206,6 +207,7 @@ func (s *Shard) deliverSymbol(ln *lane, ks *keyset, sym []byte) bool {
 	}
 	ln.lastRx = s.now // authenticated and not a replay: the peer is alive
 	ln.lastAsk = s.now
+	s.table.stir(ln)
 	s.authed++
 	if s.cfg.Table.Load().LookupPacket(pt, true) != ln.cfg.Peer {
 		s.count(DropNotAllowed)

@@ -45,7 +45,7 @@ type keyset struct {
 	confirmed bool
 	// decDirty: the decoder may have counted something since publish
 	// last folded it. encBusy: the encoder may hold a partial group
-	// (tick skips the encoders of idle lanes).
+	// (the keys are in Shard.flushing, which tickFEC visits).
 	decDirty, encBusy bool
 	// folded is the decoder's counters as last added to the shard's: the
 	// shard keeps the totals because dropping the keys drops the decoder
@@ -163,6 +163,7 @@ func (s *Shard) foldLane(ln *lane) {
 	if ln == nil {
 		return
 	}
+	s.unflush(ln)
 	for _, ks := range ln.keysets() {
 		if ks != nil {
 			s.foldDecoder(ks)

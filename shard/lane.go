@@ -271,6 +271,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	}
 	ln.delay.noteHandshake(cfg.RTT, s.now) // an initiator's: this handshake's
 	ln.reported, ln.movePending = ln.cfg.Remote, false
+	s.table.stir(ln) // new keys: hellos, the first reports
 	s.releaseWaiting(cfg.Peer)
 	return nil
 }

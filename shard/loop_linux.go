@@ -67,11 +67,14 @@ func (s *Shard) Run() error {
 		}
 		work += s.readStrangers(work > 0)
 		s.flushAll()
-		if (!s.fecDue.IsZero() && !s.now.Before(s.fecDue)) || s.now.Sub(lastTick) >= idlePoll {
+		if s.now.Sub(lastTick) >= idlePoll {
 			s.fecDue = s.tick()
 			s.flushAll()
 			s.publish()
 			lastTick = s.now
+		} else if !s.fecDue.IsZero() && !s.now.Before(s.fecDue) {
+			s.fecDue = s.tickFEC()
+			s.flushAll()
 		}
 		if work > 0 {
 			continue

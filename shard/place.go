@@ -105,6 +105,11 @@ func (s *Shard) adoptLane(ln *lane, from int) {
 			continue
 		}
 		s.bindDeliver(ln, ks)
+		if ks.encBusy {
+			// The shard it left forgot it (foldLane): flushed here now.
+			ks.encBusy = false
+			s.noteBusy(ln, ks)
+		}
 		if d, ok := ks.enc.Deadline(); ok && (s.fecDue.IsZero() || d.Before(s.fecDue)) {
 			s.fecDue = d
 		}

@@ -191,6 +191,7 @@ func (s *Shard) relocate(peer PeerID, follow bool, move func(netip.AddrPort) (ne
 		}
 		if follow && s.now.Sub(ln.lastRx) < followQuiet {
 			ln.followTo, ln.followAt = next, s.now
+			s.table.stir(ln)
 			continue
 		}
 		s.moveUnproven(ln, next, follow)

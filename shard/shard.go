@@ -194,6 +194,9 @@ type Shard struct {
 	sendHook func(conn int, b *udp.Batch, n int) // tests: replaces sendmmsg
 	now      time.Time
 	fecDue   time.Time // earliest FEC flush deadline known; zero: none
+	// flushing is the keys whose encoder may hold a partial group
+	// (keyset.encBusy), which tickFEC visits at each FEC deadline.
+	flushing []flushEntry
 	trimAt   time.Time // last trimIdle
 	// strangersQuiet: the strangers' socket was found empty; it is read
 	// again from this time on (readStrangers).

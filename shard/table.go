@@ -37,6 +37,10 @@ type laneTable struct {
 	// owned is every lane this shard owns, in no order (lane.slot is a
 	// lane's index): roam tries their tags, the timers run them.
 	owned []*lane
+	// wakes[i] is when tick next visits owned[i] (nanoseconds since
+	// stampEpoch; 0: at its next run): a hub's idle lanes are skipped by
+	// reading this array, not each lane (Shard.idleWake, stir).
+	wakes []int64
 	// cands is the lanes other shards own, by their receive keys, so a
 	// datagram of theirs that arrives here is recognised (place.go).
 	cands []*candidate
@@ -328,6 +332,15 @@ func (t *laneTable) entryOf(pl *peerLanes, index int) (foreignLane, bool) {
 func (t *laneTable) own(ln *lane) {
 	ln.slot = len(t.owned)
 	t.owned = append(t.owned, ln)
+	t.wakes = append(t.wakes, 0)
+}
+
+// stir makes tick visit ln, if owned here, at its next run: it sent or
+// received, or was given something to do.
+func (t *laneTable) stir(ln *lane) {
+	if ln.slot >= 0 && ln.slot < len(t.owned) && t.owned[ln.slot] == ln {
+		t.wakes[ln.slot] = 0
+	}
 }
 
 // disown removes ln from the lanes roam tries.
@@ -340,6 +353,8 @@ func (t *laneTable) disown(ln *lane) {
 	t.owned[ln.slot].slot = ln.slot
 	t.owned[last] = nil
 	t.owned = t.owned[:last]
+	t.wakes[ln.slot] = t.wakes[last]
+	t.wakes = t.wakes[:last]
 	ln.slot = -1
 }
 

@@ -100,6 +100,9 @@ func (t *laneTable) check() error {
 			return fmt.Errorf("hand-over entry %s for lane %d of peer %d, which this shard owns", addr, f.index, f.peer)
 		}
 	}
+	if len(t.wakes) != len(t.owned) {
+		return fmt.Errorf("%d wake times for %d owned lanes", len(t.wakes), len(t.owned))
+	}
 	return nil
 }
 

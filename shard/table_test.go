@@ -103,6 +103,9 @@ func TestTableCheckCatches(t *testing.T) {
 			delete(tb.lanes, addrA)
 			tb.peers[1].local[0] = nil
 		}},
+		{"wake times out of step with owned", "wake times", func(tb *laneTable) {
+			tb.wakes = tb.wakes[:0]
+		}},
 		{"owned out of slot", "not at its slot", func(tb *laneTable) {
 			tb.owned[0].slot = 5
 		}},

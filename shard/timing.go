@@ -20,6 +20,10 @@ const (
 	// and counter publication need no finer clock; published counters are
 	// at most this old.
 	idlePoll = 50 * time.Millisecond
+	// idleAfter is how long a lane must have sent and received nothing
+	// for tick to visit it only every idleTick (Shard.idleWake).
+	idleAfter = time.Second
+	idleTick  = 250 * time.Millisecond
 
 	// waitMaxAge is how long a packet waits for its peer's handshake
 	// before it is dropped: long enough for an initiation and its first
