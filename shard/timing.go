@@ -13,12 +13,12 @@ import "time"
 // (fec.DefaultFlushTimeout, 5 ms) and the decoder's group lifetime
 // (fec.DefaultGroupTTL, 250 ms) are the fec package's defaults.
 const (
-	// idlePoll is the longest a shard sleeps with nothing scheduled, and so
-	// how often timers run and counters are published when no FEC deadline
-	// falls due earlier (FEC deadlines wake the loop on their own, through
-	// fecDue). Decoder expiry (250 ms groups), waiting packets' age (3 s)
-	// and counter publication need no finer clock; published counters are
-	// at most this old.
+	// idlePoll is the longest a shard sleeps with nothing scheduled, and
+	// how often the lanes' timers run and counters are published (FEC
+	// flush deadlines wake the loop on their own, through fecDue, for the
+	// encoders that hold a partial group: tickFEC). Decoder expiry (250
+	// ms groups), waiting packets' age (3 s) and counter publication need
+	// no finer clock; published counters are at most this old.
 	idlePoll = 50 * time.Millisecond
 	// idleAfter is how long a lane must have sent and received nothing
 	// for tick to visit it only every idleTick (Shard.idleWake).
