@@ -7,6 +7,7 @@ package fec
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"time"
 )
@@ -159,7 +160,8 @@ func NewDecoder(cfg DecoderConfig) *Decoder {
 		cfg.MaxAhead = cfg.MaxGroups
 	}
 	// At least one full group must fit, or nothing could ever be recovered.
-	maxSlabs := max(cfg.MaxBytes/slabLen, MaxK+MaxR)
+	// A slot stores a slab's index plus one in an int16 (slot.bufs).
+	maxSlabs := min(max(cfg.MaxBytes/slabLen, MaxK+MaxR), math.MaxInt16-1)
 	// The window's slots (about 1 KiB each) and the free list are made
 	// at the first symbol (slotFor, takeSlab): a lane's keys that never
 	// receive (a hub's many idle peers, keys replaced before use) carry

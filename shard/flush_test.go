@@ -134,3 +134,22 @@ func TestIdleLaneVisitedEveryIdleTick(t *testing.T) {
 		prev = at
 	}
 }
+
+// The timers run under a clock set before the process started (the fuzz
+// targets' ingressT0): a lane's wake time 0 means "at the next run"
+// whatever the clock, so a persistent keepalive still leaves.
+func TestTimersRunOnAnEarlyClock(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	checkAtEnd(t, a, b)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 0})
+	sa := a.shards[0]
+	sa.SetKeepalive(2, time.Second)
+	a.sent[0] = nil
+	for sa.now = ingressT0; sa.now.Before(ingressT0.Add(5 * time.Second)); sa.now = sa.now.Add(idlePoll) {
+		sa.tick()
+		sa.flushAll()
+	}
+	if len(a.sent[0]) < 3 {
+		t.Fatalf("%d datagrams in 5 s with a 1 s keepalive on a clock before the process started", len(a.sent[0]))
+	}
+}

@@ -135,6 +135,7 @@ func (s *Shard) receive(ln *lane, keys *keyset, h crypto.Header, sym []byte) {
 		// What the wire carried (data or parity), not what FEC
 		// recovers: the lengths control frames take after (padLen).
 		ln.noteSize(len(sym) - crypto.SymbolOverhead)
+		s.table.stir(ln) // its groups expire, a confirmed key's hello is due
 		keys.decDirty = true
 		keys.dec.Push(fec.Meta{Kind: fec.Kind(h.Kind), Group: h.Group, Index: h.Index, K: h.K, R: h.R}, sym, s.now, keys.deliver)
 	case crypto.KindControl:
@@ -207,7 +208,6 @@ func (s *Shard) deliverSymbol(ln *lane, ks *keyset, sym []byte) bool {
 	}
 	ln.lastRx = s.now // authenticated and not a replay: the peer is alive
 	ln.lastAsk = s.now
-	s.table.stir(ln)
 	s.authed++
 	if s.cfg.Table.Load().LookupPacket(pt, true) != ln.cfg.Peer {
 		s.count(DropNotAllowed)

@@ -45,7 +45,9 @@ type keyset struct {
 	confirmed bool
 	// decDirty: the decoder may have counted something since publish
 	// last folded it. encBusy: the encoder may hold a partial group
-	// (the keys are in Shard.flushing, which tickFEC visits).
+	// (the keys are in their shard's Shard.flushing, which tickFEC
+	// visits; while a moved lane is between shards, in none until the
+	// adopting shard adds them: adoptLane).
 	decDirty, encBusy bool
 	// folded is the decoder's counters as last added to the shard's: the
 	// shard keeps the totals because dropping the keys drops the decoder

@@ -33,9 +33,10 @@ func Pin(cpu int) error {
 // over, drains each socket and the TUN queue in batches (bounded per
 // iteration so no source starves the others), sends what it staged with one
 // sendmmsg per socket, and sleeps in one poll(2) over all its fds when an
-// iteration found no work. Timers and the publication of counters run only
-// when an FEC deadline falls due or every idlePoll, not per iteration:
-// their cost grows with the number of lanes.
+// iteration found no work. The lanes' timers and the publication of
+// counters run every idlePoll, not per iteration (their cost grows with
+// the number of lanes); an FEC deadline falling due in between flushes
+// only the encoders that hold a partial group (tickFEC).
 func (s *Shard) Run() error {
 	if err := Pin(s.cfg.CPU); err != nil {
 		return err

@@ -38,8 +38,10 @@ type laneTable struct {
 	// lane's index): roam tries their tags, the timers run them.
 	owned []*lane
 	// wakes[i] is when tick next visits owned[i] (nanoseconds since
-	// stampEpoch; 0: at its next run): a hub's idle lanes are skipped by
-	// reading this array, not each lane (Shard.idleWake, stir).
+	// stampEpoch, negative under a test's clock set before the process
+	// started; 0, never a time: at its next run): a hub's idle lanes are
+	// skipped by reading this array, not each lane (Shard.idleWake,
+	// stir).
 	wakes []int64
 	// cands is the lanes other shards own, by their receive keys, so a
 	// datagram of theirs that arrives here is recognised (place.go).

@@ -4,7 +4,8 @@ import "time"
 
 // Timers and counters: the poll loop (loop_linux.go) calls tick every
 // idlePoll, and publish with it, and tickFEC when an FEC deadline falls
-// due in between. tick runs every owned lane's timers: it expires decoder
+// due in between. tick runs the owned lanes' timers (an idle lane's only
+// every idleTick: idleWake): it expires decoder
 // groups, previous keys (keyset.go) and waiting packets, and flushes
 // partial FEC groups through tickFEC (their parity leaves through
 // egress.go). tickFEC visits only the keys whose encoder may hold a
@@ -37,7 +38,7 @@ func (s *Shard) tick() time.Time {
 	s.refillRoam()
 	now := int64(s.now.Sub(stampEpoch))
 	for i, ln := range s.table.owned {
-		if now < s.table.wakes[i] {
+		if w := s.table.wakes[i]; w != 0 && now < w {
 			continue // idle: visited every idleTick
 		}
 		s.controlTimers(ln)
@@ -47,7 +48,9 @@ func (s *Shard) tick() time.Time {
 			}
 		}
 		s.expireKeys(ln)
-		s.table.wakes[ln.slot] = s.idleWake(ln)
+		if s.table.owned[i] == ln { // the timers only queue what removes lanes
+			s.table.wakes[i] = s.idleWake(ln)
+		}
 	}
 	s.expireWaiting()
 	if s.now.Sub(s.trimAt) >= time.Second {
@@ -70,7 +73,10 @@ func (s *Shard) idleWake(ln *lane) int64 {
 		ln.helloDue || ln.movePending || ln.followTo.IsValid() || !ln.acked && ln.hellos > 0 && ln.hellos < maxHellos {
 		return 0
 	}
-	return int64(s.now.Add(idleTick).Sub(stampEpoch))
+	if w := int64(s.now.Add(idleTick).Sub(stampEpoch)); w != 0 {
+		return w
+	}
+	return 1 // 0 says "at the next run"
 }
 
 // flushEntry is keys of an owned lane whose encoder may hold a partial

@@ -225,7 +225,10 @@ func (p *simPeer) handshake(hub netip.AddrPort, prebuilt bool, deadline time.Tim
 			// response (a responder sends nothing else before the
 			// first datagram). Its DHs wait until the burst's clocks
 			// stopped (finishResponse), so the generator spends its
-			// CPU on the hub's socket, not on its own crypto.
+			// CPU on the hub's socket, not on its own crypto. A stray
+			// that is neither (a cookie reply for an initiation this
+			// peer no longer holds) ends the peer's wait and is
+			// counted ResponsesRefused, not completed.
 			p.resp = append(p.resp[:0], d...)
 			p.hsTook = now.Sub(start)
 			st.done.Add(1)
