@@ -169,6 +169,7 @@ func (g *Group) InstallSession(s Session) []int {
 		confirm := s.Initiator()
 		g.shards[owner].Do(func(x *Shard) {
 			if err := x.InstallLane(lc); err != nil {
+				x.table.dropEarlySteer(lc.Remote, lc.Conn) // the claim goes with the lane
 				g.refused(err)
 				return
 			}

@@ -252,3 +252,26 @@ func TestGroupFollowPeer(t *testing.T) {
 	checkTables(t, "after the follow", gs.sd, true)
 	checkAddrOwners(t, "after the follow", gs.sd)
 }
+
+// A lane its owner refuses to install (a config it cannot run) does not
+// leave the early claim of its remote behind, and the refusal is told.
+func TestGroupRefusedInstallReleasesClaim(t *testing.T) {
+	fs := &fakeSteer{}
+	gs := newGroupSide(t, 2, fs)
+	s := groupSession(2, 1, -1, nil)
+	s.Lanes[1].FEC = fec.EncoderConfig{K: 0, R: 1} // no such ratio
+	gs.g.InstallSession(s)
+	if _, ok := fs.at[s.Lanes[1].Remote]; !ok {
+		t.Fatal("no early claim before the shards ran")
+	}
+	runQueued(gs.sd)
+	if len(gs.refused) != 1 {
+		t.Fatalf("%d refusals told, want 1", len(gs.refused))
+	}
+	if _, ok := fs.at[s.Lanes[1].Remote]; ok {
+		t.Fatal("the refused lane's remote stays claimed in the steering map")
+	}
+	if fs.at[s.Lanes[0].Remote] != gs.g.members[0] {
+		t.Fatal("the installed lane lost its claim")
+	}
+}
