@@ -116,9 +116,13 @@ type slot struct {
 
 // Decoder reassembles one lane. Not safe for concurrent use.
 type Decoder struct {
-	cfg     DecoderConfig
-	mask    uint32
-	slots   []slot
+	cfg   DecoderConfig
+	mask  uint32
+	slots []slot
+	// due[i] is slots[i].start while the slot holds a group not yet
+	// accounted for (0: free or accounted): Tick reads this small array,
+	// not the slots (about 1 KiB each).
+	due     []int64
 	head    uint32
 	started bool
 	// first is the first group of the current run (start, or the last

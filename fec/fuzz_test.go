@@ -52,6 +52,9 @@ func FuzzDecoder(f *testing.F) {
 			if d.StoredBytes() > d.CapBytes() {
 				t.Fatalf("stored %d over cap %d", d.StoredBytes(), d.CapBytes())
 			}
+			if err := checkDue(d); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if held := storedSlabs(d); held+len(d.free) != len(d.arena) {
 			t.Fatalf("slabs: %d held + %d free != %d", held, len(d.free), len(d.arena))

@@ -5,6 +5,7 @@
 package fec
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"reflect"
 	"runtime"
@@ -76,6 +77,23 @@ func TestAdversarialMemoryCap(t *testing.T) {
 		t.Fatalf("slab leak: %d free + %d held != %d", len(d.free), storedSlabs(d), len(d.arena))
 	}
 	t.Logf("peak storage %d of cap %d; stats %+v", peak, d.CapBytes(), d.Stats())
+}
+
+// checkDue reports a slot whose entry in the expiry array (Decoder.due)
+// disagrees with it: a group not yet accounted for must be there with its
+// start, and nothing else.
+func checkDue(d *Decoder) error {
+	for i := range d.slots {
+		s := &d.slots[i]
+		want := int64(0)
+		if s.state != stateFree && !s.accounted {
+			want = s.start
+		}
+		if d.due[i] != want {
+			return fmt.Errorf("slot %d (group %d, state %d, accounted %v): due %d, want %d", i, s.group, s.state, s.accounted, d.due[i], want)
+		}
+	}
+	return nil
 }
 
 func storedSlabs(d *Decoder) int {

@@ -12,6 +12,7 @@ import "time"
 func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 	if d.slots == nil {
 		d.slots = make([]slot, d.cfg.MaxGroups)
+		d.due = make([]int64, d.cfg.MaxGroups)
 	}
 	if !d.started {
 		d.started, d.head, d.first = true, g, g
@@ -69,6 +70,7 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 		for id := first; id != g; id++ {
 			s := &d.slots[id&d.mask]
 			*s = slot{group: id, state: stateMissing, start: monoNs(now)}
+			d.due[id&d.mask] = s.start
 			if exp := now.Add(d.cfg.GroupTTL); d.nextExpiry.IsZero() || exp.Before(d.nextExpiry) {
 				d.nextExpiry = exp
 			}
@@ -88,6 +90,7 @@ func (d *Decoder) slotFor(g uint32, now time.Time) *slot {
 			counted = s.accounted
 		}
 		*s = slot{group: g, state: stateOpen, start: monoNs(now), countedLost: counted}
+		d.due[g&d.mask] = s.start
 		if exp := now.Add(d.cfg.GroupTTL); d.nextExpiry.IsZero() || exp.Before(d.nextExpiry) {
 			d.nextExpiry = exp
 		}
@@ -101,6 +104,7 @@ func (d *Decoder) close(s *slot) {
 	if s.state == stateMissing {
 		if !s.accounted {
 			s.accounted = true
+			d.due[s.group&d.mask] = 0
 			d.unseen(s.group)
 		}
 		return
@@ -144,6 +148,7 @@ func (d *Decoder) account(s *slot) {
 		return
 	}
 	s.accounted = true
+	d.due[s.group&d.mask] = 0
 	if s.countedLost {
 		return
 	}
@@ -182,17 +187,18 @@ func (d *Decoder) Tick(now time.Time) bool {
 	}
 	closed := false
 	var next time.Time
-	for i := range d.slots {
-		s := &d.slots[i]
-		if s.state == stateFree || s.accounted {
-			continue
+	nowNs := monoNs(now)
+	for i, start := range d.due {
+		if start == 0 {
+			continue // free, or accounted for
 		}
-		if left := s.start + int64(d.cfg.GroupTTL) - monoNs(now); left > 0 {
+		if left := start + int64(d.cfg.GroupTTL) - nowNs; left > 0 {
 			if exp := now.Add(time.Duration(left)); next.IsZero() || exp.Before(next) {
 				next = exp
 			}
 			continue
 		}
+		s := &d.slots[i]
 		if s.state == stateOpen {
 			d.stats.Expired++
 		}
