@@ -48,6 +48,9 @@ type cookieEpoch struct {
 // shards: the secrets live in an immutable epoch swapped atomically.
 type CookieChecker struct {
 	epoch atomic.Pointer[cookieEpoch]
+	// issued is the addresses given a cookie (issued.go): a mac2 from
+	// any other address is refused without computing it.
+	issued issuedFilter
 }
 
 // NewCookieChecker returns a checker with fresh random secrets.
@@ -91,9 +94,11 @@ func cookieFor(secret [2]uint64, slot int64, src netip.AddrPort) Cookie {
 	return ck
 }
 
-// Cookie returns the current cookie for src.
+// Cookie returns the current cookie for src, which is thereby given one
+// (issued.go).
 func (c *CookieChecker) Cookie(src netip.AddrPort, now time.Time) Cookie {
 	e := c.epochAt(now)
+	c.issued.add(src, e.slot)
 	return cookieFor(e.cur, e.slot, src)
 }
 
@@ -104,12 +109,17 @@ func (c *CookieChecker) CheckMac2(dgram []byte, src netip.AddrPort, now time.Tim
 		return false
 	}
 	e := c.epochAt(now)
-	ck := cookieFor(e.cur, e.slot, src)
-	if checkMac2((*[16]byte)(&ck), dgram) {
-		return true
+	if c.issued.mayHave(src, e.slot) {
+		ck := cookieFor(e.cur, e.slot, src)
+		if checkMac2((*[16]byte)(&ck), dgram) {
+			return true
+		}
 	}
-	ck = cookieFor(e.prev, e.slot-1, src)
-	return checkMac2((*[16]byte)(&ck), dgram)
+	if c.issued.mayHave(src, e.slot-1) {
+		ck := cookieFor(e.prev, e.slot-1, src)
+		return checkMac2((*[16]byte)(&ck), dgram)
+	}
+	return false
 }
 
 // sealCookieReply builds the reply carrying ck, encrypted under the
