@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -11,13 +12,13 @@ import (
 // (gzip-compressed protobuf), and a path that cannot be written is an
 // error naming the variable, before anything runs.
 func TestCPUProfile(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "cpu.prof")
-	stop, err := startCPUProfile(path)
+	dir := t.TempDir()
+	stop, err := startCPUProfile(filepath.Join(dir, "cpu-%p.prof"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	stop()
-	b, err := os.ReadFile(path)
+	b, err := os.ReadFile(filepath.Join(dir, "cpu-"+strconv.Itoa(os.Getpid())+".prof"))
 	if err != nil {
 		t.Fatal(err)
 	}
