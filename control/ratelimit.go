@@ -20,8 +20,10 @@ type bucket struct {
 // /64 (one host usually holds a whole /64: its privacy addresses must not
 // each get a bucket), as WireGuard keys its limiter (provenKey), so a
 // neighbour in a peer's IPv4 subnet cannot spend the peer's tokens. The table is
-// bounded: when full, the idlest half is dropped (a dropped bucket comes
-// back full), so a flood of sources costs memory only up to the bound.
+// bounded: when full, the buckets that refilled are dropped, then, if
+// that is not half, buckets in map order until it is (evict; a dropped
+// bucket comes back full, so a drained source that is dropped regains its
+// burst), and a flood of sources costs memory only up to the bound.
 type limiter struct {
 	mu      sync.Mutex
 	key     func(netip.Addr) netip.Prefix
