@@ -125,8 +125,9 @@ func (r *Router) watchOffloads() {
 func (r *Router) warnShortBuffers() {
 	for _, c := range r.conns() {
 		if rcv, snd, short := c.Buffers(); short {
-			r.log.Warn("socket buffers smaller than the 4 MiB asked for: without CAP_NET_ADMIN in the host's user namespace the host's net.core.rmem_max/wmem_max cap them, and bursts beyond them are dropped",
-				zap.Int("rcvbuf", rcv), zap.Int("sndbuf", snd), zap.String("fix", "on the host: tuning/yip-tune apply"))
+			r.log.Warn("socket buffers smaller than asked for: without CAP_NET_ADMIN in the host's user namespace the host's net.core.rmem_max/wmem_max cap them, and bursts beyond them are dropped",
+				zap.Int("rcvbuf", rcv), zap.Int("sndbuf", snd), zap.Int("rcvbuf_asked", 2*udp.RecvBuffer), zap.Int("sndbuf_asked", 2*udp.SendBuffer),
+				zap.String("fix", "on the host: tuning/yip-tune apply"))
 			return
 		}
 	}

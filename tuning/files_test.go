@@ -18,31 +18,33 @@ import (
 	"testing"
 )
 
-// The drop-in must let each shard socket get the buffer it asks for.
+// The drop-in must let each shard socket get the buffers it asks for
+// (shard/udp/buffers.go): rmem_max the receive buffer, wmem_max the send
+// buffer.
 func TestDropInCoversShardBuffers(t *testing.T) {
-	src, err := os.ReadFile(filepath.Join("..", "shard", "udp", "udp_linux.go"))
+	src, err := os.ReadFile(filepath.Join("..", "shard", "udp", "buffers.go"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := regexp.MustCompile(`const bufferSize = (\d+) << (\d+)`).FindSubmatch(src)
-	if m == nil {
-		t.Fatal("no `const bufferSize = A << B` in shard/udp/udp_linux.go; update this test to match")
-	}
-	a, _ := strconv.Atoi(string(m[1]))
-	s, _ := strconv.Atoi(string(m[2]))
-	want := a << s
 	conf, err := os.ReadFile(dropIn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, key := range []string{"net.core.rmem_max", "net.core.wmem_max"} {
-		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(key) + `\s*=\s*(\d+)\s*$`).FindSubmatch(conf)
+	for _, b := range []struct{ name, key string }{{"RecvBuffer", "net.core.rmem_max"}, {"SendBuffer", "net.core.wmem_max"}} {
+		m := regexp.MustCompile(b.name + ` += (\d+) << (\d+)`).FindSubmatch(src)
 		if m == nil {
-			t.Errorf("%s is not set in %s", key, dropIn)
+			t.Fatalf("no `%s = A << B` in shard/udp/buffers.go; update this test to match", b.name)
+		}
+		a, _ := strconv.Atoi(string(m[1]))
+		sh, _ := strconv.Atoi(string(m[2]))
+		want := a << sh
+		v := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(b.key) + `\s*=\s*(\d+)\s*$`).FindSubmatch(conf)
+		if v == nil {
+			t.Errorf("%s is not set in %s", b.key, dropIn)
 			continue
 		}
-		if v, _ := strconv.Atoi(string(m[1])); v < want {
-			t.Errorf("%s = %d, below the %d bytes each shard socket requests", key, v, want)
+		if n, _ := strconv.Atoi(string(v[1])); n < want {
+			t.Errorf("%s = %d, below the %d bytes each shard socket asks for (%s)", b.key, n, want, b.name)
 		}
 	}
 }

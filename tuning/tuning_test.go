@@ -139,7 +139,7 @@ func sysctlTree(values map[string]string) map[string]string {
 // okValues is a host tuned as the drop-in asks (rmem_max above it, which is
 // fine for a maximum).
 var okValues = map[string]string{
-	"net.core.rmem_max":            "8388608",
+	"net.core.rmem_max":            "33554432",
 	"net.core.wmem_max":            "4194304",
 	"net.core.rmem_default":        "1048576",
 	"net.core.wmem_default":        "1048576",
@@ -176,7 +176,7 @@ func TestCheck(t *testing.T) {
 	}{
 		{"tuned", okValues, []string{
 			header,
-			"net.core.rmem_max 8388608 4194304 OK",
+			"net.core.rmem_max 33554432 16777216 OK",
 			"net.core.wmem_max 4194304 4194304 OK",
 			"net.core.rmem_default 1048576 1048576 OK",
 			"net.core.wmem_default 1048576 1048576 OK",
@@ -191,7 +191,7 @@ func TestCheck(t *testing.T) {
 		}, 0},
 		{"stock", stockValues, []string{
 			header,
-			"net.core.rmem_max 212992 4194304 LOW",
+			"net.core.rmem_max 212992 16777216 LOW",
 			"net.core.wmem_max 212992 4194304 LOW",
 			"net.core.rmem_default 212992 1048576 LOW",
 			"net.core.wmem_default 212992 1048576 LOW",
@@ -266,7 +266,7 @@ func TestApplyDryRunChangesNothing(t *testing.T) {
 	for _, want := range []string{
 		"Would install " + mustAbs(t, dropIn) + " as " + dst + " (mode 0644).",
 		"Would run: sysctl -p " + dst,
-		"net.core.rmem_max: 212992 -> 4194304",
+		"net.core.rmem_max: 212992 -> 16777216",
 		"net.ipv4.ip_forward: 0 -> 1",
 		"net.ipv6.conf.all.forwarding: missing -> 1",
 	} {

@@ -36,7 +36,7 @@ func newFake(t *testing.T) *fakeHost {
 	return &fakeHost{
 		dir: t.TempDir(),
 		files: map[string]string{
-			"proc/sys/net/core/rmem_max":                   "4194304\n",
+			"proc/sys/net/core/rmem_max":                   "16777216\n",
 			"proc/sys/net/core/wmem_max":                   "8388608\n",
 			"proc/sys/net/ipv4/ip_forward":                 "1\n",
 			"proc/sys/net/ipv6/conf/all/forwarding":        "1\n",

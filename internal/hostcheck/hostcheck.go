@@ -19,12 +19,6 @@ import (
 	"github.com/yip-router/yip-router/config"
 )
 
-// SocketBuffer is what each shard socket asks for (shard/udp's
-// bufferSize). The router forces it past net.core.rmem_max / wmem_max
-// with the CAP_NET_ADMIN it runs with; other UDP services on the gateway
-// are capped at those maxima without being told.
-const SocketBuffer = 4 << 20
-
 // Overheads for the MTU rule of docs/CONFIG.md: the largest datagram is
 // MTU + 42 bytes of yip-router overhead + the UDP/IP headers.
 const (

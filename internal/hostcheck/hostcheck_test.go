@@ -22,7 +22,7 @@ func TestHealthyHost(t *testing.T) {
 	expect(t, fs,
 		"OK    config: ",
 		"OK    privileges: root or CAP_NET_ADMIN",
-		"OK    socket buffers: rmem_max 4194304 >= 4194304",
+		"OK    socket buffers: rmem_max 16777216 >= 16777216",
 		"OK    socket buffers: wmem_max 8388608 >= 4194304",
 		"OK    TUN: opened and closed a 4-queue TUN device",
 		"OK    tunnel offloads: on: tso, uso, gro, udp-gso, udp-gro",
@@ -51,8 +51,8 @@ func TestMistunedHost(t *testing.T) {
 	f.gro, f.lro = false, true
 	fs := Check(writeConf(t, "Shards = 3"), f.env(t), Options{})
 	expect(t, fs,
-		"INFO  socket buffers: rmem_max 212992 < 4194304: yip-router forces its 4 MiB per socket past it (CAP_NET_ADMIN); other UDP services are capped at it",
-		"      fix: run: tuning/yip-tune apply (or: sysctl -w net.core.rmem_max=4194304)",
+		"INFO  socket buffers: rmem_max 212992 < 16777216: yip-router forces its 16 MiB per socket past it (CAP_NET_ADMIN); other UDP services are capped at it",
+		"      fix: run: tuning/yip-tune apply (or: sysctl -w net.core.rmem_max=16777216)",
 		"OK    socket buffers: wmem_max",
 		"WARN  CPUs: affinity mask 0-3: 4 CPUs on 2 physical cores (SMT on); Shards = 3 gives 3 shard(s) on CPUs 0-2; SMT siblings share a core: 0,2 (",
 		"      fix: use --shards auto (one shard per core), or at most 2 shards",
@@ -70,8 +70,8 @@ func TestMistunedHost(t *testing.T) {
 	f.bufShort = true
 	fs = Check(writeConf(t, "Shards = 3"), f.env(t), Options{})
 	expect(t, fs,
-		"WARN  socket buffers: rmem_max 212992 < 4194304: this process cannot force a socket's 4 MiB past it (no CAP_NET_ADMIN in the host's user namespace, e.g. an unprivileged container), so neither can yip-router run like it: the kernel gives each socket 212992 and bursts will be dropped",
-		"      fix: on the host, run: tuning/yip-tune apply (or: sysctl -w net.core.rmem_max=4194304)",
+		"WARN  socket buffers: rmem_max 212992 < 16777216: this process cannot force a socket's 16 MiB past it (no CAP_NET_ADMIN in the host's user namespace, e.g. an unprivileged container), so neither can yip-router run like it: the kernel gives each socket 212992 and bursts will be dropped",
+		"      fix: on the host, run: tuning/yip-tune apply (or: sysctl -w net.core.rmem_max=16777216)",
 		"OK    socket buffers: wmem_max",
 		"WARN  CPUs:", "WARN  forwarding:", "WARN  underlay:", "WARN  offloads:",
 	)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/internal/cpuplan"
+	"github.com/yip-router/yip-router/shard/udp"
 )
 
 func (e Env) privileges() []Finding {
@@ -41,22 +42,26 @@ func (e Env) socketBuffers() []Finding {
 		short, err := e.SocketBuffers()
 		forced = err == nil && !short
 	}
-	for _, k := range []string{"rmem_max", "wmem_max"} {
+	for _, m := range []struct {
+		k    string
+		want int64
+	}{{"rmem_max", udp.RecvBuffer}, {"wmem_max", udp.SendBuffer}} {
+		k, want := m.k, m.want
 		p := filepath.Join(e.Proc, "sys/net/core", k)
 		v, err := e.readInt(p)
 		switch {
 		case err != nil:
 			out = append(out, Finding{Level: Info, Topic: "socket buffers", Msg: fmt.Sprintf("cannot read %s: %v", p, err)})
-		case v >= SocketBuffer:
-			out = append(out, Finding{Level: OK, Topic: "socket buffers", Msg: fmt.Sprintf("%s %d >= %d", k, v, SocketBuffer)})
+		case v >= want:
+			out = append(out, Finding{Level: OK, Topic: "socket buffers", Msg: fmt.Sprintf("%s %d >= %d", k, v, want)})
 		case forced:
 			out = append(out, Finding{Level: Info, Topic: "socket buffers",
-				Msg: fmt.Sprintf("%s %d < %d: yip-router forces its 4 MiB per socket past it (CAP_NET_ADMIN); other UDP services are capped at it", k, v, SocketBuffer),
-				Fix: fmt.Sprintf("run: %s apply (or: sysctl -w net.core.%s=%d)", e.Tune, k, SocketBuffer)})
+				Msg: fmt.Sprintf("%s %d < %d: yip-router forces its %d MiB per socket past it (CAP_NET_ADMIN); other UDP services are capped at it", k, v, want, want>>20),
+				Fix: fmt.Sprintf("run: %s apply (or: sysctl -w net.core.%s=%d)", e.Tune, k, want)})
 		default:
 			out = append(out, Finding{Level: Warn, Topic: "socket buffers",
-				Msg: fmt.Sprintf("%s %d < %d: this process cannot force a socket's 4 MiB past it (no CAP_NET_ADMIN in the host's user namespace, e.g. an unprivileged container), so neither can yip-router run like it: the kernel gives each socket %d and bursts will be dropped", k, v, SocketBuffer, v),
-				Fix: fmt.Sprintf("on the host, run: %s apply (or: sysctl -w net.core.%s=%d)", e.Tune, k, SocketBuffer)})
+				Msg: fmt.Sprintf("%s %d < %d: this process cannot force a socket's %d MiB past it (no CAP_NET_ADMIN in the host's user namespace, e.g. an unprivileged container), so neither can yip-router run like it: the kernel gives each socket %d and bursts will be dropped", k, v, want, want>>20, v),
+				Fix: fmt.Sprintf("on the host, run: %s apply (or: sysctl -w net.core.%s=%d)", e.Tune, k, want)})
 		}
 	}
 	return out

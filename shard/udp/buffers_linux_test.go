@@ -23,11 +23,11 @@ func TestBuffersPassHostMaximum(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, bufferSize); err == unix.EPERM {
+	if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, RecvBuffer); err == unix.EPERM {
 		t.Skip("root without CAP_NET_ADMIN in the host's user namespace (a container): SO_RCVBUFFORCE refused")
 	}
-	if rcv, snd, short := c.Buffers(); short || rcv < 2*bufferSize || snd < 2*bufferSize {
-		t.Errorf("a new socket: Buffers() = %d, %d, short %v; want at least 2×%d each", rcv, snd, short, bufferSize)
+	if rcv, snd, short := c.Buffers(); short || rcv < 2*RecvBuffer || snd < 2*SendBuffer {
+		t.Errorf("a new socket: Buffers() = %d, %d, short %v; want at least 2×%d and 2×%d", rcv, snd, short, RecvBuffer, SendBuffer)
 	}
 	for _, o := range []struct {
 		sysctl string
@@ -43,7 +43,7 @@ func TestBuffersPassHostMaximum(t *testing.T) {
 		}
 		// Capped where doubling it would pass what the kernel stores.
 		want := min(2*hostMax, 1<<28)
-		setBuffers(c.fd, want)
+		setBuffers(c.fd, want, want)
 		// The kernel doubles what it is given.
 		if got, err := unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, o.opt); err != nil || got != 2*want {
 			t.Errorf("%s %d: asked for %d, socket has %d, %v; want %d", o.sysctl, hostMax, want, got, err, 2*want)

@@ -59,11 +59,8 @@ func sockaddr(ap netip.AddrPort) (unix.Sockaddr, bool) {
 	return &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}, true
 }
 
-// bufferSize is what each socket asks for (SO_RCVBUF/SO_SNDBUF); the
-// kernel doubles it for its bookkeeping.
-const bufferSize = 4 << 20
-
-// setBuffers gives fd size bytes of buffer in each direction.
+// setBuffers gives fd rcv bytes of receive and snd bytes of send buffer
+// (RecvBuffer, SendBuffer).
 // SO_RCVBUFFORCE and SO_SNDBUFFORCE pass net.core.rmem_max/wmem_max
 // (stock: 212992, a few milliseconds of a busy lane) and need CAP_NET_ADMIN
 // in the host's user namespace, which a router creating its TUN device has
@@ -71,10 +68,10 @@ const bufferSize = 4 << 20
 // own); there the plain options give what the host's maximum allows
 // (tuning/ raises it). The sizes are best effort: a smaller buffer drops
 // bursts (counted as kernel socket drops), it does not stop the router.
-func setBuffers(fd, size int) {
-	for _, o := range [][2]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF}} {
-		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[0], size) != nil {
-			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[1], size)
+func setBuffers(fd, rcv, snd int) {
+	for _, o := range [][3]int{{unix.SO_RCVBUFFORCE, unix.SO_RCVBUF, rcv}, {unix.SO_SNDBUFFORCE, unix.SO_SNDBUF, snd}} {
+		if unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[0], o[2]) != nil {
+			_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, o[1], o[2])
 		}
 	}
 }
@@ -86,7 +83,7 @@ func setBuffers(fd, size int) {
 func (c *Conn) Buffers() (rcv, snd int, short bool) {
 	rcv, _ = unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_RCVBUF)
 	snd, _ = unix.GetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_SNDBUF)
-	return rcv, snd, rcv < 2*bufferSize || snd < 2*bufferSize
+	return rcv, snd, rcv < 2*RecvBuffer || snd < 2*SendBuffer
 }
 
 func newSocket(local netip.AddrPort, reuse bool) (*Conn, error) {
@@ -121,7 +118,7 @@ func newSocket(local netip.AddrPort, reuse bool) (*Conn, error) {
 			return fail("SO_REUSEPORT", err)
 		}
 	}
-	setBuffers(fd, bufferSize)
+	setBuffers(fd, RecvBuffer, SendBuffer)
 	if err := unix.Bind(fd, sa); err != nil {
 		return fail("bind", err)
 	}
