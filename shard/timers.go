@@ -5,13 +5,12 @@ import "time"
 // Timers and counters: the poll loop (loop_linux.go) calls tick every
 // idlePoll, and publish with it, and tickFEC when an FEC deadline falls
 // due in between. tick runs the owned lanes' timers (an idle lane's only
-// every idleTick: idleWake): it expires decoder
-// groups, previous keys (keyset.go) and waiting packets, and flushes
-// partial FEC groups through tickFEC (their parity leaves through
-// egress.go). tickFEC visits only the keys whose encoder may hold a
-// partial group (Shard.flushing): a flush deadline comes every few
-// milliseconds on a busy shard, and a hub's thousands of idle lanes must
-// not be visited at each one. publish
+// every idleTick: idleWake): it expires decoder groups, previous keys
+// (keyset.go) and waiting packets, and flushes partial FEC groups through
+// tickFEC (their parity leaves through egress.go). tickFEC visits only
+// the keys whose encoder may hold a partial group (Shard.flushing): a
+// flush deadline comes every few milliseconds on a busy shard, and a
+// hub's thousands of idle lanes must not be visited at each one. publish
 // copies the shard's plain counters (and what the keys' decoders counted)
 // to the atomics Snapshot reads, and the lengths the lanes sent to their
 // peers' WireLens.
@@ -61,13 +60,12 @@ func (s *Shard) tick() time.Time {
 }
 
 // idleWake is when tick must next visit ln (laneTable.wakes): at every
-// tick (zero) while
-// the lane sent or received within idleAfter or has something pending (a
-// hello, a move to report, a follow proposed), else idleTick from now. A
-// hub's thousands of idle lanes then cost a visit each every idleTick,
-// not every idlePoll; their timers (loss reports about once a second,
-// keepalives of seconds, expiry of previous keys) move by at most
-// idleTick.
+// tick (0) while the lane sent or received within idleAfter or has
+// something pending (a hello, a move to report, a follow proposed), else
+// idleTick from now. A hub's thousands of idle lanes then cost a visit
+// each every idleTick, not every idlePoll; their timers (loss reports
+// about once a second, keepalives of seconds, expiry of previous keys)
+// move by at most idleTick.
 func (s *Shard) idleWake(ln *lane) int64 {
 	if s.now.Sub(ln.lastRx) < idleAfter || s.now.Sub(ln.lastTx) < idleAfter ||
 		ln.helloDue || ln.movePending || ln.followTo.IsValid() || !ln.acked && ln.hellos > 0 && ln.hellos < maxHellos {
