@@ -3,9 +3,6 @@ package control
 import (
 	"testing"
 	"time"
-
-	"github.com/yip-router/yip-router/config"
-	"github.com/yip-router/yip-router/crypto"
 )
 
 // A peer that restarted with fewer shards offers fewer lanes: its old
@@ -21,12 +18,7 @@ func TestFewerLanesRemovesOldLanes(t *testing.T) {
 		t.Fatalf("first session: %d lanes, %d removals", lanes, resp.plane.removed[rp.id])
 	}
 	ini.clock.Advance(time.Second) // the restarted initiator's timestamp is newer
-	ini2 := &memCore{Core: New(Deps{Local: crypto.NewLocal(ini.priv, true), Plane: newFakePlane(1), Now: ini.clock.Now}),
-		priv: ini.priv, addr: ini.addr, clock: ini.clock}
-	ini2.plane = ini2.dp.(*fakePlane)
-	if err := ini2.SetPeers([]config.Peer{{PublicKey: resp.local.PublicKey(), Endpoint: resp.addr}}); err != nil {
-		t.Fatal(err)
-	}
+	ini2 := restarted(t, ini, resp)
 	handshake(t, ini2, resp)
 	resp.locked(func() { lanes = rp.lanes })
 	if lanes != 1 || resp.plane.removed[rp.id] != 1 || !sessionsAgree(t, ini2, resp) {

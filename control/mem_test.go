@@ -312,3 +312,16 @@ func (m *memCore) peerOf0() *peer {
 	}
 	return nil
 }
+
+// restarted is ini after a restart: a new core of one shard with the same
+// key and clock, and resp as its only peer (at its Endpoint).
+func restarted(t *testing.T, ini, resp *memCore) *memCore {
+	t.Helper()
+	ini2 := &memCore{Core: New(Deps{Local: crypto.NewLocal(ini.priv, true), Plane: newFakePlane(1), Now: ini.clock.Now}),
+		priv: ini.priv, addr: ini.addr, clock: ini.clock}
+	ini2.plane = ini2.dp.(*fakePlane)
+	if err := ini2.SetPeers([]config.Peer{{PublicKey: resp.local.PublicKey(), Endpoint: resp.addr}}); err != nil {
+		t.Fatal(err)
+	}
+	return ini2
+}

@@ -257,12 +257,7 @@ func TestRestartedPeer(t *testing.T) {
 	ini.clock.Advance(time.Second)
 
 	// The initiator restarts: a new core with the same key.
-	ini2 := &memCore{Core: New(Deps{Local: crypto.NewLocal(ini.priv, true), Plane: newFakePlane(1), Now: ini.clock.Now}),
-		priv: ini.priv, addr: ini.addr, clock: ini.clock}
-	ini2.plane = ini2.dp.(*fakePlane)
-	if err := ini2.SetPeers([]config.Peer{{PublicKey: resp.local.PublicKey(), Endpoint: resp.addr}}); err != nil {
-		t.Fatal(err)
-	}
+	ini2 := restarted(t, ini, resp)
 	handshake(t, ini2, resp)
 	if resp.hs.answered.Load() != 2 || !sessionsAgree(t, ini2, resp) {
 		t.Fatal("the restarted peer's handshake did not replace the session")

@@ -55,18 +55,26 @@ func (vnetTUN) Read([]byte) (int, error) { return 0, nil }
 func (vnetTUN) Write([]byte) error       { return nil }
 func (vnetTUN) VnetHdr() bool            { return true }
 
-func TestNewRefusesBadConfig(t *testing.T) {
+// meshAndTable is a mesh of two shards and a route table, for shards made
+// by hand; the mesh is closed when the test ends.
+func meshAndTable(t *testing.T) (*Mesh, *atomic.Pointer[Table]) {
+	t.Helper()
 	m, err := NewMesh(2)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer m.Close()
-	var table atomic.Pointer[Table]
+	t.Cleanup(m.Close)
+	table := new(atomic.Pointer[Table])
 	table.Store(NewTable(routesA))
+	return m, table
+}
+
+func TestNewRefusesBadConfig(t *testing.T) {
+	m, table := meshAndTable(t)
 	for name, cfg := range map[string]Config{
-		"no mesh":        {ID: 0, Table: &table},
-		"negative id":    {ID: -1, Mesh: m, Table: &table},
-		"id beyond mesh": {ID: 2, Mesh: m, Table: &table},
+		"no mesh":        {ID: 0, Table: table},
+		"negative id":    {ID: -1, Mesh: m, Table: table},
+		"id beyond mesh": {ID: 2, Mesh: m, Table: table},
 		"no table":       {ID: 0, Mesh: m},
 	} {
 		if s, err := New(cfg); err == nil || s != nil {
@@ -85,14 +93,8 @@ func TestNewRefusesBadConfig(t *testing.T) {
 // datagram (so a longer one shows); a TUN queue with the virtio-net header
 // turns on the splitter and coalescer with the offloads granted.
 func TestNewSizesForDevices(t *testing.T) {
-	m, err := NewMesh(2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer m.Close()
-	var table atomic.Pointer[Table]
-	table.Store(NewTable(routesA))
-	plain, err := New(Config{ID: 0, CPU: -1, Conns: []Socket{&stubSocket{}}, Mesh: m, Table: &table, Pool: 64})
+	m, table := meshAndTable(t)
+	plain, err := New(Config{ID: 0, CPU: -1, Conns: []Socket{&stubSocket{}}, Mesh: m, Table: table, Pool: 64})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func TestNewSizesForDevices(t *testing.T) {
 		t.Fatalf("plain socket: receive buffers of %d bytes, vnet %v, batch %d", n, plain.vnet != nil, plain.cfg.Batch)
 	}
 	gro, err := New(Config{ID: 1, CPU: -1, TUN: vnetTUN{}, CoalesceTCP: true, Batch: 8,
-		Conns: []Socket{&stubSocket{}, &stubSocket{gro: true}}, Mesh: m, Table: &table, Pool: 64})
+		Conns: []Socket{&stubSocket{}, &stubSocket{gro: true}}, Mesh: m, Table: table, Pool: 64})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -192,7 +192,7 @@ func (s *Shard) controlTimers(ln *lane) {
 	quiet := s.now.Sub(ln.lastTx)
 	persistent := ln.cfg.Keepalive > 0 && quiet >= ln.kaWait
 	passive := ln.lastAsk.After(ln.lastTx) && quiet >= ln.passiveWait
-	hello := ln.helloDue || !ln.acked && ln.hellos > 0 && ln.hellos < maxHellos && !s.now.Before(ln.helloAt)
+	hello := ln.helloDue || ln.helloRepeating() && !s.now.Before(ln.helloAt)
 	if persistent || passive || hello {
 		if s.sendKeepalive(ln, buf[:0], hello) {
 			ln.helloDue = false
@@ -248,6 +248,10 @@ func (s *Shard) SendKeepalive(peer PeerID, index int) bool {
 	var buf [keepaliveLen]byte
 	return s.sendKeepalive(ln, buf[:0], true)
 }
+
+// helloRepeating reports whether ln repeats its hello: sent, not yet
+// acknowledged by the peer, fewer than maxHellos times.
+func (ln *lane) helloRepeating() bool { return !ln.acked && ln.hellos > 0 && ln.hellos < maxHellos }
 
 // sendKeepalive sends ln's keepalive, building it in buf. A hello (sent at
 // a handshake, or answering the peer's) is repeated until the peer

@@ -68,7 +68,7 @@ func (s *Shard) tick() time.Time {
 // move by at most idleTick.
 func (s *Shard) idleWake(ln *lane) int64 {
 	if s.now.Sub(ln.lastRx) < idleAfter || s.now.Sub(ln.lastTx) < idleAfter ||
-		ln.helloDue || ln.movePending || ln.followTo.IsValid() || !ln.acked && ln.hellos > 0 && ln.hellos < maxHellos {
+		ln.helloDue || ln.movePending || ln.followTo.IsValid() || ln.helloRepeating() {
 		return 0
 	}
 	if w := int64(s.now.Add(idleTick).Sub(stampEpoch)); w != 0 {

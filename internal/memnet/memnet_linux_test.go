@@ -74,7 +74,7 @@ func TestSocketBatches(t *testing.T) {
 	if n, err := a.Send(tx, 3); n != 3 || err != nil || !tx.Sent[2] {
 		t.Fatalf("Send = %d, %v", n, err)
 	}
-	copy(tx.Bufs[0], "XXX") // overwriting what was sent changes nothing: the wire copied it
+	copy(tx.Bufs[0], "zzz") // overwriting what was sent changes nothing: the wire copied it
 	if !readable(t, b.Fd()) {
 		t.Fatal("socket with datagrams not readable")
 	}
