@@ -69,8 +69,8 @@ func markdown(c *config, m *meta, r *Result) string {
 		fmt.Fprintf(&b, "\n\nHub: `%s`. Handshakes/s = completed / time of the last completion; the generator answers a cookie reply at once with a new initiation carrying mac2. In the burst it opens the hub's responses only after the phase (%d opened under none of its initiations and are not counted).\n", r.Burst.Command, r.Burst.ResponsesRefused)
 	}
 	if c := r.Ceiling; c != nil {
-		fmt.Fprintf(&b, "\nCrypto ceiling, this run: **%.0f handshakes per CPU-second** (%d answered in %.2f CPU-s: %s). The burst's %.0f per hub CPU-second are **%.0f%%** of it.\n",
-			c.PerCPUSec, c.Handshakes, c.CPUSec, c.Method, r.Burst.PerHubCPUSec, 100*div(r.Burst.PerHubCPUSec, c.PerCPUSec))
+		fmt.Fprintf(&b, "\nCrypto ceiling, this run: **%.0f handshakes per CPU-second** (median of passes %.0f handshakes per CPU-second, half before the burst, half after; %d answered per pass, on CPUs %q: %s). The burst's %.0f per hub CPU-second are **%.0f%%** of it.\n",
+			c.PerCPUSec, c.Passes, c.Handshakes, c.CPUs, c.Method, r.Burst.PerHubCPUSec, 100*div(r.Burst.PerHubCPUSec, c.PerCPUSec))
 	}
 	b.WriteString("\n## Traffic: one ping per peer through its session\n\n| when | answered | RTT p50 / p99 / max (ms) | wall (s) | hub CPU (s) | generator CPU (s) |\n|---|---:|---:|---:|---:|---:|\n")
 	for _, p := range r.Traffic {
