@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
@@ -42,9 +43,24 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 			ec.TimeKey = ""
 			enc = zapcore.NewConsoleEncoder(ec)
 		}
-		return zap.New(&priorityCore{lvl, enc, zapcore.AddSync(w)}), nil
+		return zap.New(sampled(&priorityCore{lvl, enc, zapcore.AddSync(w)})), nil
 	}
-	return zap.New(zapcore.NewCore(enc, zapcore.AddSync(w), lvl)), nil
+	return zap.New(sampled(zapcore.NewCore(enc, zapcore.AddSync(w), lvl))), nil
+}
+
+// Log sampling: of the entries with the same level and message in one
+// second, the first logFirst are written and then every logThereafter-th.
+// A hub that 10,000 peers handshake with at once (a restart) would else
+// write 10,000 "session established" lines in a few seconds, each a
+// write(2) on the handshake path, more than journald keeps (it drops
+// what exceeds its own rate limit anyway). `show` has every session.
+const (
+	logFirst      = 100
+	logThereafter = 100
+)
+
+func sampled(c zapcore.Core) zapcore.Core {
+	return zapcore.NewSamplerWithOptions(c, time.Second, logFirst, logThereafter)
 }
 
 // shardsFlag reads --shards auto|N: nil when it is not given (the config's
