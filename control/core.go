@@ -268,11 +268,22 @@ func (c *Core) setKnown(p *peer, slot int, a netip.Addr) {
 		if c.knownRefs[old]--; c.knownRefs[old] <= 0 {
 			delete(c.knownRefs, old)
 			c.known.Delete(old)
+			c.tellKnown(old, false)
 		}
 	}
 	if a.IsValid() {
 		if c.knownRefs[a]++; c.knownRefs[a] == 1 {
 			c.known.Store(a, struct{}{})
+			c.tellKnown(a, true)
 		}
+	}
+}
+
+// tellKnown passes a change of the known set to the data plane, which
+// queues known addresses' handshakes apart from strangers'.
+func (c *Core) tellKnown(a netip.Addr, known bool) {
+	if err := c.dp.SetKnown(a, known); err != nil {
+		c.log.Warn("cannot give a peer's address a queue apart from strangers' (its handshakes queue with theirs)",
+			zap.Stringer("address", a), zap.Bool("known", known), zap.Error(err))
 	}
 }

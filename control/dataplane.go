@@ -49,6 +49,12 @@ type DataPlane interface {
 	FollowPeer(except int, peer shard.PeerID, index int, from, to netip.AddrPort)
 	// SetRoutes installs the route table (prefix → peer).
 	SetRoutes(t *shard.Table)
+	// SetKnown says a peer is known at address a (known) or no longer is:
+	// the data plane queues such an address's datagrams that no lane
+	// claims (a restarted peer's initiations) apart from strangers', so a
+	// flood from spoofed sources does not starve them
+	// (shard.Group.SetKnown).
+	SetKnown(a netip.Addr, known bool) error
 }
 
 var _ DataPlane = (*shard.Group)(nil)

@@ -260,8 +260,17 @@ func TestUnderLoadSlotOnlyForward(t *testing.T) {
 // address (peers behind one NAT share it): it stays known until the last
 // one lets it go.
 func TestKnownAddressesCountPeers(t *testing.T) {
-	r := &Core{knownRefs: map[netip.Addr]int{}}
-	known := func(a string) bool { _, ok := r.known.Load(netip.MustParseAddr(a)); return ok }
+	plane := newFakePlane(1)
+	r := &Core{knownRefs: map[netip.Addr]int{}, dp: plane}
+	// The data plane hears each address once when it becomes known and
+	// once when it is not any more (fakePlane refuses a repeat).
+	known := func(a string) bool {
+		_, ok := r.known.Load(netip.MustParseAddr(a))
+		if plane.isKnown(netip.MustParseAddr(a)) != ok {
+			t.Fatalf("%s: known to the core %v, not to the data plane", a, ok)
+		}
+		return ok
+	}
 	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("198.51.100.1")
 	p1, p2 := &peer{}, &peer{}
 	r.setKnown(p1, knownConfigured, a)
@@ -292,7 +301,15 @@ func TestKnownAddressesCountPeers(t *testing.T) {
 // initiation, and a peer on one of its own.
 func TestKnownAddressesAreProven(t *testing.T) {
 	ini, resp := memPair(t, "198.51.100.7:40000")
-	knownAt := func(m *memCore, a netip.AddrPort) bool { _, ok := m.known.Load(a.Addr()); return ok }
+	// The core's set and the data plane's (the known sockets' map) agree.
+	knownAt := func(m *memCore, a netip.AddrPort) bool {
+		t.Helper()
+		_, ok := m.known.Load(a.Addr())
+		if m.plane.isKnown(a.Addr()) != ok {
+			t.Fatalf("%v: known to the core %v, to the data plane %v", a.Addr(), ok, !ok)
+		}
+		return ok
+	}
 	if !knownAt(ini, resp.addr) {
 		t.Fatal("the configured endpoint is not known")
 	}

@@ -1,6 +1,7 @@
 package control
 
 import (
+	"fmt"
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
@@ -49,7 +50,8 @@ type fakePlane struct {
 	remotes   [][2]netip.AddrPort // MoveRemote calls
 	follows   []int               // FollowPeer with a new IP: the shard left out
 	table     *shard.Table
-	steered   bool // the listen group steers by lane remote (shard.Placement)
+	steered   bool                // the listen group steers by lane remote (shard.Placement)
+	known     map[netip.Addr]bool // SetKnown
 }
 
 func newFakePlane(shards int) *fakePlane {
@@ -126,6 +128,29 @@ func (f *fakePlane) MoveRemote(_ shard.PeerID, from, to netip.AddrPort) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.remotes = append(f.remotes, [2]netip.AddrPort{from, to})
+}
+
+func (f *fakePlane) SetKnown(a netip.Addr, known bool) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.known == nil {
+		f.known = map[netip.Addr]bool{}
+	}
+	if known == f.known[a] {
+		return fmt.Errorf("SetKnown(%v, %v) twice", a, known)
+	}
+	if known {
+		f.known[a] = true
+	} else {
+		delete(f.known, a)
+	}
+	return nil
+}
+
+func (f *fakePlane) isKnown(a netip.Addr) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.known[a]
 }
 
 func (f *fakePlane) FollowPeer(except int, _ shard.PeerID, _ int, from, to netip.AddrPort) {

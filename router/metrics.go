@@ -95,6 +95,9 @@ func shardFamily(name string) (family, label, value, help string) {
 		return "yip_shard_fec_evicted_groups_total", "", "", "FEC groups given up before they closed to keep a lane's decoder under its byte cap (their missing data is not recovered)."
 	case "fec_not_stored":
 		return "yip_shard_fec_not_stored_total", "", "", "Symbols delivered but not kept for recovery because the lane's decoder was at its byte cap."
+	case "strangers_in", "known_in":
+		return "yip_shard_unsteered_datagrams_total", "socket", strings.TrimSuffix(name, "_in"),
+			"Datagrams read from the shard's sockets for sources no lane is steered for: strangers (handshakes, roaming peers' first datagrams, junk; at most 16,000 a second, the rest waits and overflows) and known (the same from addresses peers are known at, in a queue and at a rate of their own)."
 	case "steer_refused":
 		return "yip_shard_steer_refused_total", "", "", "Lanes the listen group's eBPF steering map had no room for: their datagrams reach a shard by the kernel's hash and the lane is moved there."
 	}
@@ -139,7 +142,7 @@ func newCollector(src statusSource) *collector {
 	c.offload = d("yip_offload_enabled", "1 if the offload is on: tso, uso (TUN superpackets read), gro (superpackets written to the TUN), udp-gso, udp-gro (underlay batching).", "offload")
 	c.lookups = d("yip_endpoint_lookups_total", "Lookups of peers' Endpoint host names while the router runs, by result: ok, failed (the peer keeps its last address; a name without one is retried).", "result")
 	c.eventsDropped = d("yip_control_events_dropped_total", "Lane events from the shards (traffic waiting for a handshake, a silent lane, a misplaced lane) dropped because the control core's queue was full; the shards repeat them while their cause lasts. Moves and key confirmations are never dropped.")
-	c.kernelDrops = d("yip_kernel_drops_total", "Drops the kernel counts outside the shards: tun_tx (the TUN queue overflowed before a shard read it), tun_rx (the TUN device refused a write), socket (a shard's lane or listen socket's receive buffer was full), strangers (a strangers' socket's small buffer was full: datagrams from sources no lane has, such as a flood).", "where")
+	c.kernelDrops = d("yip_kernel_drops_total", "Drops the kernel counts outside the shards: tun_tx (the TUN queue overflowed before a shard read it), tun_rx (the TUN device refused a write), socket (a shard's lane or listen socket's receive buffer was full), strangers (a strangers' socket's small buffer was full: datagrams from sources no lane has, such as a flood), known (a known socket's: the same from an address a peer is known at).", "where")
 	return c
 }
 
@@ -189,6 +192,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.kernelDrops, st.Kernel.TUNRxDropped, "tun_rx")
 	counter(c.kernelDrops, st.Kernel.SocketDrops, "socket")
 	counter(c.kernelDrops, st.Kernel.StrangerDrops, "strangers")
+	counter(c.kernelDrops, st.Kernel.KnownDrops, "known")
 	for _, s := range st.Shards {
 		id, cpu := strconv.Itoa(s.ID), strconv.Itoa(s.CPU)
 		// Every known counter, zeros included (Status leaves zeros out):

@@ -2,6 +2,7 @@ package router
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,9 +59,9 @@ func (r *Router) conns() []*udp.Conn {
 	return append(append([]*udp.Conn{}, r.group...), r.laneSk...)
 }
 
-// allSockets is every underlay socket: conns and the strangers' sockets
-// (which only receive).
-func (r *Router) allSockets() []*udp.Conn { return append(r.conns(), r.strangers...) }
+// allSockets is every underlay socket: conns and the strangers' and known
+// sockets (which only receive).
+func (r *Router) allSockets() []*udp.Conn { return slices.Concat(r.conns(), r.strangers, r.known) }
 
 // KernelDrops are the drops the kernel counts outside the shards: packets
 // the TUN device dropped because a shard did not read its queue in time
@@ -75,6 +76,10 @@ type KernelDrops struct {
 	// remote): datagrams from sources no lane has that a full buffer
 	// refused, what a flood costs instead of lane drops.
 	StrangerDrops uint64 `json:"stranger_drops"`
+	// KnownDrops are the known sockets': unsteered datagrams from peers'
+	// known addresses that a full buffer refused (a flood from such an
+	// address, or spoofing one).
+	KnownDrops uint64 `json:"known_drops"`
 }
 
 func (r *Router) kernelDrops() KernelDrops {
@@ -92,6 +97,9 @@ func (r *Router) kernelDrops() KernelDrops {
 	}
 	for _, c := range r.strangers {
 		d.StrangerDrops += c.Drops()
+	}
+	for _, c := range r.known {
+		d.KnownDrops += c.Drops()
 	}
 	return d
 }

@@ -64,6 +64,10 @@ type Router struct {
 	// (nil when the group steers by port): receive-only, read by the
 	// shards within a budget (shard.Config.Strangers).
 	strangers []*udp.Conn
+	// known are the listen group's known sockets, one per shard (nil
+	// with strangers): unsteered datagrams from addresses peers are
+	// known at (shard.Config.Known).
+	known []*udp.Conn
 	// resolver looks the peers' Endpoint host names up again.
 	resolver *resolver
 	shards   []*shard.Shard // plane.Shards()
@@ -222,7 +226,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		// Bound to every address: answer each peer from the address it
 		// sent to, or a host with several addresses answers a peer
 		// behind a stateful firewall from one it drops.
-		for _, c := range append(slices.Clone(r.group), r.strangers...) {
+		for _, c := range slices.Concat(r.group, r.strangers, r.known) {
 			if err := c.EnablePktinfo(); err != nil {
 				r.log.Warn("cannot learn which local address a datagram was sent to: answers leave from the address the routing table picks, which a peer that sent to another of this host's addresses may drop", zap.Error(err))
 				break
@@ -243,6 +247,7 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 			CPU: r.cpus[i], TUN: r.dev.Queues[i],
 			Conns:     []shard.Socket{shard.ConnGroup: r.group[i], shard.ConnLane: r.laneSk[i]},
 			Strangers: r.stranger(i),
+			Known:     r.knownSock(i),
 			// Writing TCP superpackets needs only the header; UDP ones
 			// need a kernel with USO, which the device's grant proves.
 			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,

@@ -21,7 +21,9 @@ const steerLanes = 1 << 16
 
 // listen opens the listen group on local, steered by lane remote, with a
 // strangers' socket per shard (r.strangers): a flood from sources no lane
-// has overflows only those (udp/steer_linux.go). Where
+// has overflows only those (udp/steer_linux.go); and a known socket per
+// shard (r.known) for the addresses peers are known at, so their
+// handshakes do not queue behind such a flood. Where
 // the kernel refuses the eBPF program or the group (no CAP_BPF, a kernel
 // before 4.19, RLIMIT_MEMLOCK before 5.11, a seccomp or LSM policy) it
 // steers by source port: peers' lanes (on ports the kernel picked, not
@@ -30,10 +32,10 @@ const steerLanes = 1 << 16
 // shard, and strangers share the lane sockets (no flood isolation; show
 // and check say so).
 func (r *Router) listen(local netip.AddrPort, n int) ([]*udp.Conn, error) {
-	for _, c := range r.strangers {
+	for _, c := range append(r.strangers, r.known...) {
 		c.Close() // a first try's
 	}
-	r.strangers = nil
+	r.strangers, r.known = nil, nil
 	if r.steer != nil {
 		r.steer.Close() // a first try's, before the IPv4-only retry
 		r.steer = nil
@@ -44,9 +46,10 @@ func (r *Router) listen(local netip.AddrPort, n int) ([]*udp.Conn, error) {
 	}
 	st, err := udp.NewSteering(n, steerLanes)
 	if err == nil {
-		var g, strangers []*udp.Conn
-		if g, strangers, err = udp.ListenSteered(local, n, st); err == nil {
-			r.steer, r.steerMode, r.strangers = st, "by lane remote (eBPF); strangers on sockets of their own", strangers
+		var g, strangers, known []*udp.Conn
+		if g, strangers, known, err = udp.ListenSteered(local, n, st); err == nil {
+			r.steer, r.strangers, r.known = st, strangers, known
+			r.steerMode = "by lane remote (eBPF); strangers, and peers' known addresses, on sockets of their own"
 			return g, nil
 		}
 		st.Close()
@@ -77,6 +80,14 @@ func (r *Router) steerer() shard.Steerer {
 func (r *Router) stranger(i int) shard.Socket {
 	if i < len(r.strangers) {
 		return r.strangers[i]
+	}
+	return nil
+}
+
+// knownSock is shard i's known socket, or nil as stranger.
+func (r *Router) knownSock(i int) shard.Socket {
+	if i < len(r.known) {
+		return r.known[i]
 	}
 	return nil
 }

@@ -112,6 +112,21 @@ func (g *Group) SendHandshake(sh, conn int, b []byte, to netip.AddrPort, local n
 	return c.SendFrom(b, to, local)
 }
 
+// SetKnown tells the listen group that a peer is known at address a (known)
+// or no longer is: datagrams from a known address that no lane is steered
+// for queue on the shards' known sockets, apart from strangers' (Config.
+// Known), so a flood from spoofed sources does not starve a peer that
+// restarts there. Without a steering map (steering by port) there are no
+// such sockets, and it does nothing. It fails when the map is full or the
+// kernel refuses; that address's datagrams then queue with strangers'.
+// Safe from any goroutine.
+func (g *Group) SetKnown(a netip.Addr, known bool) error {
+	if g.steer == nil {
+		return nil
+	}
+	return g.steer.SetKnown(a, known)
+}
+
 // Session is a completed handshake's lanes as the group installs them.
 type Session struct {
 	Peer PeerID

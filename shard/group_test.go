@@ -275,3 +275,21 @@ func TestGroupRefusedInstallReleasesClaim(t *testing.T) {
 		t.Fatal("the installed lane lost its claim")
 	}
 }
+
+// SetKnown reaches the steering map (the known sockets' addresses), and
+// is a no-op for a group that steers by port.
+func TestGroupSetKnown(t *testing.T) {
+	fs := &fakeSteer{}
+	g := newGroupSide(t, 2, fs).g
+	a := netip.MustParseAddr("198.51.100.9")
+	if err := g.SetKnown(a, true); err != nil || !fs.known[a] {
+		t.Fatalf("SetKnown(true): %v, map %v", err, fs.known)
+	}
+	if err := g.SetKnown(a, false); err != nil || fs.known[a] {
+		t.Fatalf("SetKnown(false): %v, map %v", err, fs.known)
+	}
+	byPort := newGroupSide(t, 1, nil).g
+	if err := byPort.SetKnown(a, true); err != nil {
+		t.Fatalf("a group without a steering map: %v", err)
+	}
+}

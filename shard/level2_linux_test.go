@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,12 +42,12 @@ func level2(b *testing.B, n, size, count int) {
 		b.Skipf("steering by lane remote: %v", err)
 	}
 	defer st.Close()
-	group, strangers, err := udp.ListenSteered(netip.MustParseAddrPort("127.0.0.1:0"), n, st)
+	group, strangers, known, err := udp.ListenSteered(netip.MustParseAddrPort("127.0.0.1:0"), n, st)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer func() {
-		for _, c := range append(group, strangers...) {
+		for _, c := range slices.Concat(group, strangers, known) {
 			c.Close()
 		}
 	}()
@@ -67,7 +68,7 @@ func level2(b *testing.B, n, size, count int) {
 	var shards []*Shard
 	var sets [][][]byte
 	for i := range n {
-		s, err := New(Config{ID: i, CPU: i, Conns: []Socket{group[i]}, Strangers: strangers[i], Mesh: m, Table: &table, Steer: st})
+		s, err := New(Config{ID: i, CPU: i, Conns: []Socket{group[i]}, Strangers: strangers[i], Known: known[i], Mesh: m, Table: &table, Steer: st})
 		if err != nil {
 			b.Fatal(err)
 		}

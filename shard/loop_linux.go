@@ -46,10 +46,14 @@ func (s *Shard) Run() error {
 	for _, c := range s.cfg.Conns {
 		fds = append(fds, unix.PollFd{Fd: int32(c.Fd()), Events: unix.POLLIN})
 	}
-	strangersFd := -1
-	if s.cfg.Strangers != nil {
-		strangersFd = len(fds)
-		fds = append(fds, unix.PollFd{Fd: int32(s.cfg.Strangers.Fd()), Events: unix.POLLIN})
+	queues := [...]*unsteeredQueue{&s.known, &s.strangers}
+	var queueFd [len(queues)]int
+	for i, q := range queues {
+		queueFd[i] = -1
+		if q.sock != nil {
+			queueFd[i] = len(fds)
+			fds = append(fds, unix.PollFd{Fd: int32(q.sock.Fd()), Events: unix.POLLIN})
+		}
 	}
 	if s.cfg.TUN != nil {
 		fds = append(fds, unix.PollFd{Fd: int32(s.cfg.TUN.Fd()), Events: unix.POLLIN})
@@ -66,7 +70,10 @@ func (s *Shard) Run() error {
 		if s.cfg.TUN != nil {
 			work += s.readTun()
 		}
-		work += s.readStrangers(work > 0)
+		busy := work > 0
+		for _, q := range queues {
+			work += s.readUnsteered(q, busy)
+		}
 		s.flushAll()
 		if s.now.Sub(lastTick) >= idlePoll {
 			s.fecDue = s.tick()
@@ -90,9 +97,21 @@ func (s *Shard) Run() error {
 			s.waker.CancelSleep()
 			continue
 		}
+		for i, q := range queues {
+			if f := queueFd[i]; f >= 0 {
+				fds[f].Events = 0
+				if q.polled(s.now) {
+					fds[f].Events = unix.POLLIN
+				} else {
+					timeout = max(min(timeout, time.Until(q.quiet)), time.Millisecond)
+				}
+			}
+		}
 		_, err := unix.Poll(fds, int(timeout/time.Millisecond))
-		if strangersFd >= 0 && fds[strangersFd].Revents&unix.POLLIN != 0 {
-			s.strangersQuiet = time.Time{} // it woke us: read it now
+		for i, q := range queues {
+			if f := queueFd[i]; f >= 0 && fds[f].Revents&unix.POLLIN != 0 {
+				q.quiet = time.Time{} // it woke us: read it now
+			}
 		}
 		s.waker.CancelSleep()
 		s.waker.Drain()
@@ -127,7 +146,8 @@ func (s *Shard) readConn(c int) int {
 	return got
 }
 
-// The strangers' socket's budget per loop iteration: datagrams are priced
+// The budget per loop iteration of a socket for unsteered datagrams
+// (strangers.go): datagrams are priced
 // at their length plus strangerPrice (the fixed cost of looking one up and
 // classifying it), and reading stops once strangerBytes are spent or
 // strangerTime has passed since the iteration began; in an iteration that
@@ -142,39 +162,41 @@ const (
 	strangerBusyBytes = 8 << 10
 	strangerPrice     = 512
 	strangerTime      = 200 * time.Microsecond
-	// strangerRecheck: after a read of the strangers' socket found
-	// nothing, a busy loop looks again only this much later (a poll that
-	// sleeps wakes on it anyway), so a shard carrying lane traffic does
-	// not pay an empty recvmmsg per iteration; a handshake waits at most
-	// this much longer.
+	// strangerRecheck: after a read of such a socket found nothing, a
+	// busy loop looks again only this much later (a poll that sleeps
+	// wakes on it anyway), so a shard carrying lane traffic does not pay
+	// an empty recvmmsg per iteration; a handshake waits at most this
+	// much longer.
 	strangerRecheck = 200 * time.Microsecond
 )
 
-// readStrangers reads the strangers' socket within its budget (the
-// smaller one when busy: the iteration found lane work); its datagrams
-// count as arriving on Conns[0] (Config.Strangers).
-func (s *Shard) readStrangers(busy bool) int {
-	if s.cfg.Strangers == nil || s.now.Before(s.strangersQuiet) {
+// readUnsteered reads q's socket within its budget (the smaller one when
+// busy: the iteration found lane work) and its rate; its datagrams count
+// as arriving on Conns[0] (Config.Strangers).
+func (s *Shard) readUnsteered(q *unsteeredQueue, busy bool) int {
+	if q.sock == nil || s.now.Before(q.quiet) {
 		return 0
 	}
+	allowed := q.allow(s.now)
 	total, budget, batch := 0, strangerBytes, strangerBatch
 	if busy {
 		budget, batch = strangerBusyBytes, strangerBatch/2
 	}
-	for budget > 0 {
-		got, bytes := s.recvBatch(s.cfg.Strangers, 0, min(batch, len(s.rx.Bufs)))
+	for budget > 0 && total < allowed {
+		got, bytes := s.recvBatch(q.sock, 0, min(batch, len(s.rx.Bufs), allowed-total))
 		if got == 0 {
 			break
 		}
 		total += got
-		s.stats.c[StrangersIn] += uint64(got)
+		s.stats.c[q.in] += uint64(got)
 		budget -= bytes + got*strangerPrice
 		if time.Since(s.now) > strangerTime {
 			break
 		}
 	}
-	if total == 0 {
-		s.strangersQuiet = s.now.Add(strangerRecheck)
+	q.took(total)
+	if total == 0 && allowed > 0 {
+		q.quiet = s.now.Add(strangerRecheck)
 	}
 	return total
 }

@@ -35,8 +35,9 @@ type gw struct {
 	shards []*Shard
 	mesh   *Mesh
 	steer  *udp.Steering // the responder's lane map
-	// strangers are the responder's strangers' sockets, one per shard.
-	strangers []*udp.Conn
+	// strangers and known are the responder's strangers' and known
+	// sockets, one each per shard.
+	strangers, known []*udp.Conn
 }
 
 // setupGateway creates the TUN device and sockets inside ns. initiator
@@ -64,11 +65,11 @@ func setupGateway(t *testing.T, ns, underlay string, n int, initiator bool, inne
 			if g.steer, err = udp.NewSteering(n, 64); err != nil {
 				return err
 			}
-			cs, strangers, err := udp.ListenSteered(netip.AddrPortFrom(ip, 51820), n, g.steer)
+			cs, strangers, known, err := udp.ListenSteered(netip.AddrPortFrom(ip, 51820), n, g.steer)
 			if err != nil {
 				return err
 			}
-			g.strangers = strangers
+			g.strangers, g.known = strangers, known
 			for _, c := range cs {
 				g.conns = append(g.conns, []*udp.Conn{c})
 			}
@@ -100,7 +101,7 @@ func setupGateway(t *testing.T, ns, underlay string, n int, initiator bool, inne
 		if g.steer != nil {
 			g.steer.Close()
 		}
-		for _, cs := range append(g.conns, g.strangers) {
+		for _, cs := range append(g.conns, g.strangers, g.known) {
 			for _, c := range cs {
 				c.Close()
 			}
@@ -115,7 +116,7 @@ func (g *gw) start(t *testing.T, routes []Route) {
 	for i := range g.dev.Queues {
 		cfg := Config{ID: i, CPU: i % 2, TUN: g.dev.Queues[i], Conns: []Socket{g.conns[i][0]}, Mesh: g.mesh, Table: &g.table}
 		if g.steer != nil {
-			cfg.Steer, cfg.Strangers = g.steer, g.strangers[i]
+			cfg.Steer, cfg.Strangers, cfg.Known = g.steer, g.strangers[i], g.known[i]
 		}
 		s, err := New(cfg)
 		if err != nil {

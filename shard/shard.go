@@ -89,11 +89,16 @@ type Config struct {
 	// (nil where the group steers by port): datagrams from sources no
 	// lane is steered for, handshakes and junk among them. The shard
 	// reads it after its lane traffic, within a budget per loop
-	// (readStrangers), and takes its datagrams as arriving on Conns[0],
+	// (readUnsteered), and takes its datagrams as arriving on Conns[0],
 	// which is bound to the same address and port: answers leave from
 	// there. A nil interface, not a nil *udp.Conn, says there is none.
 	Strangers Socket
-	Mesh      *Mesh
+	// Known is the shard's known socket in the listen group (nil where
+	// there is none): datagrams no lane is steered for from an address
+	// the group knows a peer at (Group.SetKnown), read like the
+	// strangers' but in a queue of their own, before them.
+	Known Socket
+	Mesh  *Mesh
 	// Table is the shared route table, swapped atomically by the router.
 	Table *atomic.Pointer[Table]
 	Batch int // packets per syscall; 0: DefaultBatch
@@ -198,10 +203,10 @@ type Shard struct {
 	// (keyset.encBusy), which tickFEC visits at each FEC deadline.
 	flushing []flushEntry
 	trimAt   time.Time // last trimIdle
-	// strangersQuiet: the strangers' socket was found empty; it is read
-	// again from this time on (readStrangers).
-	strangersQuiet time.Time
-	stop           atomic.Bool
+	// strangers and known are the sockets for datagrams no lane is
+	// steered for (strangers.go), with their rates.
+	strangers, known unsteeredQueue
+	stop             atomic.Bool
 
 	waiting   map[PeerID]*waitQueue // packets for peers still handshaking
 	waitTotal int
@@ -235,6 +240,8 @@ func New(cfg Config) (*Shard, error) {
 		retOut:     make([][]*ring.Packet, n),
 		popBuf:     make([]*ring.Packet, cfg.Batch),
 		padRand:    newPadRand(),
+		strangers:  unsteeredQueue{sock: cfg.Strangers, in: StrangersIn},
+		known:      unsteeredQueue{sock: cfg.Known, in: KnownIn},
 	}
 	s.table = newLaneTable(&s.cfg, n, &s.stats, s.foldLane)
 	s.table.tell = s.tell

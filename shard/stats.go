@@ -51,6 +51,7 @@ const (
 	FECNotStored                   // FEC: symbols not kept for recovery because of the byte cap
 	LaneMoveRefused                // authenticated datagrams from an address another peer's lane holds: the lane did not move
 	StrangersIn                    // datagrams read from the strangers' socket (sources no lane is steered for)
+	KnownIn                        // datagrams read from the known socket (no lane's, from an address a peer is known at)
 	numCounters
 )
 
@@ -64,7 +65,7 @@ var counterNames = [numCounters]string{
 	"control_in", "control_out", "pool_high_water", "ring_high_water",
 	"tun_super_in", "tun_super_out", "drop_tun_bad", "udp_super_in",
 	"roam_trials", "lane_moved", "lane_adopted", "steer_refused",
-	"fec_evicted", "fec_not_stored", "lane_move_refused", "strangers_in",
+	"fec_evicted", "fec_not_stored", "lane_move_refused", "strangers_in", "known_in",
 }
 
 // IsGauge reports whether c is a level (a high-water mark) rather than a

@@ -20,6 +20,9 @@ type Steerer interface {
 	Steer(remote netip.AddrPort, c *udp.Conn, proven bool) udp.SteerResult
 	// Unsteer forgets remote if it still leads to c.
 	Unsteer(remote netip.AddrPort, c *udp.Conn)
+	// SetKnown adds a to the addresses peers are known at (known), whose
+	// unsteered datagrams go to the known sockets, or removes it.
+	SetKnown(a netip.Addr, known bool) error
 }
 
 // The lane table keeps the listen group's map in step with its lanes

@@ -15,9 +15,10 @@ import (
 // fakeSteer is a lane map in memory: what udp.Steering would hold.
 type fakeSteer struct {
 	at       map[netip.AddrPort]*udp.Conn
-	full     bool               // the map has no room
-	members  map[*udp.Conn]bool // the group's sockets; nil: every socket
-	unsteers int                // entries removed
+	full     bool                // the map has no room
+	members  map[*udp.Conn]bool  // the group's sockets; nil: every socket
+	unsteers int                 // entries removed
+	known    map[netip.Addr]bool // SetKnown
 }
 
 func (f *fakeSteer) Steer(r netip.AddrPort, c *udp.Conn, proven bool) udp.SteerResult {
@@ -35,6 +36,18 @@ func (f *fakeSteer) Steer(r netip.AddrPort, c *udp.Conn, proven bool) udp.SteerR
 	}
 	f.at[r] = c
 	return udp.Steered
+}
+
+func (f *fakeSteer) SetKnown(a netip.Addr, known bool) error {
+	if f.known == nil {
+		f.known = map[netip.Addr]bool{}
+	}
+	if known {
+		f.known[a] = true
+	} else {
+		delete(f.known, a)
+	}
+	return nil
 }
 
 func (f *fakeSteer) Unsteer(r netip.AddrPort, c *udp.Conn) {

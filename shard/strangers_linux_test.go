@@ -27,7 +27,7 @@ func TestReadStrangersBudget(t *testing.T) {
 	var conns []int
 	sd := newSide(t, 1, routesB)
 	s := sd.shards[0]
-	s.cfg.Strangers = strangers
+	s.strangers.sock = strangers
 	s.cfg.Unmatched = func(_, conn int, _ []byte, _ netip.AddrPort, _ netip.Addr) bool {
 		conns = append(conns, conn)
 		return true
@@ -41,7 +41,7 @@ func TestReadStrangersBudget(t *testing.T) {
 	}
 	time.Sleep(50 * time.Millisecond) // loopback delivery
 	s.now = time.Now()
-	first := s.readStrangers(false)
+	first := s.readUnsteered(&s.strangers, false)
 	// Batches of 16, the budget (32 KiB at 1000 + 512 per datagram)
 	// checked after each: two batches.
 	if first == 0 || first > 2*strangerBatch {
@@ -49,13 +49,13 @@ func TestReadStrangersBudget(t *testing.T) {
 	}
 	// With lane work in the same iteration, one batch of 8 (8 KiB).
 	s.now = time.Now()
-	if busy := s.readStrangers(true); busy != strangerBatch/2 {
+	if busy := s.readUnsteered(&s.strangers, true); busy != strangerBatch/2 {
 		t.Fatalf("a busy iteration read %d strangers' datagrams, want one batch of %d", busy, strangerBatch/2)
 	}
 	total := first + strangerBatch/2
 	for range sent {
 		s.now = time.Now()
-		total += s.readStrangers(false)
+		total += s.readUnsteered(&s.strangers, false)
 	}
 	if total != sent || len(conns) != sent {
 		t.Fatalf("read %d, handed %d to the handshake path, want %d", total, len(conns), sent)
@@ -71,18 +71,73 @@ func TestReadStrangersBudget(t *testing.T) {
 	}
 	// Found empty: the next look comes strangerRecheck later.
 	s.now = time.Now()
-	if s.readStrangers(false) != 0 {
+	if s.readUnsteered(&s.strangers, false) != 0 {
 		t.Fatal("read something from an empty socket")
 	}
 	if err := sender.SendTo(junk, strangers.LocalAddr()); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(20 * time.Millisecond)
-	if n := s.readStrangers(false); n != 0 { // s.now unchanged: within the recheck wait
+	if n := s.readUnsteered(&s.strangers, false); n != 0 { // s.now unchanged: within the recheck wait
 		t.Fatalf("read %d within the recheck wait", n)
 	}
 	s.now = s.now.Add(strangerRecheck)
-	if n := s.readStrangers(false); n != 1 {
+	if n := s.readUnsteered(&s.strangers, false); n != 1 {
 		t.Fatalf("read %d after the recheck wait, want 1", n)
+	}
+}
+
+// Over its rate a queue reads nothing until its next token is due, and the
+// loop's poll leaves it out meanwhile; a known socket has a rate of its
+// own, so strangers that used theirs up do not hold a known address back.
+func TestReadUnsteeredRate(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	open := func() *udp.Conn {
+		c, err := udp.ListenLane(lo)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	strangers, known, sender := open(), open(), open()
+	sd := newSide(t, 1, routesB)
+	s := sd.shards[0]
+	s.strangers.sock, s.known.sock = strangers, known
+	s.cfg.Unmatched = func(int, int, []byte, netip.AddrPort, netip.Addr) bool { return true }
+	small := make([]byte, 100)
+	send := func(to *udp.Conn, n int) {
+		for range n {
+			if err := sender.SendTo(small, to.LocalAddr()); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	send(strangers, strangerBurst+50)
+	send(known, 10)
+	time.Sleep(50 * time.Millisecond)
+	now := time.Now()
+	total := 0
+	for range 100 {
+		s.now = now // no time passes: the burst is all there is
+		total += s.readUnsteered(&s.strangers, false)
+	}
+	if total != strangerBurst {
+		t.Fatalf("read %d strangers' datagrams at one instant, want the burst of %d", total, strangerBurst)
+	}
+	if s.strangers.polled(now) || !s.strangers.capped {
+		t.Fatal("a queue over its rate is still polled")
+	}
+	if got := s.readUnsteered(&s.known, false); got != 10 {
+		t.Fatalf("the known socket read %d of 10 while the strangers' was over its rate", got)
+	}
+	// A millisecond later: 16 more tokens.
+	s.now = now.Add(time.Millisecond)
+	if got := s.readUnsteered(&s.strangers, false); got != strangerRate/1000 {
+		t.Fatalf("a millisecond later read %d, want %d", got, strangerRate/1000)
+	}
+	s.publish()
+	if sn := s.Snapshot(); sn.Get(StrangersIn) != strangerBurst+strangerRate/1000 || sn.Get(KnownIn) != 10 {
+		t.Fatalf("strangers_in %d known_in %d", sn.Get(StrangersIn), sn.Get(KnownIn))
 	}
 }

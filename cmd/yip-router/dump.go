@@ -21,7 +21,7 @@ const dumpVersion = 1
 
 // The column counts of version 1's lines (tests hold the formatters to them).
 const (
-	dumpInterfaceColumns = 19
+	dumpInterfaceColumns = 20
 	dumpPeerColumns      = 15
 )
 
@@ -98,7 +98,7 @@ func interfaceFields(st *router.Status) []string {
 		strconv.Itoa(len(st.Shards)), strconv.FormatInt(int64(st.Uptime.Seconds()), 10), offloadsOn(st),
 		u(h.Initiated), u(h.Completed), u(h.Answered), u(h.CookieDemanded), u(h.Refused), u(h.RateLimited),
 		u(shardDrops(st)), u(k.TUNTxDropped), u(k.TUNRxDropped), u(k.SocketDrops),
-		u(h.CookieCapped), u(k.StrangerDrops),
+		u(h.CookieCapped), u(k.StrangerDrops), u(k.KnownDrops),
 	}
 }
 

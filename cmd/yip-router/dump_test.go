@@ -26,7 +26,7 @@ func cannedStatus() *router.Status {
 		},
 		Handshakes: router.HandshakeCounts{Initiated: 5, Completed: 4, Answered: 3, CookieDemanded: 2, Refused: 1, RateLimited: 7, CookieCapped: 12},
 		Offloads:   map[string]string{"udp-gro": "on", "tso": "on", "uso": "off: kernel too old", "gro": "off: disabled", "udp-gso": "on", "zz-new": "on"},
-		Kernel:     router.KernelDrops{TUNTxDropped: 8, TUNRxDropped: 9, SocketDrops: 11, StrangerDrops: 13},
+		Kernel:     router.KernelDrops{TUNTxDropped: 8, TUNRxDropped: 9, SocketDrops: 11, StrangerDrops: 13, KnownDrops: 14},
 		Peers: []router.PeerStatus{
 			{
 				PublicKey: keyB, Endpoint: "192.0.2.2:51820", AllowedIPs: []string{"10.77.0.2/32", "192.168.2.0/24"},
@@ -44,7 +44,7 @@ func TestDump(t *testing.T) {
 	var b bytes.Buffer
 	writeDump(&b, []*router.Status{cannedStatus()})
 	want := "yip-router-dump\t1\n" +
-		"interface\tyip0\t" + keyA + "\t51820\t2\t3723\ttso,udp-gso,udp-gro,zz-new\t5\t4\t3\t2\t1\t7\t7\t8\t9\t11\t12\t13\n" +
+		"interface\tyip0\t" + keyA + "\t51820\t2\t3723\ttso,udp-gso,udp-gro,zz-new\t5\t4\t3\t2\t1\t7\t7\t8\t9\t11\t12\t13\t14\n" +
 		"peer\tyip0\t" + keyB + "\t192.0.2.2:51820\t10.77.0.2/32,192.168.2.0/24\t1800000000\t1000\t2000\t10\t20\t2\t3\t1\t6\t25\n" +
 		"peer\tyip0\t" + keyC + "\t(none)\t(none)\t0\t0\t0\t0\t0\t0\t0\t0\t0\toff\n"
 	if b.String() != want {

@@ -216,7 +216,7 @@ func printStatus(w io.Writer, st *router.Status) {
 		fmt.Fprintf(w, "  full tunnel: %s (table %d)\n", strings.Join(st.FullTunnel, ", "), st.FwMark)
 	}
 	k := st.Kernel
-	fmt.Fprintf(w, "  kernel drops: tun tx %d, tun rx %d, socket %d, strangers' sockets %d\n", k.TUNTxDropped, k.TUNRxDropped, k.SocketDrops, k.StrangerDrops)
+	fmt.Fprintf(w, "  kernel drops: tun tx %d, tun rx %d, socket %d, strangers' sockets %d, known sockets %d\n", k.TUNTxDropped, k.TUNRxDropped, k.SocketDrops, k.StrangerDrops, k.KnownDrops)
 	fmt.Fprintf(w, "  shards: %d\n", len(st.Shards))
 	for _, s := range st.Shards {
 		c := s.Counters

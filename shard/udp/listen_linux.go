@@ -81,18 +81,18 @@ func ListenGroup(local netip.AddrPort, n int) ([]*Conn, error) {
 	return listenGroup(local, n, nil)
 }
 
-// ListenSteered binds like ListenGroup but steers by st's lane map: n lane
-// sockets, then n strangers' sockets (steer_linux.go) with a receive
-// buffer of strangerBuffer.
-func ListenSteered(local netip.AddrPort, n int, st *Steering) (lanes, strangers []*Conn, err error) {
+// ListenSteered binds like ListenGroup but steers by st's maps: n lane
+// sockets, then n strangers' sockets and n known sockets (steer_linux.go),
+// these with a receive buffer of strangerBuffer.
+func ListenSteered(local netip.AddrPort, n int, st *Steering) (lanes, strangers, known []*Conn, err error) {
 	conns, err := listenGroup(local, n, st)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
-	return conns[:n], conns[n:], nil
+	return conns[:n], conns[n : 2*n], conns[2*n:], nil
 }
 
-// strangerBuffer is a strangers' socket's receive buffer: a few
+// strangerBuffer is a strangers' (or known) socket's receive buffer: a few
 // milliseconds of handshakes and roaming peers' first datagrams. A flood
 // overflows it (counted as its kernel drops) instead of taking a lane
 // socket's buffer or the shard's time.
@@ -123,7 +123,7 @@ func listenGroup(local netip.AddrPort, n int, st *Steering) ([]*Conn, error) {
 	}
 	total := n
 	if st != nil {
-		total = 2 * n // and the strangers' sockets
+		total = steeredSets * n // and the strangers' and known sockets
 	}
 	for i := range total {
 		c, err := newSocket(local, true)

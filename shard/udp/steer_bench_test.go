@@ -25,9 +25,9 @@ func BenchmarkGroupSteering(b *testing.B) {
 					b.Skipf("eBPF steering: %v", err)
 				}
 				defer st.Close()
-				var strangers []*Conn
-				group, strangers, err = ListenSteered(netip.AddrPortFrom(lo, 0), 2, st)
-				for _, c := range strangers {
+				var strangers, known []*Conn
+				group, strangers, known, err = ListenSteered(netip.AddrPortFrom(lo, 0), 2, st)
+				for _, c := range append(strangers, known...) {
 					defer c.Close()
 				}
 			}

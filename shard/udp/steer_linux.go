@@ -12,7 +12,11 @@ package udp
 // sources no lane has fills only the strangers' queues, never a lane
 // socket's; the shards read their strangers' socket within a budget,
 // after lane traffic (shard/loop_linux.go), and place lanes found there
-// by hand-off, adoption and roaming.
+// by hand-off, adoption and roaming. A source whose address (any port) is
+// in the known map (SetKnown: peers' configured endpoints and the
+// addresses their handshakes proved) goes to a known socket instead, a
+// third set of n with queues and budgets of their own: a peer restarting
+// behind a known address is not drowned in a flood from spoofed ones.
 //
 // The program is assembled here instead of compiled from C so the build
 // needs no clang and no generated objects, for a few dozen instructions.
@@ -50,9 +54,10 @@ var ErrSteering = errors.New("eBPF steering refused")
 // Steering is a listen group's lane map and the program that reads it.
 type Steering struct {
 	prog  *ebpf.Program
-	socks *ebpf.Map // REUSEPORT_SOCKARRAY: socket index → socket (lanes 0..n-1, strangers n..2n-1)
+	socks *ebpf.Map // REUSEPORT_SOCKARRAY: socket index → socket (lanes 0..n-1, strangers n..2n-1, known 2n..3n-1)
 	lanes *ebpf.Map // HASH: steerKey → lane socket index
-	n     int       // lane sockets (and strangers' sockets)
+	known *ebpf.Map // HASH: address (16 bytes, IPv4 mapped) → 1
+	n     int       // lane sockets (and strangers' sockets, and known sockets)
 
 	// mu makes each read-modify-write of the lane map (Steer, Unsteer)
 	// one step: shards call them from their own goroutines.
@@ -70,10 +75,16 @@ const (
 	Full                         // the map has no room
 )
 
+// Sockets per shard in a steered group: the lane socket, the strangers'
+// socket and the known socket.
+const steeredSets = 3
+
 // NewSteering loads the program and its maps for a group of n lane
-// sockets and n strangers' sockets and at most maxLanes steered remotes. It fails on a kernel without eBPF for
-// reuseport groups (before 4.19) or without the privilege to load one
-// (CAP_BPF); the caller then steers by port (ListenGroup).
+// sockets, n strangers' sockets and n known sockets, at most maxLanes
+// steered remotes and as many known addresses. It fails on a kernel
+// without eBPF for reuseport groups (before 4.19) or without the
+// privilege to load one (CAP_BPF); the caller then steers by port
+// (ListenGroup).
 func NewSteering(n, maxLanes int) (*Steering, error) {
 	if n < 1 || n > 1<<LaneBits || maxLanes < 1 {
 		return nil, fmt.Errorf("udp: steering for %d sockets and %d lanes out of range", n, maxLanes)
@@ -85,7 +96,7 @@ func NewSteering(n, maxLanes int) (*Steering, error) {
 	memlock := rlimit.RemoveMemlock()
 	socks, err := ebpf.NewMap(&ebpf.MapSpec{
 		Name: "yip_socks", Type: ebpf.ReusePortSockArray,
-		KeySize: 4, ValueSize: 8, MaxEntries: uint32(2 * n),
+		KeySize: 4, ValueSize: 8, MaxEntries: uint32(steeredSets * n),
 	})
 	if err != nil {
 		if memlock != nil {
@@ -104,17 +115,33 @@ func NewSteering(n, maxLanes int) (*Steering, error) {
 		socks.Close()
 		return nil, fmt.Errorf("udp: lane map: %w", err)
 	}
-	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
-		Name: "yip_steer", Type: ebpf.SkReuseport, AttachType: ebpf.AttachSkReuseportSelect,
-		Instructions: steerProgram(lanes.FD(), socks.FD(), n), License: "MIT",
+	known, err := ebpf.NewMap(&ebpf.MapSpec{
+		Name: "yip_known", Type: ebpf.Hash,
+		KeySize: uint32(len(knownKey{})), ValueSize: 1, MaxEntries: uint32(maxLanes),
+		Flags: unix.BPF_F_NO_PREALLOC,
 	})
 	if err != nil {
 		socks.Close()
 		lanes.Close()
+		return nil, fmt.Errorf("udp: known-address map: %w", err)
+	}
+	prog, err := ebpf.NewProgram(&ebpf.ProgramSpec{
+		Name: "yip_steer", Type: ebpf.SkReuseport, AttachType: ebpf.AttachSkReuseportSelect,
+		Instructions: steerProgram(lanes.FD(), known.FD(), socks.FD(), n), License: "MIT",
+	})
+	if err != nil {
+		socks.Close()
+		lanes.Close()
+		known.Close()
 		return nil, fmt.Errorf("udp: loading the steering program: %w", err)
 	}
-	return &Steering{prog: prog, socks: socks, lanes: lanes, n: n, members: map[*Conn]uint32{}}, nil
+	return &Steering{prog: prog, socks: socks, lanes: lanes, known: known, n: n, members: map[*Conn]uint32{}}, nil
 }
+
+// knownKey is the known map's key: the address part of a steerKey.
+type knownKey [16]byte
+
+func knownKeyOf(a netip.Addr) knownKey { return a.Unmap().As16() }
 
 // BPF_HDR_START_NET: skb_load_bytes_relative offsets from the IP header.
 const hdrStartNet = 1
@@ -129,11 +156,12 @@ const mdHash = 32
 // the packet (in an SK_REUSEPORT program the data begins at the UDP header,
 // past IPv4 options and IPv6 extension headers); look the pair up; select
 // the socket it names. A source the map does not hold goes to strangers'
-// socket n + hash mod n. Every failure returns SK_PASS without a
+// socket n + hash mod n, or, if its address is in the known map, to known
+// socket 2n + hash mod n. Every failure returns SK_PASS without a
 // selection, which makes the kernel fall back to its hash: no datagram is
 // dropped here. One helper call for the header, not one per field: each costs, on
 // every datagram the group receives (docs/BENCHMARKS.md).
-func steerProgram(lanesFD, socksFD, n int) asm.Instructions {
+func steerProgram(lanesFD, knownFD, socksFD, n int) asm.Instructions {
 	const (
 		buf      = -56 // the IP header's first 24 bytes, fp-56 .. fp-33
 		tmp      = -32 // the socket index
@@ -185,10 +213,19 @@ func steerProgram(lanesFD, socksFD, n int) asm.Instructions {
 		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
 		asm.StoreMem(asm.RFP, tmp, asm.R1, asm.Word),
 		asm.Ja.Label(sel),
-		// Not a lane's: strangers' socket n + hash mod n.
-		asm.LoadMem(asm.R1, asm.R6, mdHash, asm.Word).WithSymbol(stranger),
+		// Not a lane's: a known address's known socket 2n + hash mod n,
+		// anyone else's strangers' socket n + hash mod n. The known map's
+		// key is the steerKey's first 16 bytes, the address.
+		asm.LoadMapPtr(asm.R1, knownFD).WithSymbol(stranger),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, key),
+		asm.FnMapLookupElem.Call(),
+		asm.Mov.Imm(asm.R7, int32(n)),
+		asm.JEq.Imm(asm.R0, 0, "hash"),
+		asm.Mov.Imm(asm.R7, int32(2*n)),
+		asm.LoadMem(asm.R1, asm.R6, mdHash, asm.Word).WithSymbol("hash"),
 		asm.Mod.Imm(asm.R1, int32(n)),
-		asm.Add.Imm(asm.R1, int32(n)),
+		asm.Add.Reg(asm.R1, asm.R7),
 		asm.StoreMem(asm.RFP, tmp, asm.R1, asm.Word),
 		asm.Mov.Reg(asm.R1, asm.R6).WithSymbol(sel),
 		asm.LoadMapPtr(asm.R2, socksFD),
@@ -203,7 +240,7 @@ func steerProgram(lanesFD, socksFD, n int) asm.Instructions {
 
 // attach makes the program the group's (on its first socket) and enters
 // c as socket i: a lane socket below n (a member: lanes are steered to
-// it), a strangers' socket from n on.
+// it), a strangers' socket from n on, a known socket from 2n on.
 func (s *Steering) attach(c *Conn, i int) error {
 	if i == 0 {
 		if err := unix.SetsockoptInt(c.fd, unix.SOL_SOCKET, unix.SO_ATTACH_REUSEPORT_EBPF, s.prog.FD()); err != nil {
@@ -273,6 +310,31 @@ func (s *Steering) Unsteer(remote netip.AddrPort, c *Conn) {
 	_ = s.lanes.Delete(k) // only a missing key can fail here, and it is gone
 }
 
+// SetKnown adds a to the known addresses (known) or removes it: datagrams
+// from a known address that no lane is steered for go to the known
+// sockets, not the strangers'. It fails only when the map is full (as
+// many addresses as the group has room for lanes) or the kernel refuses;
+// such an address's datagrams then queue with the strangers'.
+func (s *Steering) SetKnown(a netip.Addr, known bool) error {
+	if !a.IsValid() {
+		return nil
+	}
+	k := knownKeyOf(a)
+	if !known {
+		if err := s.known.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+		return nil
+	}
+	return s.known.Update(k, uint8(1), ebpf.UpdateAny)
+}
+
+// IsKnown says whether a is in the known map.
+func (s *Steering) IsKnown(a netip.Addr) bool {
+	var v uint8
+	return s.known.Lookup(knownKeyOf(a), &v) == nil
+}
+
 // Lookup says which socket index remote is steered to, if any.
 func (s *Steering) Lookup(remote netip.AddrPort) (int, bool) {
 	var cur uint32
@@ -285,5 +347,5 @@ func (s *Steering) Lookup(remote netip.AddrPort) (int, bool) {
 // Close releases the program and the maps; the group's sockets keep the
 // program until they close.
 func (s *Steering) Close() error {
-	return errors.Join(s.prog.Close(), s.socks.Close(), s.lanes.Close())
+	return errors.Join(s.prog.Close(), s.socks.Close(), s.lanes.Close(), s.known.Close())
 }

@@ -25,21 +25,21 @@ func newSteeringOrSkip(t *testing.T, n, maxLanes int) *Steering {
 	return st
 }
 
-// steeredGroup is a group of n lane sockets and n strangers' sockets on
-// bind steered by a map of maxLanes, closed with the test.
-func steeredGroup(t *testing.T, bind string, n, maxLanes int) (lanes, strangers []*Conn, st *Steering) {
+// steeredGroup is a group of n lane sockets, n strangers' sockets and n
+// known sockets on bind steered by maps of maxLanes, closed with the test.
+func steeredGroup(t *testing.T, bind string, n, maxLanes int) (lanes, strangers, known []*Conn, st *Steering) {
 	t.Helper()
 	st = newSteeringOrSkip(t, n, maxLanes)
-	lanes, strangers, err := ListenSteered(netip.AddrPortFrom(netip.MustParseAddr(bind), 0), n, st)
+	lanes, strangers, known, err := ListenSteered(netip.AddrPortFrom(netip.MustParseAddr(bind), 0), n, st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		for _, c := range append(lanes, strangers...) {
+		for _, c := range slices.Concat(lanes, strangers, known) {
 			c.Close()
 		}
 	})
-	return lanes, strangers, st
+	return lanes, strangers, known, st
 }
 
 // drain reads what c holds now.
@@ -117,7 +117,7 @@ func TestSteeringByRemote(t *testing.T) {
 	} {
 		t.Run(tc.bind, func(t *testing.T) {
 			const n, perSock = 4, 3
-			group, strangers, st := steeredGroup(t, tc.bind, n, 64)
+			group, strangers, known, st := steeredGroup(t, tc.bind, n, 64)
 			port := group[0].LocalAddr().Port()
 			senders := strings.Fields(tc.senders)
 			want := map[netip.AddrPort]int{} // sender → socket index
@@ -160,17 +160,17 @@ func TestSteeringByRemote(t *testing.T) {
 			defer stray.Close()
 			send8(t, stray, netip.AddrPortFrom(stray.LocalAddr().Addr(), port))
 			strays := 0
-			all := append(slices.Clone(group), strangers...)
+			all := slices.Concat(group, strangers, known)
 			from := collect(t, all, n*perSock*len(senders)*8+8)
 			for i := range all {
 				exp := perSock * len(senders) * 8
 				if i >= n {
-					exp = 0 // a strangers' socket
+					exp = 0 // a strangers' or known socket
 				}
 				for _, f := range from[i] {
 					if f == stray.LocalAddr() {
-						if i < n {
-							t.Fatalf("the unsteered sender reached lane socket %d", i)
+						if i < n || i >= 2*n {
+							t.Fatalf("the unsteered sender (no known address) reached lane or known socket %d", i)
 						}
 						strays++
 						continue
@@ -206,7 +206,7 @@ func TestSteeringByRemote(t *testing.T) {
 // datagrams still arrive (by hash), and a lane socket outside the group is
 // never entered.
 func TestSteeringFull(t *testing.T) {
-	group, strangers, st := steeredGroup(t, "127.0.0.1", 2, 2)
+	group, strangers, _, st := steeredGroup(t, "127.0.0.1", 2, 2)
 	lo := netip.MustParseAddr("127.0.0.1")
 	var socks []*Conn
 	var res []SteerResult
@@ -248,11 +248,63 @@ func TestSteeringFull(t *testing.T) {
 	}
 }
 
+// A known address's datagrams that no lane is steered for reach a known
+// socket, anyone else's a strangers' socket; a lane steered at a known
+// address still reaches its lane socket, and an address no longer known
+// goes back to the strangers'.
+func TestSteeringKnown(t *testing.T) {
+	const n = 2
+	group, strangers, known, st := steeredGroup(t, "127.0.0.1", n, 8)
+	port := group[0].LocalAddr().Port()
+	lane := func(ip string) *Conn {
+		c, err := ListenLane(netip.MustParseAddr(ip))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		return c
+	}
+	peer, stranger, steered := lane("127.0.0.2"), lane("127.0.0.1"), lane("127.0.0.2")
+	if err := st.SetKnown(peer.LocalAddr().Addr(), true); err != nil {
+		t.Fatal(err)
+	}
+	if !st.IsKnown(netip.MustParseAddr("127.0.0.2")) || st.IsKnown(netip.MustParseAddr("127.0.0.1")) {
+		t.Fatal("IsKnown does not say what SetKnown set")
+	}
+	if r := st.Steer(steered.LocalAddr(), group[1], true); r != Steered {
+		t.Fatalf("steering %v: %v", steered.LocalAddr(), r)
+	}
+	where := func(want int) [3]int { // datagrams at lane, strangers', known sockets
+		all := slices.Concat(group, strangers, known)
+		var at [3]int
+		for i, f := range collect(t, all, want) {
+			at[i/n] += len(f)
+		}
+		return at
+	}
+	for _, c := range []*Conn{peer, stranger, steered} {
+		send8(t, c, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port))
+	}
+	if at := where(24); at != [3]int{8, 8, 8} {
+		t.Fatalf("lane, strangers', known sockets got %v, want 8 each (the steered lane, the stranger, the known address)", at)
+	}
+	if err := st.SetKnown(netip.MustParseAddr("127.0.0.2"), false); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetKnown(netip.MustParseAddr("127.0.0.2"), false); err != nil {
+		t.Fatalf("forgetting an address not known: %v", err)
+	}
+	send8(t, peer, netip.AddrPortFrom(netip.MustParseAddr("127.0.0.1"), port))
+	if at := where(8); at != [3]int{0, 8, 0} {
+		t.Fatalf("after SetKnown(false): lane, strangers', known sockets got %v, want the strangers' 8", at)
+	}
+}
+
 // An unproven claim (a handshake's source address) never takes a remote
 // another socket holds; a proven one does; a claim on an entry the socket
 // already holds is a success either way.
 func TestSteeringUnprovenClaims(t *testing.T) {
-	group, _, st := steeredGroup(t, "127.0.0.1", 2, 8)
+	group, _, _, st := steeredGroup(t, "127.0.0.1", 2, 8)
 	v := netip.MustParseAddrPort("127.0.0.1:40000")
 	steps := []struct {
 		sock   int
@@ -291,7 +343,7 @@ func TestSteeringPastOptions(t *testing.T) {
 	} {
 		t.Run(tc.ip, func(t *testing.T) {
 			const n = 4
-			group, _, st := steeredGroup(t, tc.ip, n, 64)
+			group, _, _, st := steeredGroup(t, tc.ip, n, 64)
 			want := map[netip.AddrPort]int{}
 			for i := range 3 * n {
 				s, err := ListenLane(netip.MustParseAddr(tc.ip))

@@ -91,6 +91,7 @@ func TestShowDump(t *testing.T) {
 	between("handshakes completed", iface[8], before.Handshakes.Completed, after.Handshakes.Completed)
 	between("kernel socket drops", iface[16], before.Kernel.SocketDrops, after.Kernel.SocketDrops)
 	between("kernel strangers' drops", iface[18], before.Kernel.StrangerDrops, after.Kernel.StrangerDrops)
+	between("kernel known sockets' drops", iface[19], before.Kernel.KnownDrops, after.Kernel.KnownDrops)
 
 	pb, pa := before.Peers[0], after.Peers[0]
 	if pa.RxBytes == 0 || pa.TxBytes == 0 || len(pa.Lanes) != 2 {

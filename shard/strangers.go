@@ -1,0 +1,65 @@
+package shard
+
+import "time"
+
+// The sockets for datagrams no lane is steered for (Config.Strangers,
+// Config.Known): handshakes, roaming peers' first datagrams and junk. Each
+// is read after the lane sockets and the TUN queue, within a budget per
+// loop iteration (readUnsteered) and a rate: at most strangerRate
+// datagrams a second, strangerBurst at once after a quiet spell. Over its
+// rate a queue is left alone, and left out of the loop's poll, until a
+// token is due, so a flood from strangers costs a shard a bounded share of
+// its core whatever the attacker's rate (without the rate, a socket that
+// is never empty kept the loop from ever sleeping: under a flood of
+// spoofed initiations one TCP flow kept 0.71 of its CPU-matched goodput,
+// with it 0.89; docs/BENCHMARKS.md). The rest waits in, and overflows,
+// the socket's small buffer. A legitimate burst fits under the rate: a
+// core answers a few thousand handshakes a second (bench-scale), a rate
+// of 16,000 leaves room for the cookie round trip each costs under load.
+// Peers' known addresses come on the known socket, with a queue and a rate
+// of their own, so a flood from spoofed sources does not starve a peer
+// that restarts behind its known address.
+const (
+	strangerRate  = 16000
+	strangerBurst = 256
+)
+
+// unsteeredQueue is one such socket with its rate and its quiet time.
+type unsteeredQueue struct {
+	sock Socket
+	in   Counter // what its datagrams count as (StrangersIn, KnownIn)
+	// quiet: the socket was found empty, or is over its rate (capped); it
+	// is read again from this time on.
+	quiet  time.Time
+	capped bool
+	tokens float64   // datagrams it may still read
+	fill   time.Time // when tokens were last topped up (zero: full)
+}
+
+// allow tops q's tokens up to now and says how many datagrams q may read
+// now; none over its rate, and then q is capped and quiet until its next
+// token is due.
+func (q *unsteeredQueue) allow(now time.Time) int {
+	if q.fill.IsZero() {
+		q.tokens = strangerBurst
+	} else {
+		q.tokens = min(strangerBurst, q.tokens+now.Sub(q.fill).Seconds()*strangerRate)
+	}
+	q.fill = now
+	if q.tokens < 1 {
+		q.capped = true
+		q.quiet = now.Add(time.Duration((1 - q.tokens) / strangerRate * float64(time.Second)))
+		return 0
+	}
+	q.capped = false
+	return int(q.tokens)
+}
+
+// took charges n datagrams read to q's tokens.
+func (q *unsteeredQueue) took(n int) { q.tokens -= float64(n) }
+
+// polled says whether the loop's poll at now should wake on q's socket:
+// not while it is over its rate.
+func (q *unsteeredQueue) polled(now time.Time) bool {
+	return q.sock != nil && !(q.capped && now.Before(q.quiet))
+}
