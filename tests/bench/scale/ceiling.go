@@ -34,7 +34,7 @@ func cryptoCeiling(hubPriv crypto.PrivateKey, peers []*simPeer, n int) (Ceiling,
 	n = min(n, len(peers))
 	hub := crypto.NewLocal(hubPriv, true)
 	for _, p := range peers[:n] {
-		if _, err := hub.AddPeer(p.pub, crypto.PresharedKey{}); err != nil {
+		if _, err := hub.AddPeer(p.yip.pub, crypto.PresharedKey{}); err != nil {
 			return Ceiling{}, err
 		}
 	}

@@ -219,7 +219,7 @@ func run(c *config) (*Result, error) {
 	}
 	pubs := make([]crypto.PublicKey, len(peers))
 	for i, p := range peers {
-		pubs[i] = p.pub
+		pubs[i] = p.yip.pub
 	}
 	logf("keys ready in %s", time.Since(t0).Round(time.Millisecond))
 	t, err := newTopo()

@@ -56,9 +56,13 @@ func markdown(c *config, m *meta, r *Result) string {
 		if h.Peers == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %d/%d | %.2f | %.0f | %.2f | %.0f | %.2f | %d | %d | %d | %.0f / %.0f | %d / %d / %d / %d | %d | %.0f / %.1f |\n",
+		hub := "– / – / – / –" // a hub without counters
+		if c := h.Hub; c != nil {
+			hub = fmt.Sprintf("%d / %d / %d / %d", c.Answered, c.CookieDemanded, c.CookieCapped, c.RateLimited)
+		}
+		fmt.Fprintf(&b, "| %s | %d/%d | %.2f | %.0f | %.2f | %.0f | %.2f | %d | %d | %d | %.0f / %.0f | %s | %d | %.0f / %.1f |\n",
 			h.Name, h.Completed, h.Peers, h.LastDoneS, h.PerSec, h.HubCPUSec, h.PerHubCPUSec, h.GenCPUSec, h.Sent, h.Cookies, h.Timeouts,
-			h.LatencyP50Ms, h.LatencyP99Ms, h.Hub.Answered, h.Hub.CookieDemanded, h.Hub.CookieCapped, h.Hub.RateLimited, h.HubUDP["RcvbufErrors"], h.SettleS, h.SettleCPUSec)
+			h.LatencyP50Ms, h.LatencyP99Ms, hub, h.HubUDP["RcvbufErrors"], h.SettleS, h.SettleCPUSec)
 	}
 	for _, h := range hs {
 		if len(h.Timeline) > 0 {
