@@ -16,6 +16,11 @@ type Result struct {
 	RSSPerIdlePeerKiB float64    `json:"rss_per_idle_peer_kib"`
 	RSSIdleKiB        int64      `json:"rss_idle_kib"` // N peers, before any handshake
 	Burst             HSResult   `json:"burst"`
+	// WGBurst is the same burst against wireguard-go as the hub (-wg),
+	// after yip-router's phases; BurstVsWG is yip-router's handshakes
+	// per hub CPU-second over wireguard-go's.
+	WGBurst   *HSResult `json:"wireguard_go_burst,omitempty"`
+	BurstVsWG float64   `json:"burst_per_hub_cpu_s_yip_over_wireguard_go,omitempty"`
 	// Ceiling is the responder's crypto alone, measured in this run
 	// (ceiling.go); the burst's handshakes per hub CPU-second are set
 	// against it.
