@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -55,6 +57,33 @@ type hsProto interface {
 	// reset forgets the initiations the peer holds: a new handshake
 	// starts.
 	reset()
+}
+
+// newSimPeer is peer i's place in the topology, its protocol not yet set.
+func newSimPeer(i, shards int, spread bool) *simPeer {
+	return &simPeer{i: i, addr: netip.AddrPortFrom(underlayAddr(i), peerPort(i, shards, spread)), inner: innerAddr(i)}
+}
+
+// parallel runs f(0) … f(n-1) on all CPUs we may use (key generation for
+// thousands of peers), joining their errors.
+func parallel(n int, f func(i int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var errs error
+	for range runtime.GOMAXPROCS(0) {
+		wg.Go(func() {
+			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
+				if err := f(i); err != nil {
+					mu.Lock()
+					errs = errors.Join(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return errs
 }
 
 // openSockets binds every peer's socket; call it inside the generator

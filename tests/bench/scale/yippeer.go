@@ -1,10 +1,7 @@
 package main
 
 import (
-	"errors"
 	"net/netip"
-	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -58,33 +55,6 @@ func newPeers(n int, hubPub crypto.PublicKey, shards int, spread bool) ([]*simPe
 		return nil
 	})
 	return peers, err
-}
-
-// newSimPeer is peer i's place in the topology, its protocol not yet set.
-func newSimPeer(i, shards int, spread bool) *simPeer {
-	return &simPeer{i: i, addr: netip.AddrPortFrom(underlayAddr(i), peerPort(i, shards, spread)), inner: innerAddr(i)}
-}
-
-// parallel runs f(0) … f(n-1) on all CPUs we may use (key generation for
-// thousands of peers), joining their errors.
-func parallel(n int, f func(i int) error) error {
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var errs error
-	for range runtime.GOMAXPROCS(0) {
-		wg.Go(func() {
-			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				if err := f(i); err != nil {
-					mu.Lock()
-					errs = errors.Join(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	wg.Wait()
-	return errs
 }
 
 func (y *yipPeer) offer() crypto.LaneOffer {
