@@ -5,8 +5,9 @@ GO          ?= go
 BIN         := bin
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
-# wireguard-go for bench-compare, pinned: the module's newest commit on the
-# Go proxy (`wireguard-go --version` prints v0.0.20250522).
+# wireguard-go for bench-compare and bench-scale, pinned: the module's
+# newest commit on the Go proxy (`wireguard-go --version` prints
+# v0.0.20250522).
 WG_GO_VERSION := v0.0.0-20260522210424-ecfc5a8d5446
 WG_GO       := $(BIN)/wireguard-go-$(WG_GO_VERSION)
 ROUNDS      ?= 3
@@ -274,14 +275,16 @@ bench-tools: test-deps $(WG_GO)
 # bench-scale: one yip-router hub against PEERS simulated peers (each its
 # own key, /24 and socket) in a second namespace: start time and memory per
 # peer, a handshake burst and a paced run, a ping per session, show --json
-# and metrics timings, a SIGHUP reload (root; docs/BENCHMARKS.md). SHARDS=1
-# pins the hub to CPU 0 and the generator to CPU 1. SCALE_EXTRA passes more
-# flags (e.g. -spread, -paced-rate 0). Results go to docs/bench/scale-*.
-bench-scale: build test-deps
+# and metrics timings, a SIGHUP reload, then the same burst against
+# wireguard-go as the hub, for the ratio of handshakes per hub CPU-second
+# (root; docs/BENCHMARKS.md). SHARDS=1 pins the hub to CPU 0 and the
+# generator to CPU 1. SCALE_EXTRA passes more flags (e.g. -spread,
+# -paced-rate 0). Results go to docs/bench/scale-*.
+bench-scale: build test-deps $(WG_GO)
 	@if [ "$$(id -u)" -ne 0 ]; then echo "make bench-scale creates network namespaces and TUN devices: run it as root"; exit 1; fi
 	@command -v taskset >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y util-linux; }
 	$(GO) build -o $(BIN)/bench-scale ./tests/bench/scale
-	$(BIN)/bench-scale -yip $(BIN)/yip-router -commit $(VERSION) -peers $(PEERS) -shards $(SHARDS) $(SCALE_EXTRA)
+	$(BIN)/bench-scale -yip $(BIN)/yip-router -wg $(WG_GO) -commit $(VERSION) -peers $(PEERS) -shards $(SHARDS) $(SCALE_EXTRA)
 
 $(WG_GO):
 	@mkdir -p $(BIN)

@@ -15,17 +15,16 @@
 // The packets (this file, pure): Garbage (random datagrams), Spoofed
 // (payloads from SpoofedSources random sources: the initiations of
 // YipInitiations or WGInitiations) and Replay (datagrams a Capture took
-// off the receiver's link, byte for byte).
+// off the receiver's link, byte for byte). wg.go holds WireGuard's
+// message layout and MACs, which bench-scale's simulated WireGuard peers
+// use too.
 package flood
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"time"
-
-	"golang.org/x/crypto/blake2s"
 
 	"github.com/yip-router/yip-router/crypto"
 )
@@ -120,35 +119,6 @@ func YipInitiations(responder crypto.PublicKey, n int) ([][]byte, error) {
 		inits = append(inits, init)
 	}
 	return inits, nil
-}
-
-// WireGuard's handshake initiation (the protocol's message type 1) as
-// wireguard-go reads it: type (4, little endian) ‖ sender index (4) ‖
-// ephemeral (32) ‖ encrypted static (32+16) ‖ encrypted timestamp (12+16)
-// ‖ mac1 (16) ‖ mac2 (16).
-const (
-	WGInitiationLen = 148
-	wgMAC1Off       = WGInitiationLen - 32 // mac1 covers the bytes before it
-	wgLabelMAC1     = "mac1----"
-)
-
-// WGMAC1Key is the key of a WireGuard mac1 for a responder with static
-// public key pub: BLAKE2s-256("mac1----" ‖ pub).
-func WGMAC1Key(pub [32]byte) [32]byte {
-	return blake2s.Sum256(append([]byte(wgLabelMAC1), pub[:]...))
-}
-
-// WGMAC1 is the mac1 of msg (a whole message, mac1 and mac2 included)
-// under key: BLAKE2s-128 keyed by key over the bytes before mac1.
-func WGMAC1(key [32]byte, msg []byte) [16]byte {
-	h, err := blake2s.New128(key[:])
-	if err != nil {
-		panic(fmt.Sprintf("flood: blake2s: %v", err)) // a 32-byte key is always valid
-	}
-	h.Write(msg[:len(msg)-32])
-	var mac [16]byte
-	h.Sum(mac[:0])
-	return mac
 }
 
 // WGInitiations are n WireGuard handshake initiations to the responder

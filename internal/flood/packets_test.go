@@ -241,3 +241,39 @@ func TestSplitGSO(t *testing.T) {
 		t.Fatal("seg 0 split")
 	}
 }
+
+// The cookie key and mac2 against the reference BLAKE2s: mac2 covers mac1
+// and nothing from mac2 on.
+func TestWGCookieKeyAndMAC2(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 10))
+	var pub [32]byte
+	var cookie [16]byte
+	for i := range pub {
+		pub[i] = byte(rng.Uint32())
+	}
+	for i := range cookie {
+		cookie[i] = byte(rng.Uint32())
+	}
+	key := WGCookieKey(pub)
+	if want := refBlake2s(nil, append([]byte("cookie--"), pub[:]...), 32); !bytes.Equal(key[:], want) {
+		t.Fatalf("cookie key %x, want %x", key, want)
+	}
+	for _, n := range []int{WGInitiationLen, WGResponseLen} {
+		m := make([]byte, n)
+		for i := range m {
+			m[i] = byte(rng.Uint32())
+		}
+		mac := WGMAC2(cookie, m)
+		if want := refBlake2s(cookie[:], m[:n-16], 16); !bytes.Equal(mac[:], want) {
+			t.Fatalf("%d-byte message: mac2 %x, want %x", n, mac, want)
+		}
+		m[n-1] ^= 1
+		if WGMAC2(cookie, m) != mac {
+			t.Fatal("mac2 depends on the mac2 field")
+		}
+		m[n-17] ^= 1
+		if WGMAC2(cookie, m) == mac {
+			t.Fatal("mac2 does not cover mac1")
+		}
+	}
+}

@@ -60,7 +60,7 @@ func cryptoCeiling(hubPriv crypto.PrivateKey, peers []*simPeer, n, passes int, c
 	n = min(n, len(peers))
 	job := ceilingJob{HubPriv: hubPriv, Passes: passes}
 	for _, p := range peers[:n] {
-		job.Pubs = append(job.Pubs, p.pub)
+		job.Pubs = append(job.Pubs, p.yip.pub)
 		job.Dgs = append(job.Dgs, p.firstDg)
 	}
 	var in bytes.Buffer

@@ -23,7 +23,7 @@ func TestCeilingJob(t *testing.T) {
 		if err := p.prebuild(); err != nil {
 			t.Fatal(err)
 		}
-		job.Pubs = append(job.Pubs, p.pub)
+		job.Pubs = append(job.Pubs, p.yip.pub)
 		job.Dgs = append(job.Dgs, p.firstDg)
 	}
 	c, err := job.run()

@@ -7,10 +7,13 @@
 // a handshake burst (cookie path included), a paced handshake run,
 // pings through every session, `show --json` and a metrics scrape, and a
 // SIGHUP reload; the results go under docs/bench/ as scale-STAMP.md and
-// .json. Root only; see docs/BENCHMARKS.md.
+// .json. With -wg it then runs the same burst against wireguard-go as the
+// hub (wghub.go), the anchor of the burst's handshakes per hub
+// CPU-second. Root only; see docs/BENCHMARKS.md.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -40,6 +43,7 @@ type config struct {
 	PacedRate    int           `json:"paced_rate"`
 	PingTimeout  time.Duration `json:"ping_timeout_ns"`
 	Sample       int           `json:"reload_sample"`
+	WG           string        `json:"wireguard_go,omitempty"` // the binary of the anchor burst
 	bin          string
 	out          string
 	commit       string
@@ -61,6 +65,7 @@ func main() {
 	flag.IntVar(&pingS, "ping-timeout", 5, "seconds to wait for each echo reply")
 	flag.IntVar(&c.Sample, "sample", 100, "peers re-pinged after the reload")
 	flag.StringVar(&c.bin, "yip", "bin/yip-router", "yip-router binary")
+	flag.StringVar(&c.WG, "wg", "", "wireguard-go binary: after yip-router's phases, run the same burst against it as the hub (empty: skip)")
 	flag.StringVar(&c.out, "out", "docs/bench", "directory for the results")
 	flag.StringVar(&c.commit, "commit", "", "yip-router version to record (default: git describe)")
 	flag.Parse()
@@ -69,8 +74,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-scale:", err)
 		os.Exit(2)
 	}
-	if bin, err := filepath.Abs(c.bin); err == nil {
-		c.bin = bin
+	for _, b := range []*string{&c.bin, &c.WG} {
+		if abs, err := filepath.Abs(*b); err == nil && *b != "" {
+			*b = abs
+		}
 	}
 	resolveCPUs(c)
 	if err := pinSelf(c.GenCPUs); err != nil {
@@ -79,6 +86,18 @@ func main() {
 	}
 	m := newMeta(c)
 	res, err := run(c)
+	if c.WG != "" {
+		// After yip-router's hub stopped: nothing else of this run on
+		// the hub's CPUs.
+		wr, werr := wgBurst(c)
+		res.WGBurst = wr
+		if werr != nil {
+			err = errors.Join(err, fmt.Errorf("wireguard-go burst: %w", werr))
+		}
+		if wr != nil && wr.PerHubCPUSec > 0 && res.Burst.PerHubCPUSec > 0 {
+			res.BurstVsWG = res.Burst.PerHubCPUSec / wr.PerHubCPUSec
+		}
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "bench-scale:", err)
 		res.Error = err.Error()
@@ -98,6 +117,11 @@ func check(c *config) error {
 	}
 	if _, err := os.Stat(c.bin); err != nil {
 		return fmt.Errorf("%v (make bench-scale builds it)", err)
+	}
+	if c.WG != "" {
+		if _, err := os.Stat(c.WG); err != nil {
+			return fmt.Errorf("-wg: %v (make bench-scale builds it)", err)
+		}
 	}
 	switch {
 	case c.Peers < 2 || c.Peers > maxPeers:
@@ -222,7 +246,7 @@ func run(c *config) (*Result, error) {
 	}
 	pubs := make([]crypto.PublicKey, len(peers))
 	for i, p := range peers {
-		pubs[i] = p.pub
+		pubs[i] = p.yip.pub
 	}
 	logf("keys ready in %s", time.Since(t0).Round(time.Millisecond))
 	t, err := newTopo()

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -15,11 +16,16 @@ type meta struct {
 	Started  time.Time `json:"started"`
 	Finished time.Time `json:"finished"`
 	benchenv.Host
-	Config *config `json:"config"`
+	WGVersion string  `json:"wireguard_go_version,omitempty"`
+	Config    *config `json:"config"`
 }
 
 func newMeta(c *config) *meta {
-	return &meta{Started: time.Now(), Config: c, Host: benchenv.Describe(c.commit)}
+	m := &meta{Started: time.Now(), Config: c, Host: benchenv.Describe(c.commit)}
+	if c.WG != "" {
+		m.WGVersion = benchenv.FirstLine(exec.Command(c.WG, "--version").Output())
+	}
+	return m
 }
 
 func orNone(s string) string {
@@ -36,6 +42,9 @@ func markdown(c *config, m *meta, r *Result) string {
 	fmt.Fprintf(&b, "yip-router %s; %d simulated peers; hub `--shards %d` on CPUs %s, generator on CPUs %s; source ports %s; kernel %s; %d CPUs (%s).\n\n",
 		m.Commit, c.Peers, c.Shards, orNone(c.HubCPUs), orNone(c.GenCPUs), map[bool]string{false: "one port (low bits 0)", true: "low bits spread over the hub's shards"}[c.Spread],
 		m.Kernel, m.CPUs, m.CPUModel)
+	if m.WGVersion != "" {
+		fmt.Fprintf(&b, "The burst again with %s as the hub (`-wg`), after yip-router's phases: a fresh hub namespace of the same topology, the same CPUs, the same generator and peers' behaviour.\n\n", m.WGVersion)
+	}
 	if r.Error != "" {
 		fmt.Fprintf(&b, "**Run failed:** %s (the figures below are what was measured before).\n\n", r.Error)
 	}
@@ -49,6 +58,9 @@ func markdown(c *config, m *meta, r *Result) string {
 	}
 	b.WriteString("\n## Handshakes\n\n| run | completed | last session (s) | handshakes/s | hub CPU (s) | per hub CPU-s | generator CPU (s) | sent | cookie replies | timeout retries | p50 / p99 latency (ms) | hub: answered / cookies / capped / rate-limited | hub UDP RcvbufErrors | hub busy after (s / CPU-s) |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|\n")
 	hs := []HSResult{r.Burst}
+	if r.WGBurst != nil {
+		hs = append(hs, *r.WGBurst)
+	}
 	if r.Paced != nil {
 		hs = append(hs, *r.Paced)
 	}
@@ -56,9 +68,13 @@ func markdown(c *config, m *meta, r *Result) string {
 		if h.Peers == 0 {
 			continue
 		}
-		fmt.Fprintf(&b, "| %s | %d/%d | %.2f | %.0f | %.2f | %.0f | %.2f | %d | %d | %d | %.0f / %.0f | %d / %d / %d / %d | %d | %.0f / %.1f |\n",
+		hub := "– / – / – / –" // a hub without counters
+		if c := h.Hub; c != nil {
+			hub = fmt.Sprintf("%d / %d / %d / %d", c.Answered, c.CookieDemanded, c.CookieCapped, c.RateLimited)
+		}
+		fmt.Fprintf(&b, "| %s | %d/%d | %.2f | %.0f | %.2f | %.0f | %.2f | %d | %d | %d | %.0f / %.0f | %s | %d | %.0f / %.1f |\n",
 			h.Name, h.Completed, h.Peers, h.LastDoneS, h.PerSec, h.HubCPUSec, h.PerHubCPUSec, h.GenCPUSec, h.Sent, h.Cookies, h.Timeouts,
-			h.LatencyP50Ms, h.LatencyP99Ms, h.Hub.Answered, h.Hub.CookieDemanded, h.Hub.CookieCapped, h.Hub.RateLimited, h.HubUDP["RcvbufErrors"], h.SettleS, h.SettleCPUSec)
+			h.LatencyP50Ms, h.LatencyP99Ms, hub, h.HubUDP["RcvbufErrors"], h.SettleS, h.SettleCPUSec)
 	}
 	for _, h := range hs {
 		if len(h.Timeline) > 0 {
@@ -67,6 +83,10 @@ func markdown(c *config, m *meta, r *Result) string {
 	}
 	if r.Burst.Command != "" {
 		fmt.Fprintf(&b, "\n\nHub: `%s`. Handshakes/s = completed / time of the last completion; the generator answers a cookie reply at once with a new initiation carrying mac2. In the burst it opens the hub's responses only after the phase (%d opened under none of its initiations and are not counted).\n", r.Burst.Command, r.Burst.ResponsesRefused)
+	}
+	if w := r.WGBurst; w != nil {
+		fmt.Fprintf(&b, "\nwireguard-go: `%s`. Its peers are WireGuard initiators (one initiation in flight, as WireGuard keeps: a response or cookie reply counts only for the latest); %d kept responses did not open. It keeps no handshake counters (–).\n", w.Command, w.ResponsesRefused)
+		fmt.Fprintf(&b, "\n**Burst, handshakes per hub CPU-second: yip-router / wireguard-go = %.2f** (%.0f / %.0f).\n", r.BurstVsWG, r.Burst.PerHubCPUSec, w.PerHubCPUSec)
 	}
 	if c := r.Ceiling; c != nil {
 		fmt.Fprintf(&b, "\nCrypto ceiling, this run: **%.0f handshakes per CPU-second** (median of passes %.0f handshakes per CPU-second, half before the burst, half after; %d answered per pass, on CPUs %q: %s). The burst's %.0f per hub CPU-second are **%.0f%%** of it.\n",

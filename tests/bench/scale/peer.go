@@ -10,75 +10,80 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/yip-router/yip-router/crypto"
 )
 
-// simPeer is one simulated peer: its own static key, underlay address and
-// UDP socket (in the generator namespace), and the session it got.
+// simPeer is one simulated peer: its underlay address and UDP socket (in
+// the generator namespace) and its side of the hub's handshake protocol.
+// The generator's behaviour (handshake: what it sends when, how it
+// answers a cookie reply, when it retries) is written once here for both
+// protocols, so yip-router and wireguard-go see the same burst.
 type simPeer struct {
 	i     int
-	priv  crypto.PrivateKey
-	pub   crypto.PublicKey
-	local *crypto.Local
-	hub   *crypto.Peer // the hub, as this peer's configured peer
 	addr  netip.AddrPort
 	inner netip.Addr
 	conn  *net.UDPConn
+	proto hsProto
+	// yip is proto against a yip-router hub: its keys and the session
+	// the pings and the reload use. Nil against wireguard-go, which only
+	// takes the burst.
+	yip *yipPeer
 
-	// Handshake.
-	attempt  int
-	pending  []*crypto.Initiation
-	first    *crypto.Initiation // prebuilt for the burst
-	firstDg  []byte
-	sess     *crypto.Session
-	sessions int // sessions completed by this peer over the run
-	hsTook   time.Duration
-
-	// Lane 0 of the session.
-	sealer *crypto.Sealer
-	opener *crypto.Opener
-	txf    crypto.Framer
-	rxf    crypto.Framer
-	group  uint32
-	seq    uint16
+	firstDg []byte // the burst's initiation, prebuilt
+	hsTook  time.Duration
 	// resp is the burst's response, kept unopened until its clocks
-	// stopped (finishResponse).
+	// stopped (proto.finish).
 	resp []byte
 }
 
-// newPeers makes n peers with fresh keys, each knowing the hub's public
-// key (AddPeer computes the static-static DH now), on all CPUs we may use.
-func newPeers(n int, hubPub crypto.PublicKey, shards int, spread bool) ([]*simPeer, error) {
-	peers := make([]*simPeer, n)
+// hsProto is a simulated peer's side of one handshake protocol
+// (yip-router's: yipPeer; WireGuard's: wgPeer), the steps
+// simPeer.handshake drives. None of them does I/O.
+type hsProto interface {
+	// initiate builds a new initiation at now, with mac2 when the
+	// peer holds the hub's cookie, and makes it one a response or
+	// cookie reply may answer.
+	initiate(now time.Time) ([]byte, error)
+	// consumeCookie takes d if it is a cookie reply to an initiation
+	// the peer holds, and keeps the cookie for the next initiation.
+	consumeCookie(d []byte, now time.Time) bool
+	// isResponse says whether d is the hub's response to an
+	// initiation the peer holds, as far as that can be told without
+	// the response's Diffie-Hellmans (the burst leaves them until its
+	// clocks stopped).
+	isResponse(d []byte) bool
+	// finish opens the response d and takes its session: false if it
+	// is no valid response to the initiations the peer holds.
+	finish(d []byte) bool
+	// reset forgets the initiations the peer holds: a new handshake
+	// starts.
+	reset()
+}
+
+// newSimPeer is peer i's place in the topology, its protocol not yet set.
+func newSimPeer(i, shards int, spread bool) *simPeer {
+	return &simPeer{i: i, addr: netip.AddrPortFrom(underlayAddr(i), peerPort(i, shards, spread)), inner: innerAddr(i)}
+}
+
+// parallel runs f(0) … f(n-1) on all CPUs we may use (key generation for
+// thousands of peers), joining their errors.
+func parallel(n int, f func(i int) error) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var mu sync.Mutex
-	var firstErr error
+	var errs error
 	for range runtime.GOMAXPROCS(0) {
 		wg.Go(func() {
 			for i := int(next.Add(1) - 1); i < n; i = int(next.Add(1) - 1) {
-				priv, err := crypto.GeneratePrivateKey()
-				var hp *crypto.Peer
-				var local *crypto.Local
-				if err == nil {
-					local = crypto.NewLocal(priv, true)
-					hp, err = local.AddPeer(hubPub, crypto.PresharedKey{})
-				}
-				if err != nil {
+				if err := f(i); err != nil {
 					mu.Lock()
-					firstErr = errors.Join(firstErr, err)
+					errs = errors.Join(errs, err)
 					mu.Unlock()
-					continue
 				}
-				peers[i] = &simPeer{i: i, priv: priv, pub: priv.Public(), local: local, hub: hp,
-					addr:  netip.AddrPortFrom(underlayAddr(i), peerPort(i, shards, spread)),
-					inner: innerAddr(i)}
 			}
 		})
 	}
 	wg.Wait()
-	return peers, firstErr
+	return errs
 }
 
 // openSockets binds every peer's socket; call it inside the generator
@@ -102,31 +107,14 @@ func closeSockets(peers []*simPeer) {
 	}
 }
 
-func (p *simPeer) offer() crypto.LaneOffer {
-	return crypto.LaneOffer{Ports: []uint16{p.addr.Port()}}
-}
-
-// initiate builds the next initiation (with the hub's cookie as mac2 if
-// one is stored) and adds it to the pending ones.
-func (p *simPeer) initiate(now time.Time) ([]byte, error) {
-	idx := uint32(p.i)<<8 | uint32(p.attempt&0xff)
-	p.attempt++
-	in, dg, err := p.local.Initiate(p.hub, idx, p.offer(), now)
-	if err != nil {
-		return nil, err
-	}
-	p.pending = append(p.pending, in)
-	return dg, nil
-}
-
 // prebuild prepares the burst's first initiation.
 func (p *simPeer) prebuild() error {
-	p.pending = p.pending[:0]
-	dg, err := p.initiate(time.Now())
+	p.proto.reset()
+	dg, err := p.proto.initiate(time.Now())
 	if err != nil {
 		return err
 	}
-	p.first, p.firstDg = p.pending[0], dg
+	p.firstDg = dg
 	return nil
 }
 
@@ -155,16 +143,16 @@ func backoff(n int) time.Duration {
 // cookie reply is answered at once with a new initiation carrying mac2 (the
 // router would wait for its retry schedule), silence is retried on the
 // router's backoff schedule. With prebuilt (the burst) the response is
-// kept and opened after the phase (finishResponse).
+// kept and opened after the phase (proto.finish).
 func (p *simPeer) handshake(hub netip.AddrPort, prebuilt bool, deadline time.Time, st *hsStats) {
 	start := time.Now()
 	var dg []byte
 	if prebuilt {
 		dg = p.firstDg
 	} else {
-		p.pending = p.pending[:0]
+		p.proto.reset()
 		var err error
-		if dg, err = p.initiate(start); err != nil {
+		if dg, err = p.proto.initiate(start); err != nil {
 			st.sendErrs.Add(1)
 			return
 		}
@@ -181,7 +169,7 @@ func (p *simPeer) handshake(hub netip.AddrPort, prebuilt bool, deadline time.Tim
 	// retry sends a new initiation (after a timeout, or with the cookie
 	// just received) and schedules the next timeout.
 	retry := func(now time.Time) bool {
-		d, err := p.initiate(now)
+		d, err := p.proto.initiate(now)
 		if err != nil {
 			st.sendErrs.Add(1)
 			return false
@@ -212,7 +200,7 @@ func (p *simPeer) handshake(hub netip.AddrPort, prebuilt bool, deadline time.Tim
 			continue
 		}
 		d := buf[:n]
-		if crypto.CookieReplyLen(n) && p.consumeCookie(d, now) {
+		if p.proto.consumeCookie(d, now) {
 			cookies++
 			st.cookies.Add(1)
 			if !retry(now) {
@@ -220,23 +208,24 @@ func (p *simPeer) handshake(hub netip.AddrPort, prebuilt bool, deadline time.Tim
 			}
 			continue
 		}
+		if !p.proto.isResponse(d) {
+			st.other.Add(1)
+			continue
+		}
 		if prebuilt {
-			// The burst: what is not a cookie reply is the hub's
-			// response (a responder sends nothing else before the
-			// first datagram). Its DHs wait until the burst's clocks
-			// stopped (finishResponse), so the generator spends its
-			// CPU on the hub's socket, not on its own crypto. A stray
-			// that is neither (a cookie reply for an initiation this
-			// peer no longer holds) ends the peer's wait and is
-			// counted ResponsesRefused, not completed.
+			// The burst: the response's DHs wait until the burst's
+			// clocks stopped (proto.finish), so the generator spends
+			// its CPU on the hub's socket, not on its own crypto. A
+			// datagram taken for the response that does not open
+			// ends the peer's wait and is counted ResponsesRefused,
+			// not completed.
 			p.resp = append(p.resp[:0], d...)
 			p.hsTook = now.Sub(start)
 			st.done.Add(1)
 			st.cookiePer[min(cookies, 7)].Add(1)
 			return
 		}
-		if s := p.consumeResponse(d); s != nil {
-			p.setSession(s)
+		if p.proto.finish(d) {
 			p.hsTook = now.Sub(start)
 			st.done.Add(1)
 			st.cookiePer[min(cookies, 7)].Add(1)
@@ -253,108 +242,10 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-func (p *simPeer) consumeCookie(d []byte, now time.Time) bool {
-	for _, in := range p.pending {
-		if in.ConsumeCookieReply(d, now) == nil {
-			return true
-		}
-	}
-	return false
-}
-
 // finishResponse opens the response the burst kept (handshake with
-// prebuilt) and takes its session; false if it was no response to any of
-// p's initiations.
+// prebuilt); false if it was no response to the peer's initiations.
 func (p *simPeer) finishResponse() bool {
 	d := p.resp
 	p.resp = nil
-	if s := p.consumeResponse(d); s != nil {
-		p.setSession(s)
-		return true
-	}
-	return false
-}
-
-func (p *simPeer) consumeResponse(d []byte) *crypto.Session {
-	for _, in := range p.pending {
-		if s, err := in.ConsumeResponse(d); err == nil {
-			return s
-		}
-	}
-	return nil
-}
-
-func (p *simPeer) setSession(s *crypto.Session) {
-	p.sess, p.pending = s, p.pending[:0]
-	p.sessions++
-	send, recv := s.Keys.SendLane(0), s.Keys.RecvLane(0)
-	p.sealer, p.opener = crypto.NewSealer(&send.AEAD), crypto.NewOpener(&recv.AEAD)
-	p.txf, p.rxf = crypto.NewFramer(&send), crypto.NewFramer(&recv)
-	p.group, p.seq = 0, 0
-}
-
-// pingStats are a traffic phase's counters over all peers.
-type pingStats struct {
-	sent, answered  atomic.Int64
-	control, parity atomic.Int64 // hub datagrams that were not data
-	otherData       atomic.Int64 // data that opened but was not our reply
-	badTag          atomic.Int64 // not under the session's receive keys (handshake leftovers)
-	openErrs        atomic.Int64
-}
-
-// ping sends one ICMP echo request through the session on lane 0 (one
-// FEC group of K=1, R=0: delivered at once) and waits for the reply.
-func (p *simPeer) ping(hub netip.AddrPort, timeout time.Duration, st *pingStats) time.Duration {
-	if p.sess == nil {
-		return 0
-	}
-	buf := make([]byte, 2048)
-	id, seq := uint16(p.i), p.seq
-	p.seq++
-	payload := []byte("yip-router bench-scale ping.....")
-	pkt := echoRequest(buf[crypto.HeaderLen+crypto.CounterLen:], p.inner, hubInner.Addr(), id, seq, payload)
-	sym, err := p.sealer.SealSymbol(buf[crypto.HeaderLen:], nil, pkt)
-	if err != nil {
-		return 0
-	}
-	d := p.txf.Frame(buf, crypto.Header{Kind: crypto.KindData, Group: p.group, Index: 0, K: 1, R: 0}, len(sym))
-	p.group++
-	start := time.Now()
-	st.sent.Add(1)
-	if _, err := p.conn.WriteToUDPAddrPort(d, hub); err != nil {
-		return 0
-	}
-	deadline := start.Add(timeout)
-	rb := make([]byte, 2048)
-	for {
-		_ = p.conn.SetReadDeadline(deadline)
-		n, _, err := p.conn.ReadFromUDPAddrPort(rb)
-		if err != nil {
-			return 0
-		}
-		h, sym, err := p.rxf.Deframe(rb[:n])
-		if err != nil {
-			st.badTag.Add(1)
-			continue
-		}
-		switch h.Kind {
-		case crypto.KindControl:
-			st.control.Add(1)
-			continue
-		case crypto.KindParity:
-			st.parity.Add(1)
-			continue
-		}
-		pt, err := p.opener.OpenSymbol(nil, sym)
-		if err != nil {
-			st.openErrs.Add(1)
-			continue
-		}
-		if parseEchoReply(pt, hubInner.Addr(), p.inner, id, seq) != nil {
-			st.otherData.Add(1)
-			continue
-		}
-		st.answered.Add(1)
-		return time.Since(start)
-	}
+	return p.proto.finish(d)
 }

@@ -24,7 +24,7 @@ import (
 // how long that took and the hub CPU spent meanwhile: the backlog of
 // queued initiations a phase left behind. (Hub CPU cannot tell: with
 // thousands of sessions an idle hub keeps a core partly busy.)
-func settle(t *topo, h *hub) (float64, float64) {
+func settle(t *topo, h hubProc) (float64, float64) {
 	start := time.Now()
 	c0, _ := cpuSec(h.pid())
 	empty := 0
@@ -87,11 +87,21 @@ func query(t *topo, bin, when string) Query {
 	return q
 }
 
+// hubProc is the hub process a phase measures: yip-router (hub) or
+// wireguard-go (wgHub).
+type hubProc interface {
+	pid() int
+	command() string
+	// handshakeCounts are the hub's own handshake counters; false if it
+	// has none to tell (wireguard-go).
+	handshakeCounts() (router.HandshakeCounts, bool)
+}
+
 // handshakes runs one handshake phase over all peers: all at once from
 // prebuilt initiations (rate 0) or started at rate per second.
-func handshakes(c *config, t *topo, h *hub, peers []*simPeer, name string, rate int) HSResult {
+func handshakes(c *config, t *topo, h hubProc, peers []*simPeer, name string, rate int) HSResult {
 	r := HSResult{Name: name, Peers: len(peers), Rate: rate}
-	before, _ := status(t, c.bin)
+	before, counted := h.handshakeCounts()
 	udpBefore := t.snmpUDP(t.hubNS)
 	var st hsStats
 	hubCPU0, _ := cpuSec(h.pid())
@@ -166,9 +176,9 @@ func handshakes(c *config, t *topo, h *hub, peers []*simPeer, name string, rate 
 	}
 	r.LatencyP50Ms, r.LatencyP99Ms, r.LatencyMaxMs = percentiles(lat)
 	r.Timeline = timeline(done, time.Second)
-	after, _ := status(t, c.bin)
-	if before != nil && after != nil {
-		r.Hub = diffHS(before.Handshakes, after.Handshakes)
+	if after, ok := h.handshakeCounts(); counted && ok {
+		d := diffHS(before, after)
+		r.Hub = &d
 	}
 	r.HubUDP = diffMap(udpBefore, t.snmpUDP(t.hubNS))
 	r.Command = h.command()
@@ -184,7 +194,7 @@ func pingAll(c *config, t *topo, h *hub, peers []*simPeer, when string) PingResu
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i, p := range peers {
-		if p.sess == nil {
+		if p.yip == nil || p.yip.sess == nil {
 			continue
 		}
 		r.WithSession++

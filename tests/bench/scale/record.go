@@ -16,6 +16,11 @@ type Result struct {
 	RSSPerIdlePeerKiB float64    `json:"rss_per_idle_peer_kib"`
 	RSSIdleKiB        int64      `json:"rss_idle_kib"` // N peers, before any handshake
 	Burst             HSResult   `json:"burst"`
+	// WGBurst is the same burst against wireguard-go as the hub (-wg),
+	// after yip-router's phases; BurstVsWG is yip-router's handshakes
+	// per hub CPU-second over wireguard-go's.
+	WGBurst   *HSResult `json:"wireguard_go_burst,omitempty"`
+	BurstVsWG float64   `json:"burst_per_hub_cpu_s_yip_over_wireguard_go,omitempty"`
 	// Ceiling is the responder's crypto alone, measured in this run
 	// (ceiling.go); the burst's handshakes per hub CPU-second are set
 	// against it.
@@ -80,8 +85,8 @@ type HSResult struct {
 	// of queued initiations) and the CPU it spent meanwhile.
 	SettleS      float64          `json:"settle_s"`
 	SettleCPUSec float64          `json:"settle_hub_cpu_s"`
-	Hub          HSCounts         `json:"hub_counters"` // show --json handshakes, after - before
-	HubUDP       map[string]int64 `json:"hub_udp_snmp"` // /proc/net/snmp Udp: in the hub namespace, after - before
+	Hub          *HSCounts        `json:"hub_counters,omitempty"` // show --json handshakes, after - before (yip-router only)
+	HubUDP       map[string]int64 `json:"hub_udp_snmp"`           // /proc/net/snmp Udp: in the hub namespace, after - before
 	Command      string           `json:"hub_command"`
 }
 
@@ -114,7 +119,15 @@ func diffMap(a, b map[string]int64) map[string]int64 {
 
 func (r HSResult) summary() string {
 	return fmt.Sprintf("%s: %d/%d sessions, last at %.2f s (%.0f/s), hub CPU %.2f s (%.0f per CPU-s), gen CPU %.2f s, %d sent, %d cookie replies, %d timeout retries, p50 %.0f ms p99 %.0f ms, hub %+v, udp %v",
-		r.Name, r.Completed, r.Peers, r.LastDoneS, r.PerSec, r.HubCPUSec, r.PerHubCPUSec, r.GenCPUSec, r.Sent, r.Cookies, r.Timeouts, r.LatencyP50Ms, r.LatencyP99Ms, r.Hub, r.HubUDP)
+		r.Name, r.Completed, r.Peers, r.LastDoneS, r.PerSec, r.HubCPUSec, r.PerHubCPUSec, r.GenCPUSec, r.Sent, r.Cookies, r.Timeouts, r.LatencyP50Ms, r.LatencyP99Ms, r.hubCounts(), r.HubUDP)
+}
+
+// hubCounts prints Hub, or a dash for a hub without counters.
+func (r HSResult) hubCounts() string {
+	if r.Hub == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%+v", *r.Hub)
 }
 
 // PingResult is one traffic phase: one ping per peer with a session.

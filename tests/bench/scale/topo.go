@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/yip-router/yip-router/internal/netns"
+	"github.com/yip-router/yip-router/router"
 )
 
 // topo is the two namespaces: "hub" runs yip-router, "gen" the simulated
@@ -155,6 +156,15 @@ func (h *hub) log() string {
 }
 
 func (h *hub) command() string { return strings.Join(h.argv, " ") }
+
+// handshakeCounts are show --json's handshake counters.
+func (h *hub) handshakeCounts() (router.HandshakeCounts, bool) {
+	st, err := status(h.t, h.bin)
+	if err != nil {
+		return router.HandshakeCounts{}, false
+	}
+	return st.Handshakes, true
+}
 
 func (h *hub) stop() {
 	_ = h.cmd.Process.Signal(syscall.SIGTERM)
