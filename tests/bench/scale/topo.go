@@ -97,14 +97,10 @@ func (t *topo) exec(ns string, argv ...string) ([]byte, time.Duration, error) {
 
 // hub is a running yip-router.
 type hub struct {
-	t       *topo
-	bin     string
-	cmd     *exec.Cmd
-	conf    string
-	logPath string
-	logf    *os.File
-	argv    []string
-	exitedC chan struct{}
+	daemon
+	t    *topo
+	bin  string
+	conf string
 	// Ready: from process start until `show --dump` answered.
 	Ready time.Duration
 }
@@ -112,25 +108,15 @@ type hub struct {
 // startHub runs bin with conf in the hub namespace (under taskset -c cpus
 // if set) and waits until `yip-router show -i IFACE --dump` answers.
 func (t *topo) startHub(bin, conf string, shards int, cpus string, name string) (*hub, error) {
-	h := &hub{t: t, bin: bin, conf: conf, logPath: filepath.Join(t.dir, name+".log")}
-	var err error
-	if h.logf, err = os.OpenFile(h.logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600); err != nil {
-		return nil, err
-	}
-	h.argv = []string{"ip", "netns", "exec", t.hubNS, bin, "up", "-c", conf, "--shards", strconv.Itoa(shards)}
+	h := &hub{t: t, bin: bin, conf: conf}
+	argv := []string{"ip", "netns", "exec", t.hubNS, bin, "up", "-c", conf, "--shards", strconv.Itoa(shards)}
 	if cpus != "" {
-		h.argv = append([]string{"taskset", "-c", cpus}, h.argv...)
+		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
-	h.cmd = exec.Command(h.argv[0], h.argv[1:]...)
-	h.cmd.Stdout, h.cmd.Stderr = h.logf, h.logf
-	exited := make(chan struct{})
 	start := time.Now()
-	if err := h.cmd.Start(); err != nil {
-		h.logf.Close()
+	if err := h.start(argv, filepath.Join(t.dir, name+".log")); err != nil {
 		return nil, err
 	}
-	go func() { _ = h.cmd.Wait(); close(exited) }()
-	h.exitedC = exited
 	deadline := start.Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
 		if _, _, err := t.exec(t.hubNS, bin, "show", "-i", t.ifname, "--dump"); err == nil {
@@ -138,7 +124,7 @@ func (t *topo) startHub(bin, conf string, shards int, cpus string, name string) 
 			return h, nil
 		}
 		select {
-		case <-exited:
+		case <-h.exited:
 			h.logf.Close()
 			return nil, fmt.Errorf("hub exited during start; log:\n%s", h.log())
 		case <-time.After(20 * time.Millisecond):
@@ -148,14 +134,7 @@ func (t *topo) startHub(bin, conf string, shards int, cpus string, name string) 
 	return nil, fmt.Errorf("hub not answering show after 5 min; log:\n%s", h.log())
 }
 
-func (h *hub) pid() int { return h.cmd.Process.Pid }
-
-func (h *hub) log() string {
-	b, _ := os.ReadFile(h.logPath)
-	return string(b)
-}
-
-func (h *hub) command() string { return strings.Join(h.argv, " ") }
+func (h *hub) command() string { return h.argvString() }
 
 // handshakeCounts are show --json's handshake counters.
 func (h *hub) handshakeCounts() (router.HandshakeCounts, bool) {
@@ -164,17 +143,6 @@ func (h *hub) handshakeCounts() (router.HandshakeCounts, bool) {
 		return router.HandshakeCounts{}, false
 	}
 	return st.Handshakes, true
-}
-
-func (h *hub) stop() {
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-h.exitedC:
-	case <-time.After(15 * time.Second):
-		_ = h.cmd.Process.Kill()
-		<-h.exitedC
-	}
-	h.logf.Close()
 }
 
 // rssKiB is VmRSS of pid in KiB.

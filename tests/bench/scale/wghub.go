@@ -11,10 +11,8 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/flynn/noise"
@@ -27,37 +25,24 @@ import (
 // namespace (under taskset when the hub is pinned), configured over its
 // UAPI socket, its TUN up with the hub's inner address.
 type wgHub struct {
-	argv    []string
-	cmd     *exec.Cmd
-	logPath string
-	logf    *os.File
-	exited  chan struct{}
-	peers   int
+	daemon
+	peers int
 }
 
 // startWGHub starts bin as t's hub with private key priv and one peer per
 // public key in pubs (peer i: AllowedIPs innerAddr(i)/32), listening on
 // hubPort as yip-router does.
 func startWGHub(t *topo, bin, cpus string, priv []byte, pubs [][]byte) (*wgHub, error) {
-	h := &wgHub{logPath: filepath.Join(t.dir, "wireguard-go.log"), exited: make(chan struct{}), peers: len(pubs)}
-	var err error
-	if h.logf, err = os.Create(h.logPath); err != nil {
-		return nil, err
-	}
-	h.argv = []string{"ip", "netns", "exec", t.hubNS, bin, "-f", t.ifname}
+	h := &wgHub{peers: len(pubs)}
+	argv := []string{"ip", "netns", "exec", t.hubNS, bin, "-f", t.ifname}
 	if cpus != "" {
-		h.argv = append([]string{"taskset", "-c", cpus}, h.argv...)
+		argv = append([]string{"taskset", "-c", cpus}, argv...)
 	}
-	h.cmd = exec.Command(h.argv[0], h.argv[1:]...)
 	// Foreground: no daemonising re-exec, so the pid is the daemon's
 	// (taskset and ip netns exec exec it in place).
-	h.cmd.Env = append(os.Environ(), "WG_PROCESS_FOREGROUND=1", "LOG_LEVEL=error")
-	h.cmd.Stdout, h.cmd.Stderr = h.logf, h.logf
-	if err := h.cmd.Start(); err != nil {
-		h.logf.Close()
+	if err := h.start(argv, filepath.Join(t.dir, "wireguard-go.log"), "WG_PROCESS_FOREGROUND=1", "LOG_LEVEL=error"); err != nil {
 		return nil, err
 	}
-	go func() { _ = h.cmd.Wait(); close(h.exited) }()
 	ok := false
 	defer func() {
 		if !ok {
@@ -136,33 +121,14 @@ func uapi(sock, op string) error {
 	return nil
 }
 
-func (h *wgHub) pid() int { return h.cmd.Process.Pid }
-
 func (h *wgHub) command() string {
 	return fmt.Sprintf("%s; configured over UAPI (set=1: private_key, listen_port=%d, %d peers with public_key and allowed_ip /32)",
-		strings.Join(h.argv, " "), hubPort, h.peers)
+		h.argvString(), hubPort, h.peers)
 }
 
 // handshakeCounts: wireguard-go counts no handshakes it answered.
 func (h *wgHub) handshakeCounts() (router.HandshakeCounts, bool) {
 	return router.HandshakeCounts{}, false
-}
-
-func (h *wgHub) log() string {
-	b, _ := os.ReadFile(h.logPath)
-	return string(b)
-}
-
-// stop sends SIGTERM, then SIGKILL after 15 s.
-func (h *wgHub) stop() {
-	_ = h.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-h.exited:
-	case <-time.After(15 * time.Second):
-		_ = h.cmd.Process.Kill()
-		<-h.exited
-	}
-	h.logf.Close()
 }
 
 // wgBurst runs the burst against wireguard-go: a fresh topology (the same
