@@ -246,8 +246,8 @@ func New(cfg *config.Config, opts Options) (*Router, error) {
 		if _, err := r.plane.Add(withCore(shard.Config{
 			CPU: r.cpus[i], TUN: r.dev.Queues[i],
 			Conns:     []shard.Socket{shard.ConnGroup: r.group[i], shard.ConnLane: r.laneSk[i]},
-			Strangers: r.stranger(i),
-			Known:     r.knownSock(i),
+			Strangers: sockAt(r.strangers, i),
+			Known:     sockAt(r.known, i),
 			// Writing TCP superpackets needs only the header; UDP ones
 			// need a kernel with USO, which the device's grant proves.
 			CoalesceTCP: r.dev.Offloads.VnetHdr && !off.GRO,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
@@ -32,7 +33,7 @@ const steerLanes = 1 << 16
 // shard, and strangers share the lane sockets (no flood isolation; show
 // and check say so).
 func (r *Router) listen(local netip.AddrPort, n int) ([]*udp.Conn, error) {
-	for _, c := range append(r.strangers, r.known...) {
+	for _, c := range slices.Concat(r.strangers, r.known) {
 		c.Close() // a first try's
 	}
 	r.strangers, r.known = nil, nil
@@ -75,19 +76,12 @@ func (r *Router) steerer() shard.Steerer {
 	return r.steer
 }
 
-// stranger is shard i's strangers' socket, or nil (a nil interface: the
-// shard polls any other) when the group steers by port.
-func (r *Router) stranger(i int) shard.Socket {
-	if i < len(r.strangers) {
-		return r.strangers[i]
-	}
-	return nil
-}
-
-// knownSock is shard i's known socket, or nil as stranger.
-func (r *Router) knownSock(i int) shard.Socket {
-	if i < len(r.known) {
-		return r.known[i]
+// sockAt is shard i's socket of cs (r.strangers, r.known), or nil (a nil
+// interface, not a nil *udp.Conn: the shard has none) when the group
+// steers by port.
+func sockAt(cs []*udp.Conn, i int) shard.Socket {
+	if i < len(cs) {
+		return cs[i]
 	}
 	return nil
 }

@@ -42,7 +42,7 @@ func (s *Shard) Run() error {
 		return err
 	}
 	defer runtime.UnlockOSThread()
-	fds := make([]unix.PollFd, 0, len(s.cfg.Conns)+3)
+	fds := make([]unix.PollFd, 0, len(s.cfg.Conns)+4) // and the known, strangers', TUN and waker fds
 	for _, c := range s.cfg.Conns {
 		fds = append(fds, unix.PollFd{Fd: int32(c.Fd()), Events: unix.POLLIN})
 	}
@@ -146,30 +146,6 @@ func (s *Shard) readConn(c int) int {
 	return got
 }
 
-// The budget per loop iteration of a socket for unsteered datagrams
-// (strangers.go): datagrams are priced
-// at their length plus strangerPrice (the fixed cost of looking one up and
-// classifying it), and reading stops once strangerBytes are spent or
-// strangerTime has passed since the iteration began; in an iteration that
-// found lane work (lane sockets, TUN, mesh) the budget is
-// strangerBusyBytes. Lane sockets and the TUN queue are read first in
-// every iteration, so a flood from strangers delays lane traffic by at
-// most this much per iteration; the rest of the flood waits in (and
-// overflows) the strangers' small receive buffer.
-const (
-	strangerBatch     = 16
-	strangerBytes     = 32 << 10
-	strangerBusyBytes = 8 << 10
-	strangerPrice     = 512
-	strangerTime      = 200 * time.Microsecond
-	// strangerRecheck: after a read of such a socket found nothing, a
-	// busy loop looks again only this much later (a poll that sleeps
-	// wakes on it anyway), so a shard carrying lane traffic does not pay
-	// an empty recvmmsg per iteration; a handshake waits at most this
-	// much longer.
-	strangerRecheck = 200 * time.Microsecond
-)
-
 // readUnsteered reads q's socket within its budget (the smaller one when
 // busy: the iteration found lane work) and its rate; its datagrams count
 // as arriving on Conns[0] (Config.Strangers).
@@ -178,6 +154,7 @@ func (s *Shard) readUnsteered(q *unsteeredQueue, busy bool) int {
 		return 0
 	}
 	allowed := q.allow(s.now)
+	authed := s.authed
 	total, budget, batch := 0, strangerBytes, strangerBatch
 	if busy {
 		budget, batch = strangerBusyBytes, strangerBatch/2
@@ -194,7 +171,11 @@ func (s *Shard) readUnsteered(q *unsteeredQueue, busy bool) int {
 			break
 		}
 	}
-	q.took(total)
+	// Datagrams that opened under a lane's keys are a peer's (a lane the
+	// steering map had no room for, or one not steered yet): only the
+	// rest are charged to the rate, so a flood cannot hold such a lane
+	// to it, nor the lane use up the rate.
+	q.took(total - min(total, int(s.authed-authed)))
 	if total == 0 && allowed > 0 {
 		q.quiet = s.now.Add(strangerRecheck)
 	}

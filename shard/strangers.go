@@ -8,20 +8,46 @@ import "time"
 // loop iteration (readUnsteered) and a rate: at most strangerRate
 // datagrams a second, strangerBurst at once after a quiet spell. Over its
 // rate a queue is left alone, and left out of the loop's poll, until a
-// token is due, so a flood from strangers costs a shard a bounded share of
-// its core whatever the attacker's rate (without the rate, a socket that
-// is never empty kept the loop from ever sleeping: under a flood of
-// spoofed initiations one TCP flow kept 0.71 of its CPU-matched goodput,
-// with it 0.89; docs/BENCHMARKS.md). The rest waits in, and overflows,
+// few tokens are due, so a flood from strangers costs a shard a bounded
+// share of its core whatever the attacker's rate (without the rate, a
+// socket that is never empty kept the loop from ever sleeping: the
+// receiving router's CPU over an unflooded flow's halved under a flood of
+// spoofed initiations, docs/BENCHMARKS.md). Datagrams that open under a
+// lane's keys (a lane the steering map has no room for, or not steered
+// yet) are not charged. The rest waits in, and overflows,
 // the socket's small buffer. A legitimate burst fits under the rate: a
 // core answers a few thousand handshakes a second (bench-scale), a rate
 // of 16,000 leaves room for the cookie round trip each costs under load.
 // Peers' known addresses come on the known socket, with a queue and a rate
 // of their own, so a flood from spoofed sources does not starve a peer
 // that restarts behind its known address.
+//
+// Within an iteration of the loop each socket is read after the lane
+// sockets and the TUN queue, its datagrams priced at their length plus
+// strangerPrice (the fixed cost of looking one up and classifying it);
+// reading stops once strangerBytes are spent or strangerTime has passed
+// since the iteration began; in an iteration that found lane work
+// (lane sockets, TUN, mesh) the budget is strangerBusyBytes. So a flood
+// from strangers delays lane traffic by at most this much per iteration.
 const (
 	strangerRate  = 16000
 	strangerBurst = 256
+	// strangerResume: a queue over its rate waits until this many tokens
+	// are due, so a busy shard reads it in batches, not one datagram per
+	// system call.
+	strangerResume = strangerBatch / 2
+
+	strangerBatch     = 16
+	strangerBytes     = 32 << 10
+	strangerBusyBytes = 8 << 10
+	strangerPrice     = 512
+	strangerTime      = 200 * time.Microsecond
+	// strangerRecheck: after a read of such a socket found nothing, a
+	// busy loop looks again only this much later (a poll that sleeps
+	// wakes on it anyway), so a shard carrying lane traffic does not pay
+	// an empty recvmmsg per iteration; a handshake waits at most this
+	// much longer.
+	strangerRecheck = 200 * time.Microsecond
 )
 
 // unsteeredQueue is one such socket with its rate and its quiet time.
@@ -37,8 +63,8 @@ type unsteeredQueue struct {
 }
 
 // allow tops q's tokens up to now and says how many datagrams q may read
-// now; none over its rate, and then q is capped and quiet until its next
-// token is due.
+// now; none over its rate, and then q is capped and quiet until
+// strangerResume tokens are due.
 func (q *unsteeredQueue) allow(now time.Time) int {
 	if q.fill.IsZero() {
 		q.tokens = strangerBurst
@@ -48,7 +74,7 @@ func (q *unsteeredQueue) allow(now time.Time) int {
 	q.fill = now
 	if q.tokens < 1 {
 		q.capped = true
-		q.quiet = now.Add(time.Duration((1 - q.tokens) / strangerRate * float64(time.Second)))
+		q.quiet = now.Add(time.Duration((strangerResume - q.tokens) / strangerRate * float64(time.Second)))
 		return 0
 	}
 	q.capped = false

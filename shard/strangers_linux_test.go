@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/yip-router/yip-router/internal/memnet"
 	"github.com/yip-router/yip-router/shard/udp"
 )
 
@@ -89,33 +90,41 @@ func TestReadStrangersBudget(t *testing.T) {
 
 // Over its rate a queue reads nothing until its next token is due, and the
 // loop's poll leaves it out meanwhile; a known socket has a rate of its
-// own, so strangers that used theirs up do not hold a known address back.
+// own, so strangers that used theirs up do not hold a known address back;
+// and datagrams that open under a lane's keys (a lane not steered) are not
+// charged. In-memory sockets: nothing depends on the kernel's delivery.
 func TestReadUnsteeredRate(t *testing.T) {
-	lo := netip.MustParseAddr("127.0.0.1")
-	open := func() *udp.Conn {
-		c, err := udp.ListenLane(lo)
+	wire := memnet.NewWire()
+	listen := func(ap string) *memnet.Socket {
+		c, err := wire.Listen(netip.MustParseAddrPort(ap))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { c.Close() })
 		return c
 	}
-	strangers, known, sender := open(), open(), open()
+	strangers, known := listen("192.0.2.1:51820"), listen("192.0.2.1:51821")
+	sender := listen("198.51.100.7:40000")
 	sd := newSide(t, 1, routesB)
 	s := sd.shards[0]
 	s.strangers.sock, s.known.sock = strangers, known
-	s.cfg.Unmatched = func(int, int, []byte, netip.AddrPort, netip.Addr) bool { return true }
-	small := make([]byte, 100)
-	send := func(to *udp.Conn, n int) {
+	// A datagram starting with 'L' stands for one that opened under a
+	// lane's keys (ingress counts it in authed).
+	s.cfg.Unmatched = func(_, _ int, d []byte, _ netip.AddrPort, _ netip.Addr) bool {
+		if d[0] == 'L' {
+			s.authed++
+		}
+		return true
+	}
+	send := func(to *memnet.Socket, n int, first byte) {
 		for range n {
-			if err := sender.SendTo(small, to.LocalAddr()); err != nil {
+			if err := sender.SendTo(append([]byte{first}, make([]byte, 99)...), to.LocalAddr()); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	send(strangers, strangerBurst+50)
-	send(known, 10)
-	time.Sleep(50 * time.Millisecond)
+	send(strangers, strangerBurst+50, 'x')
+	send(known, 10, 'x')
 	now := time.Now()
 	total := 0
 	for range 100 {
@@ -136,8 +145,23 @@ func TestReadUnsteeredRate(t *testing.T) {
 	if got := s.readUnsteered(&s.strangers, false); got != strangerRate/1000 {
 		t.Fatalf("a millisecond later read %d, want %d", got, strangerRate/1000)
 	}
+	// A lane's datagrams cost no tokens: a whole burst of them, then
+	// another, read at one instant.
+	s.now = now.Add(time.Second) // full again; the 34 strangers left first
+	total = 0
+	for range 10 {
+		total += s.readUnsteered(&s.strangers, false)
+	}
+	send(strangers, 2*strangerBurst, 'L')
+	s.now = s.now.Add(strangerRecheck) // past the recheck of the empty socket
+	for range 100 {
+		total += s.readUnsteered(&s.strangers, false)
+	}
+	if want := 50 - strangerRate/1000 + 2*strangerBurst; total != want {
+		t.Fatalf("read %d, want the %d strangers left and all %d of a lane's", total, 50-strangerRate/1000, 2*strangerBurst)
+	}
 	s.publish()
-	if sn := s.Snapshot(); sn.Get(StrangersIn) != strangerBurst+strangerRate/1000 || sn.Get(KnownIn) != 10 {
+	if sn := s.Snapshot(); sn.Get(StrangersIn) != strangerBurst+50+2*strangerBurst || sn.Get(KnownIn) != 10 {
 		t.Fatalf("strangers_in %d known_in %d", sn.Get(StrangersIn), sn.Get(KnownIn))
 	}
 }

@@ -48,19 +48,44 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 	return zap.New(sampled(zapcore.NewCore(enc, zapcore.AddSync(w), lvl))), nil
 }
 
-// Log sampling: of the entries with the same level and message in one
-// second, the first logFirst are written and then every logThereafter-th.
-// A hub that 10,000 peers handshake with at once (a restart) would else
-// write 10,000 "session established" lines in a few seconds, each a
-// write(2) on the handshake path, more than journald keeps (it drops
-// what exceeds its own rate limit anyway). `show` has every session.
+// Log sampling: of the debug and info entries with the same level and
+// message in one second, the first logFirst are written and then every
+// logThereafter-th. A hub that 10,000 peers handshake with at once (a
+// restart) would else write 10,000 "session established" lines in a few
+// seconds, each a write(2) on the handshake path, more than journald
+// keeps (it drops what exceeds its own rate limit anyway); `show` has
+// every session. Warnings and errors are never sampled: each names what
+// an operator has to act on (a peer whose endpoint does not resolve).
 const (
 	logFirst      = 100
 	logThereafter = 100
 )
 
 func sampled(c zapcore.Core) zapcore.Core {
-	return zapcore.NewSamplerWithOptions(c, time.Second, logFirst, logThereafter)
+	return zapcore.NewTee(
+		zapcore.NewSamplerWithOptions(levels{c, zapcore.DebugLevel, zapcore.WarnLevel}, time.Second, logFirst, logThereafter),
+		levels{c, zapcore.WarnLevel, zapcore.FatalLevel + 1})
+}
+
+// levels passes on only the entries of c whose level is in [from, to).
+type levels struct {
+	zapcore.Core
+	from, to zapcore.Level
+}
+
+func (l levels) Enabled(lvl zapcore.Level) bool {
+	return lvl >= l.from && lvl < l.to && l.Core.Enabled(lvl)
+}
+
+func (l levels) With(fields []zapcore.Field) zapcore.Core {
+	return levels{l.Core.With(fields), l.from, l.to}
+}
+
+func (l levels) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if l.Enabled(e.Level) {
+		return ce.AddCore(e, l)
+	}
+	return ce
 }
 
 // shardsFlag reads --shards auto|N: nil when it is not given (the config's

@@ -5,9 +5,10 @@ import (
 	"testing"
 )
 
-// The same message repeated within a second is sampled (a hub's burst of
-// new sessions writes a bounded number of lines); other messages still
-// get through, each to its own first logFirst.
+// The same debug or info message repeated within a second is sampled (a
+// hub's burst of new sessions writes a bounded number of lines); other
+// messages still get through, each to its own first logFirst; warnings
+// and errors all do.
 func TestLoggerSamplesRepeats(t *testing.T) {
 	var out strings.Builder
 	log, err := newLogger("info", "console", &out)
@@ -18,7 +19,10 @@ func TestLoggerSamplesRepeats(t *testing.T) {
 	for range n {
 		log.Info("session established")
 	}
-	log.Warn("something else")
+	for range n {
+		log.Warn("endpoint does not resolve")
+	}
+	log.Info("something else")
 	got := strings.Count(out.String(), "session established")
 	want := logFirst + (n-logFirst)/logThereafter
 	// A second's boundary inside the loop restarts the count once.
@@ -27,5 +31,18 @@ func TestLoggerSamplesRepeats(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "something else") {
 		t.Fatal("a different message was sampled away")
+	}
+	if w := strings.Count(out.String(), "endpoint does not resolve"); w != n {
+		t.Fatalf("%d of %d warnings written: warnings are never sampled", w, n)
+	}
+	// The level still filters: at warn, no info line at all.
+	out.Reset()
+	if log, err = newLogger("warn", "console", &out); err != nil {
+		t.Fatal(err)
+	}
+	log.Info("quiet")
+	log.Error("loud")
+	if s := out.String(); strings.Contains(s, "quiet") || !strings.Contains(s, "loud") {
+		t.Fatalf("at level warn: %q", s)
 	}
 }

@@ -89,7 +89,7 @@ func ListenSteered(local netip.AddrPort, n int, st *Steering) (lanes, strangers,
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	return conns[:n], conns[n : 2*n], conns[2*n:], nil
+	return conns[:n:n], conns[n : 2*n : 2*n], conns[2*n:], nil
 }
 
 // strangerBuffer is a strangers' (or known) socket's receive buffer: a few

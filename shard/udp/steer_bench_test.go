@@ -2,6 +2,7 @@ package udp
 
 import (
 	"net/netip"
+	"slices"
 	"testing"
 )
 
@@ -27,7 +28,7 @@ func BenchmarkGroupSteering(b *testing.B) {
 				defer st.Close()
 				var strangers, known []*Conn
 				group, strangers, known, err = ListenSteered(netip.AddrPortFrom(lo, 0), 2, st)
-				for _, c := range append(strangers, known...) {
+				for _, c := range slices.Concat(strangers, known) {
 					defer c.Close()
 				}
 			}

@@ -329,12 +329,6 @@ func (s *Steering) SetKnown(a netip.Addr, known bool) error {
 	return s.known.Update(k, uint8(1), ebpf.UpdateAny)
 }
 
-// IsKnown says whether a is in the known map.
-func (s *Steering) IsKnown(a netip.Addr) bool {
-	var v uint8
-	return s.known.Lookup(knownKeyOf(a), &v) == nil
-}
-
 // Lookup says which socket index remote is steered to, if any.
 func (s *Steering) Lookup(remote netip.AddrPort) (int, bool) {
 	var cur uint32

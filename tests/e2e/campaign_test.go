@@ -57,8 +57,16 @@ func TestFloodCampaign(t *testing.T) {
 	l := newLab(t, lab.Options{Shards: [2]int{2, 2}, Extra: [2]string{"", "MetricsListen = " + metricsAddr}})
 	at := newAttacker(t, l)
 	c := &campaign{t: t, l: l, cfg: cfg, at: at, metrics: metricsClient(l, metricsAddr)}
-	if st, err := l.Status(lab.B); err == nil {
-		c.isolated = strings.Contains(st.Steering, "strangers on sockets of their own")
+	// Steering by lane remote isolates floods (strangers' and known
+	// sockets); as root with eBPF, which CI has, it must be on, or the
+	// lane-socket check below would pass by being skipped.
+	st, err := l.Status(lab.B)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.isolated = strings.HasPrefix(st.Steering, "by lane remote (eBPF)")
+	if !c.isolated && os.Getenv("YIP_TEST_STEER_BY_PORT") == "" {
+		t.Fatalf("B steers %q: flood isolation is off, so the campaign cannot check it", st.Steering)
 	}
 
 	// Capture what A sends B from the start (the first handshake and the

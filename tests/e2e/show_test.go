@@ -53,7 +53,7 @@ func TestShowDump(t *testing.T) {
 		t.Fatalf("dump:\n%s", dump)
 	}
 	iface, peer := strings.Split(lines[1], "\t"), strings.Split(lines[2], "\t")
-	if len(iface) != 19 || len(peer) != 15 || iface[0] != "interface" || peer[0] != "peer" {
+	if len(iface) != 20 || len(peer) != 15 || iface[0] != "interface" || peer[0] != "peer" {
 		t.Fatalf("dump columns:\n%s", dump)
 	}
 	num := func(s string) uint64 {

@@ -122,8 +122,8 @@ func TestHooksAndFwMark(t *testing.T) {
 	for b, _ := os.ReadFile(out); !strings.Contains(string(b), "post-up") && time.Now().Before(deadline); b, _ = os.ReadFile(out) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	// 2 shards: a listen, a lane and a strangers' socket each.
-	if marks := socketMarks(t, l, lab.A); len(marks) != 6 || strings.Count(strings.Join(marks, " "), "0x2a") != 6 {
+	// 2 shards: a listen, a lane, a strangers' and a known socket each.
+	if marks := socketMarks(t, l, lab.A); len(marks) != 8 || strings.Count(strings.Join(marks, " "), "0x2a") != 8 {
 		t.Errorf("router sockets' marks: %q", marks)
 	}
 	if st, err := l.Status(lab.A); err != nil || st.FwMark != 0x2a || st.FullTunnel != nil {
