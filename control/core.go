@@ -86,6 +86,10 @@ type Core struct {
 	// any address here.
 	known     sync.Map           // netip.Addr → struct{}; lock-free reads
 	knownRefs map[netip.Addr]int // peers per known address, under mu
+	// knownRetry holds the addresses the data plane refused to learn
+	// or forget (tellKnown; its map full): address → known. The
+	// timers try them again (retryKnownLocked). Under mu.
+	knownRetry map[netip.Addr]bool
 	// replySlot and replyCount count cookie replies to unknown sources
 	// in the current second (cookieReplyCap).
 	replySlot, replyCount atomic.Int64
@@ -280,10 +284,41 @@ func (c *Core) setKnown(p *peer, slot int, a netip.Addr) {
 }
 
 // tellKnown passes a change of the known set to the data plane, which
-// queues known addresses' handshakes apart from strangers'.
+// queues known addresses' handshakes apart from strangers' (one bpf(2)
+// call, only when an address enters or leaves the set). A refusal is
+// logged once and tried again by the timers. Caller holds mu.
 func (c *Core) tellKnown(a netip.Addr, known bool) {
-	if err := c.dp.SetKnown(a, known); err != nil {
-		c.log.Warn("cannot give a peer's address a queue apart from strangers' (its handshakes queue with theirs)",
+	err := c.dp.SetKnown(a, known)
+	if err == nil {
+		delete(c.knownRetry, a)
+		return
+	}
+	if _, again := c.knownRetry[a]; !again {
+		c.log.Warn("cannot give a peer's address a queue apart from strangers' (its handshakes queue with theirs until it can)",
 			zap.Stringer("address", a), zap.Bool("known", known), zap.Error(err))
+	}
+	if c.knownRetry == nil {
+		c.knownRetry = map[netip.Addr]bool{}
+	}
+	c.knownRetry[a] = known
+}
+
+// knownRetries bounds the refused changes retryKnownLocked tries per run
+// of the timers: a full map would otherwise cost a system call per
+// address each time.
+const knownRetries = 64
+
+// retryKnownLocked tries again the changes of the known set the data
+// plane refused. Caller holds mu.
+func (c *Core) retryKnownLocked() {
+	n := 0
+	for a, known := range c.knownRetry {
+		if n == knownRetries {
+			return
+		}
+		n++
+		if c.dp.SetKnown(a, known) == nil {
+			delete(c.knownRetry, a)
+		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
 )
@@ -262,8 +264,7 @@ func TestUnderLoadSlotOnlyForward(t *testing.T) {
 func TestKnownAddressesCountPeers(t *testing.T) {
 	plane := newFakePlane(1)
 	r := &Core{knownRefs: map[netip.Addr]int{}, dp: plane}
-	// The data plane hears each address once when it becomes known and
-	// once when it is not any more (fakePlane refuses a repeat).
+	// The data plane's known set is the core's.
 	known := func(a string) bool {
 		_, ok := r.known.Load(netip.MustParseAddr(a))
 		if plane.isKnown(netip.MustParseAddr(a)) != ok {
@@ -290,6 +291,37 @@ func TestKnownAddressesCountPeers(t *testing.T) {
 	r.setKnown(p1, knownConfigured, netip.Addr{})
 	if !known("198.51.100.1") || r.knownRefs[b] != 1 {
 		t.Fatalf("refs %v", r.knownRefs)
+	}
+}
+
+// A change of the known set the data plane refused (its map full) is
+// tried again by the timers until it is taken, and one that is no longer
+// wanted is not forced on it.
+func TestKnownRetriedWhenRefused(t *testing.T) {
+	plane := newFakePlane(1)
+	r := &Core{knownRefs: map[netip.Addr]int{}, dp: plane, log: zap.NewNop()}
+	a, b := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("198.51.100.1")
+	p := &peer{}
+	plane.refuseKnown = true
+	r.setKnown(p, knownConfigured, a)
+	r.timersLocked(time.Now())
+	if plane.isKnown(a) || len(r.knownRetry) != 1 {
+		t.Fatalf("refused: plane %v, retries %v", plane.known, r.knownRetry)
+	}
+	plane.refuseKnown = false
+	r.timersLocked(time.Now())
+	if !plane.isKnown(a) || len(r.knownRetry) != 0 {
+		t.Fatalf("after the retry: plane %v, retries %v", plane.known, r.knownRetry)
+	}
+	// Refused again, then the address goes before the retry: the retry
+	// takes the latest wish (forget), and the plane ends as the set.
+	plane.refuseKnown = true
+	r.setKnown(p, knownConfigured, b) // forget a, learn b: both refused
+	plane.refuseKnown = false
+	r.setKnown(p, knownConfigured, netip.Addr{}) // forget b: taken
+	r.timersLocked(time.Now())
+	if plane.isKnown(a) || plane.isKnown(b) || len(r.knownRetry) != 0 {
+		t.Fatalf("plane %v, retries %v: want neither address", plane.known, r.knownRetry)
 	}
 }
 

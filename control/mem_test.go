@@ -1,7 +1,7 @@
 package control
 
 import (
-	"fmt"
+	"errors"
 	mrand "math/rand/v2"
 	"net/netip"
 	"sync"
@@ -52,6 +52,8 @@ type fakePlane struct {
 	table     *shard.Table
 	steered   bool                // the listen group steers by lane remote (shard.Placement)
 	known     map[netip.Addr]bool // SetKnown
+	// refuseKnown makes SetKnown fail (a full map).
+	refuseKnown bool
 }
 
 func newFakePlane(shards int) *fakePlane {
@@ -136,8 +138,8 @@ func (f *fakePlane) SetKnown(a netip.Addr, known bool) error {
 	if f.known == nil {
 		f.known = map[netip.Addr]bool{}
 	}
-	if known == f.known[a] {
-		return fmt.Errorf("SetKnown(%v, %v) twice", a, known)
+	if f.refuseKnown {
+		return errors.New("map full")
 	}
 	if known {
 		f.known[a] = true

@@ -45,6 +45,7 @@ func (c *Core) step(now time.Time, timers bool) {
 
 // timersLocked runs the timers at now. Caller holds mu.
 func (c *Core) timersLocked(now time.Time) {
+	c.retryKnownLocked()
 	rekey := c.rekeyAfter
 	for _, p := range c.peers {
 		age := now.Sub(p.sessAt)
