@@ -114,6 +114,10 @@ type Core struct {
 	proven      *limiter      // initiations with a valid mac2, per IPv4 address or IPv6 /64
 	initCount   atomic.Uint64 // initiations received this second
 	initSlot    atomic.Int64
+	// refusedCount counts this second's initiations that cost a DH and
+	// were refused (refusedThreshold), refusedSlot is its second.
+	refusedCount atomic.Uint64
+	refusedSlot  atomic.Int64
 	// seenInits drops replayed initiations before anything else: a
 	// replay of a captured initiation draws no cookie reply, even under
 	// load, and does not count towards the load.

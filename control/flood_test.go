@@ -131,3 +131,21 @@ func TestCookieRepliesCappedExceptKnown(t *testing.T) {
 		t.Fatalf("the known peer's address got %d replies past the cap", sent)
 	}
 }
+
+// A flood of initiations with a valid mac1 from a key nobody knows pays a
+// DH only until refusedThreshold of them were refused this second; the
+// rest of the second gets cookie replies (or silence past the reply cap),
+// well under cookieThreshold. Each from its own /24, so the per-prefix
+// limiter does not stop them first.
+func TestRefusedInitiationsTripLoad(t *testing.T) {
+	_, resp := memPair(t, "198.51.100.7:40000")
+	const flood = 200
+	for i, d := range attackerInitiations(t, resp, flood) {
+		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 64 + byte(i>>8), byte(i), 1}), 40000)
+		resp.Unmatched(0, ConnGroup, d, src, netip.Addr{})
+	}
+	refused, cookies := resp.hs.refused.Load(), resp.hs.cookies.Load()+resp.hs.cookiesCapped.Load()
+	if refused != refusedThreshold || refused+cookies != flood {
+		t.Fatalf("%d initiations: %d refused after a DH, %d met with cookies; want %d and the rest", flood, refused, cookies, refusedThreshold)
+	}
+}

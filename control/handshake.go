@@ -52,12 +52,31 @@ func (c *Core) replyAllowed(addr netip.Addr, now time.Time) bool {
 	return c.replyCount.Add(1) <= cookieReplyCap
 }
 
-// underLoad counts initiations per second across shards.
+// underLoad counts initiations per second across shards. The router is
+// under load past cookieThreshold of them, or once refusedThreshold this
+// second cost a DH and were refused (an unknown key: a flood of spoofed
+// initiations with a valid mac1 pays a DH for a handful, not for the
+// first cookieThreshold; peers' handshakes and rekeys are never refused).
 func (c *Core) underLoad(now time.Time) bool {
 	if advanceSlot(&c.initSlot, now.Unix()) {
 		c.initCount.Store(0)
 	}
-	return c.initCount.Add(1) > cookieThreshold
+	return c.initCount.Add(1) > cookieThreshold || c.refusedNow(now) >= refusedThreshold
+}
+
+// refusedNow is this second's count of refused initiations.
+func (c *Core) refusedNow(now time.Time) uint64 {
+	if advanceSlot(&c.refusedSlot, now.Unix()) {
+		c.refusedCount.Store(0)
+	}
+	return c.refusedCount.Load()
+}
+
+// refuse counts an initiation refused after its DH.
+func (c *Core) refuse(now time.Time) {
+	c.refusedNow(now) // moves the slot first
+	c.refusedCount.Add(1)
+	c.hs.refused.Add(1)
 }
 
 // advanceSlot moves a per-second counter's slot forward to slot and reports
@@ -118,7 +137,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 	}
 	inc, err := c.local.ConsumeInitiation(data)
 	if err != nil {
-		c.hs.refused.Add(1)
+		c.refuse(now)
 		c.log.Debug("initiation refused", zap.Stringer("from", from), zap.Error(err))
 		return
 	}
@@ -126,7 +145,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 	defer c.mu.Unlock()
 	p := c.peers[inc.Peer().PublicKey()]
 	if p == nil {
-		c.hs.refused.Add(1)
+		c.refuse(now)
 		return
 	}
 	// Both sides initiating at once would each end up with the session of

@@ -56,6 +56,12 @@ const (
 	// cookieThreshold: initiations per second above which the responder
 	// demands cookies (each costs ~72 µs of DH: 500/s is ~4% of a core).
 	cookieThreshold = 500
+	// refusedThreshold: initiations per second that cost a DH and were
+	// refused (an unknown key, a stale timestamp) after which the
+	// responder demands cookies for the rest of the second: a flood of
+	// spoofed initiations then costs a handful of DHs a second, not
+	// cookieThreshold (docs/BENCHMARKS.md).
+	refusedThreshold = 16
 	// cookieReplyCap: cookie replies per second, router-wide, to sources
 	// that are no peer's known address. Under a flood of spoofed
 	// initiations every reply costs the receiving data shard a seal and a
