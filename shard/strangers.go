@@ -5,7 +5,7 @@ import "time"
 // The sockets for datagrams no lane is steered for (Config.Strangers,
 // Config.Known): handshakes, roaming peers' first datagrams and junk. Each
 // is read after the lane sockets and the TUN queue, within a budget per
-// loop iteration (readUnsteered) and a rate: at most strangerRate
+// loop iteration (readUnsteered) and a rate: at most StrangerRate
 // datagrams a second, strangerBurst at once after a quiet spell. Over its
 // rate a queue is left alone, and left out of the loop's poll, until a
 // few tokens are due, so a flood from strangers costs a shard a bounded
@@ -17,7 +17,8 @@ import "time"
 // yet) are not charged. The rest waits in, and overflows,
 // the socket's small buffer. A legitimate burst fits under the rate: a
 // core answers a few thousand handshakes a second (bench-scale), a rate
-// of 16,000 leaves room for the cookie round trip each costs under load.
+// of StrangerRate leaves room for the cookie round trip each costs under
+// load.
 // Peers' known addresses come on the known socket, with a queue and a rate
 // of their own, so a flood from spoofed sources does not starve a peer
 // that restarts behind its known address.
@@ -30,7 +31,8 @@ import "time"
 // (lane sockets, TUN, mesh) the budget is strangerBusyBytes. So a flood
 // from strangers delays lane traffic by at most this much per iteration.
 const (
-	strangerRate  = 16000
+	// StrangerRate is exported for the metrics' help text.
+	StrangerRate  = 16000
 	strangerBurst = 256
 	// strangerResume: a queue over its rate waits until this many tokens
 	// are due, so a busy shard reads it in batches, not one datagram per
@@ -69,12 +71,12 @@ func (q *unsteeredQueue) allow(now time.Time) int {
 	if q.fill.IsZero() {
 		q.tokens = strangerBurst
 	} else {
-		q.tokens = min(strangerBurst, q.tokens+now.Sub(q.fill).Seconds()*strangerRate)
+		q.tokens = min(strangerBurst, q.tokens+now.Sub(q.fill).Seconds()*StrangerRate)
 	}
 	q.fill = now
 	if q.tokens < 1 {
 		q.capped = true
-		q.quiet = now.Add(time.Duration((strangerResume - q.tokens) / strangerRate * float64(time.Second)))
+		q.quiet = now.Add(time.Duration((strangerResume - q.tokens) / StrangerRate * float64(time.Second)))
 		return 0
 	}
 	q.capped = false

@@ -142,8 +142,8 @@ func TestReadUnsteeredRate(t *testing.T) {
 	}
 	// A millisecond later: 16 more tokens.
 	s.now = now.Add(time.Millisecond)
-	if got := s.readUnsteered(&s.strangers, false); got != strangerRate/1000 {
-		t.Fatalf("a millisecond later read %d, want %d", got, strangerRate/1000)
+	if got := s.readUnsteered(&s.strangers, false); got != StrangerRate/1000 {
+		t.Fatalf("a millisecond later read %d, want %d", got, StrangerRate/1000)
 	}
 	// A lane's datagrams cost no tokens: a whole burst of them, then
 	// another, read at one instant.
@@ -157,8 +157,8 @@ func TestReadUnsteeredRate(t *testing.T) {
 	for range 100 {
 		total += s.readUnsteered(&s.strangers, false)
 	}
-	if want := 50 - strangerRate/1000 + 2*strangerBurst; total != want {
-		t.Fatalf("read %d, want the %d strangers left and all %d of a lane's", total, 50-strangerRate/1000, 2*strangerBurst)
+	if want := 50 - StrangerRate/1000 + 2*strangerBurst; total != want {
+		t.Fatalf("read %d, want the %d strangers left and all %d of a lane's", total, 50-StrangerRate/1000, 2*strangerBurst)
 	}
 	s.publish()
 	if sn := s.Snapshot(); sn.Get(StrangersIn) != strangerBurst+50+2*strangerBurst || sn.Get(KnownIn) != 10 {

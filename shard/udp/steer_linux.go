@@ -104,22 +104,12 @@ func NewSteering(n, maxLanes int) (*Steering, error) {
 		}
 		return nil, fmt.Errorf("udp: socket map: %w", err)
 	}
-	// Not preallocated: a hub sized for many peers pays kernel memory
-	// only for the lanes it has.
-	lanes, err := ebpf.NewMap(&ebpf.MapSpec{
-		Name: "yip_lanes", Type: ebpf.Hash,
-		KeySize: uint32(len(steerKey{})), ValueSize: 4, MaxEntries: uint32(maxLanes),
-		Flags: unix.BPF_F_NO_PREALLOC,
-	})
+	lanes, err := hashMap("yip_lanes", len(steerKey{}), 4, maxLanes)
 	if err != nil {
 		socks.Close()
 		return nil, fmt.Errorf("udp: lane map: %w", err)
 	}
-	known, err := ebpf.NewMap(&ebpf.MapSpec{
-		Name: "yip_known", Type: ebpf.Hash,
-		KeySize: uint32(len(knownKey{})), ValueSize: 1, MaxEntries: uint32(maxLanes),
-		Flags: unix.BPF_F_NO_PREALLOC,
-	})
+	known, err := hashMap("yip_known", len(knownKey{}), 1, maxLanes)
 	if err != nil {
 		socks.Close()
 		lanes.Close()
@@ -136,6 +126,16 @@ func NewSteering(n, maxLanes int) (*Steering, error) {
 		return nil, fmt.Errorf("udp: loading the steering program: %w", err)
 	}
 	return &Steering{prog: prog, socks: socks, lanes: lanes, known: known, n: n, members: map[*Conn]uint32{}}, nil
+}
+
+// hashMap makes one of the program's hash maps. Not preallocated: a hub
+// sized for many peers pays kernel memory only for the entries it has.
+func hashMap(name string, keySize, valueSize, max int) (*ebpf.Map, error) {
+	return ebpf.NewMap(&ebpf.MapSpec{
+		Name: name, Type: ebpf.Hash,
+		KeySize: uint32(keySize), ValueSize: uint32(valueSize), MaxEntries: uint32(max),
+		Flags: unix.BPF_F_NO_PREALLOC,
+	})
 }
 
 // knownKey is the known map's key: the address part of a steerKey.
