@@ -90,9 +90,9 @@ type Core struct {
 	// or forget (tellKnown; its map full): address → known. The
 	// timers try them again (retryKnownLocked). Under mu.
 	knownRetry map[netip.Addr]bool
-	// replySlot and replyCount count cookie replies to unknown sources
-	// in the current second (cookieReplyCap).
-	replySlot, replyCount atomic.Int64
+	// replies counts cookie replies to unknown sources in the current
+	// second (cookieReplyCap).
+	replies perSecond
 
 	mu      sync.Mutex
 	fecMode fec.Mode
@@ -110,14 +110,12 @@ type Core struct {
 	byEndpoint map[netip.AddrPort][]*crypto.Initiation
 	// cookieScans counts pending initiations tried against cookie replies.
 	cookieScans atomic.Uint64
-	limit       *limiter      // initiations answered without a cookie, per source prefix
-	proven      *limiter      // initiations with a valid mac2, per IPv4 address or IPv6 /64
-	initCount   atomic.Uint64 // initiations received this second
-	initSlot    atomic.Int64
-	// refusedCount counts this second's initiations that cost a DH and
-	// were refused (refusedThreshold), refusedSlot is its second.
-	refusedCount atomic.Uint64
-	refusedSlot  atomic.Int64
+	limit       *limiter  // initiations answered without a cookie, per source prefix
+	proven      *limiter  // initiations with a valid mac2, per IPv4 address or IPv6 /64
+	inits       perSecond // initiations received this second
+	// refusals counts this second's initiations that cost a DH and were
+	// refused (refusedThreshold).
+	refusals perSecond
 	// seenInits drops replayed initiations before anything else: a
 	// replay of a captured initiation draws no cookie reply, even under
 	// load, and does not count towards the load.

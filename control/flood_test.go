@@ -43,8 +43,7 @@ func BenchmarkFloodInitiation(b *testing.B) {
 				return nil
 			}
 			from := netip.MustParseAddrPort("10.64.0.1:40000")
-			resp.initSlot.Store(resp.clock.Now().Unix())
-			resp.initCount.Store(1 << 30)
+			resp.inits.set(resp.clock.Now(), 1<<30)
 			b.ReportAllocs()
 			b.ResetTimer()
 			for i := range b.N {
@@ -108,8 +107,7 @@ func TestCookieRepliesCappedExceptKnown(t *testing.T) {
 	resp.plane.send = func(_, _ int, _ []byte, to netip.AddrPort) error { sent++; lastTo = to; return nil }
 	const flood = 3 * cookieReplyCap
 	inits := attackerInitiations(t, resp, flood+1)
-	resp.initSlot.Store(resp.clock.Now().Unix())
-	resp.initCount.Store(1 << 30) // under load: cookies demanded
+	resp.inits.set(resp.clock.Now(), 1<<30) // under load: cookies demanded
 	from := netip.MustParseAddrPort("10.64.0.1:40000")
 	for i := range flood {
 		from = netip.AddrPortFrom(from.Addr().Next(), uint16(i))

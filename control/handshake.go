@@ -8,7 +8,6 @@ import (
 	"bytes"
 	"net/netip"
 	"slices"
-	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -46,10 +45,7 @@ func (c *Core) replyAllowed(addr netip.Addr, now time.Time) bool {
 	if _, ok := c.known.Load(addr); ok {
 		return true
 	}
-	if advanceSlot(&c.replySlot, now.Unix()) {
-		c.replyCount.Store(0)
-	}
-	return c.replyCount.Add(1) <= cookieReplyCap
+	return c.replies.add(now) <= cookieReplyCap
 }
 
 // underLoad counts initiations per second across shards. The router is
@@ -58,41 +54,13 @@ func (c *Core) replyAllowed(addr netip.Addr, now time.Time) bool {
 // initiations with a valid mac1 pays a DH for a handful, not for the
 // first cookieThreshold; peers' handshakes and rekeys are never refused).
 func (c *Core) underLoad(now time.Time) bool {
-	if advanceSlot(&c.initSlot, now.Unix()) {
-		c.initCount.Store(0)
-	}
-	return c.initCount.Add(1) > cookieThreshold || c.refusedNow(now) >= refusedThreshold
-}
-
-// refusedNow is this second's count of refused initiations.
-func (c *Core) refusedNow(now time.Time) uint64 {
-	if advanceSlot(&c.refusedSlot, now.Unix()) {
-		c.refusedCount.Store(0)
-	}
-	return c.refusedCount.Load()
+	return c.inits.add(now) > cookieThreshold || c.refusals.count(now) >= refusedThreshold
 }
 
 // refuse counts an initiation refused after its DH.
 func (c *Core) refuse(now time.Time) {
-	c.refusedNow(now) // moves the slot first
-	c.refusedCount.Add(1)
+	c.refusals.add(now)
 	c.hs.refused.Add(1)
-}
-
-// advanceSlot moves a per-second counter's slot forward to slot and reports
-// whether this caller moved it (and so resets the count). A shard whose
-// clock reading is a moment older never moves it back: that reset the
-// count, letting more initiations through than the threshold.
-func advanceSlot(cur *atomic.Int64, slot int64) bool {
-	for {
-		old := cur.Load()
-		if slot <= old {
-			return false
-		}
-		if cur.CompareAndSwap(old, slot) {
-			return true
-		}
-	}
 }
 
 func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeKey, from netip.AddrPort, local netip.Addr) {

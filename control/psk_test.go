@@ -36,12 +36,11 @@ func memPairPSK(t testing.TB, iniLegacy, respLegacy bool) (ini, resp *memCore) {
 
 // setLoaded puts m under load (every initiation needs a cookie) or not.
 func (m *memCore) setLoaded(loaded bool) {
-	m.initSlot.Store(m.clock.Now().Unix())
+	var n uint64
 	if loaded {
-		m.initCount.Store(1 << 30)
-	} else {
-		m.initCount.Store(0)
+		n = 1 << 30
 	}
+	m.inits.set(m.clock.Now(), n)
 }
 
 // silent delivers each probe to resp from a fresh source, unloaded and

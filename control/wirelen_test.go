@@ -81,8 +81,7 @@ func TestHandshakeLengthsFromPeerSample(t *testing.T) {
 		}
 		more = append(more, sent{b: d, to: resp.addr})
 	}
-	resp.initSlot.Store(resp.clock.Now().Unix())
-	resp.initCount.Store(1 << 30)
+	resp.inits.set(resp.clock.Now(), 1<<30)
 	seen := map[int]bool{}
 	var replies []sent
 	for i := range 30 {
