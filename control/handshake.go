@@ -35,6 +35,10 @@ func (c *Core) Unmatched(sh, conn int, data []byte, from netip.AddrPort, local n
 	return c.handleCookieReply(data, from)
 }
 
+// HandshakeKeys is how many keys Unmatched checks a datagram of handshake
+// length under (a keyed BLAKE2s each) before it finds it matches none.
+func (c *Core) HandshakeKeys() int { return c.local.HandshakeKeys() }
+
 // replyAllowed says whether a cookie reply may go to addr: always to a
 // peer's known address, else while this second's replies to unknown
 // sources are under cookieReplyCap. A reply's length comes from the

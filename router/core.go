@@ -20,6 +20,7 @@ func withCore(cfg shard.Config, c *control.Core) shard.Config {
 	// The handshake path: it takes the core's lock only for a handshake
 	// message that passed its mac1.
 	cfg.Unmatched = c.Unmatched
+	cfg.HandshakeKeys = c.HandshakeKeys
 	// Lane events: queued for the control loop without the core's lock,
 	// so a shard never waits for it.
 	cfg.NoSession = c.NoSession

@@ -76,6 +76,7 @@ func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
 	if s.cfg.Unmatched != nil && s.cfg.Unmatched(s.id, conn, data, from, s.localOf(via)) {
 		return
 	}
+	s.junkBytes += uint64(len(data))
 	if ln == nil {
 		s.count(DropUnknownLane)
 	} else {

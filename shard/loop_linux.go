@@ -154,28 +154,31 @@ func (s *Shard) readUnsteered(q *unsteeredQueue, busy bool) int {
 		return 0
 	}
 	allowed := q.allow(s.now)
-	authed := s.authed
-	total, budget, batch := 0, strangerBytes, strangerBatch
+	keys := s.handshakeKeys()
+	total, spent, budget, batch := 0, 0.0, strangerBytes, strangerBatch
 	if busy {
 		budget, batch = strangerBusyBytes, strangerBatch/2
 	}
-	for budget > 0 && total < allowed {
-		got, bytes := s.recvBatch(q.sock, 0, min(batch, len(s.rx.Bufs), allowed-total))
+	for budget > 0 && spent < float64(allowed) {
+		authed, junk := s.authed, s.junkBytes
+		got, bytes := s.recvBatch(q.sock, 0, min(batch, len(s.rx.Bufs), allowed-int(spent)))
 		if got == 0 {
 			break
 		}
 		total += got
 		s.stats.c[q.in] += uint64(got)
+		// Datagrams that opened under a lane's keys are a peer's (a lane
+		// the steering map had no room for, or one not steered yet): only
+		// the rest are charged to the rate, so a flood cannot hold such a
+		// lane to it, nor the lane use up the rate. Junk pays for its
+		// hashing too.
+		spent += price(got-min(got, int(s.authed-authed)), s.junkBytes-junk, keys)
 		budget -= bytes + got*strangerPrice
 		if time.Since(s.now) > strangerTime {
 			break
 		}
 	}
-	// Datagrams that opened under a lane's keys are a peer's (a lane the
-	// steering map had no room for, or one not steered yet): only the
-	// rest are charged to the rate, so a flood cannot hold such a lane
-	// to it, nor the lane use up the rate.
-	q.took(total - min(total, int(s.authed-authed)))
+	q.took(spent)
 	if total == 0 && allowed > 0 {
 		q.quiet = s.now.Add(strangerRecheck)
 	}

@@ -112,6 +112,11 @@ type Config struct {
 	// on the shard's goroutine (the control core's handshake path). It reports
 	// whether it took the datagram; otherwise it is counted as dropped.
 	Unmatched func(shard, conn int, data []byte, from netip.AddrPort, local netip.Addr) bool
+	// HandshakeKeys says under how many keys Unmatched checks a datagram
+	// of handshake length (one keyed BLAKE2s over it each) before it
+	// finds it is junk: readUnsteered charges junk to a queue's rate by
+	// the bytes hashed. nil: one.
+	HandshakeKeys func() int
 	// NoSession is told (on the shard's goroutine, at most once per
 	// second per peer) that traffic is waiting for a peer without lanes:
 	// the control core starts a handshake. The packets wait in a bounded queue.
@@ -171,6 +176,9 @@ type Shard struct {
 	roamNext   int
 	candNext   int
 	authed     uint64
+	// junkBytes counts the bytes of datagrams nothing took (no lane, no
+	// handshake): readUnsteered charges them to a queue's rate.
+	junkBytes uint64
 
 	// Control commands: an unbounded list, because the control core
 	// issues them while holding its lock and must never block or lose one. The

@@ -15,7 +15,15 @@ import "time"
 // spoofed initiations, docs/BENCHMARKS.md). Datagrams that open under a
 // lane's keys (a lane the steering map has no room for, or not steered
 // yet) are not charged. The rest waits in, and overflows,
-// the socket's small buffer. A legitimate burst fits under the rate: a
+// the socket's small buffer. Junk (a datagram nothing took: no lane, no
+// handshake) is charged one token more for every junkTokenBytes the
+// handshake path hashed to find that out (its length times
+// Config.HandshakeKeys), so the rate bounds the core's time, not a count:
+// under a flood of random datagrams most of that time was the mac1
+// checks (BLAKE2s, 14% of the receiving router's CPU in a profile of
+// `make bench-floods FLOOD_KINDS=garbage`, docs/BENCHMARKS.md), and a
+// flood of long junk under 8 PSK forms would cost 8 times more per
+// datagram than one of handshakes. A legitimate burst fits under the rate: a
 // core answers a few thousand handshakes a second (bench-scale), a rate
 // of StrangerRate leaves room for the cookie round trip each costs under
 // load.
@@ -38,6 +46,12 @@ const (
 	// are due, so a busy shard reads it in batches, not one datagram per
 	// system call.
 	strangerResume = strangerBatch / 2
+
+	// junkTokenBytes: the bytes of junk hashed that cost as much as a
+	// datagram's fixed cost (its read, lookups, lane trials and
+	// classification): about 1.6 µs each on the benchmark machine, where
+	// a keyed BLAKE2s takes 3.1 ns a byte (crypto.BenchmarkClassifyGarbage).
+	junkTokenBytes = 512
 
 	strangerBatch     = 16
 	strangerBytes     = 32 << 10
@@ -83,11 +97,25 @@ func (q *unsteeredQueue) allow(now time.Time) int {
 	return int(q.tokens)
 }
 
-// took charges n datagrams read to q's tokens.
-func (q *unsteeredQueue) took(n int) { q.tokens -= float64(n) }
+// took charges tokens spent (price) to q.
+func (q *unsteeredQueue) took(spent float64) { q.tokens -= spent }
+
+// price is the tokens n datagrams read cost, of which junk bytes were
+// hashed keys times over before they proved to be junk.
+func price(n int, junk uint64, keys int) float64 {
+	return float64(n) + float64(junk)*float64(keys)/junkTokenBytes
+}
 
 // polled says whether the loop's poll at now should wake on q's socket:
 // not while it is over its rate.
 func (q *unsteeredQueue) polled(now time.Time) bool {
 	return q.sock != nil && !(q.capped && now.Before(q.quiet))
+}
+
+// handshakeKeys is Config.HandshakeKeys, or one.
+func (s *Shard) handshakeKeys() int {
+	if s.cfg.HandshakeKeys == nil {
+		return 1
+	}
+	return s.cfg.HandshakeKeys()
 }

@@ -165,3 +165,54 @@ func TestReadUnsteeredRate(t *testing.T) {
 		t.Fatalf("strangers_in %d known_in %d", sn.Get(StrangersIn), sn.Get(KnownIn))
 	}
 }
+
+// Junk (a datagram nothing took) is charged to the rate by the bytes the
+// handshake path hashed: its length times the handshake keys, one token
+// per junkTokenBytes, on top of the token every datagram costs. So at one
+// instant a full bucket reads a third of its burst of 512-byte junk under
+// two keys, half under one, and the whole burst of handshakes.
+func TestReadUnsteeredPricesJunk(t *testing.T) {
+	for _, tc := range []struct {
+		keys int
+		junk bool
+		want int // datagrams the burst pays for
+	}{
+		{keys: 2, junk: true, want: strangerBurst / 3},
+		{keys: 1, junk: true, want: strangerBurst / 2},
+		{keys: 8, junk: false, want: strangerBurst},
+	} {
+		wire := memnet.NewWire()
+		strangers, err := wire.Listen(netip.MustParseAddrPort("192.0.2.1:51820"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sender, err := wire.Listen(netip.MustParseAddrPort("198.51.100.7:40000"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := newSide(t, 1, routesB).shards[0]
+		s.strangers.sock = strangers
+		s.cfg.Unmatched = func(int, int, []byte, netip.AddrPort, netip.Addr) bool { return !tc.junk }
+		s.cfg.HandshakeKeys = func() int { return tc.keys }
+		for range 2 * strangerBurst {
+			if err := sender.SendTo(make([]byte, junkTokenBytes), strangers.LocalAddr()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		now, total := time.Now(), 0
+		for range 100 {
+			s.now = now
+			total += s.readUnsteered(&s.strangers, false)
+		}
+		// The last batch may go over by less than a batch: the price of
+		// a batch is known once it is read.
+		if total < tc.want || total >= tc.want+strangerBatch {
+			t.Errorf("keys %d junk %v: read %d at one instant, want %d (up to a batch more)", tc.keys, tc.junk, total, tc.want)
+		}
+		if !s.strangers.capped {
+			t.Errorf("keys %d junk %v: not capped after its burst", tc.keys, tc.junk)
+		}
+		strangers.Close()
+		sender.Close()
+	}
+}
