@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/shard"
 )
 
 // An initiation handed over by another shard (conn < 0: it has no socket
@@ -48,7 +49,7 @@ func TestInitiationFromLaneBeyondSession(t *testing.T) {
 		t.Fatal(err)
 	}
 	from := netip.AddrPortFrom(ini.addr.Addr(), ports[2])
-	if !resp.Unmatched(0, ConnGroup, dgram, from, netip.Addr{}) {
+	if resp.Unmatched(0, ConnGroup, dgram, from, netip.Addr{}) != shard.Answered {
 		t.Fatal("initiation not taken")
 	}
 	if n := resp.Counts().Answered; n != 1 {

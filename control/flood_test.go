@@ -7,6 +7,7 @@ import (
 
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/shard"
 )
 
 // BenchmarkFloodInitiation is what one spoofed initiation with a valid
@@ -83,7 +84,9 @@ func TestGarbageCostsNoAllocation(t *testing.T) {
 		for i := range junk {
 			junk[i] = byte(i*7 + n)
 		}
-		resp.Unmatched(0, ConnGroup, junk, from, netip.Addr{}) // warm up
+		if v := resp.Unmatched(0, ConnGroup, junk, from, netip.Addr{}); v != shard.NotHandshake { // also the warm-up
+			t.Errorf("%d-byte garbage datagram: verdict %d", n, v)
+		}
 		if a := testing.AllocsPerRun(100, func() { resp.Unmatched(0, ConnGroup, junk, from, netip.Addr{}) }); a != 0 {
 			t.Errorf("%d-byte garbage datagram: %.1f allocations", n, a)
 		}
@@ -109,13 +112,19 @@ func TestCookieRepliesCappedExceptKnown(t *testing.T) {
 	inits := attackerInitiations(t, resp, flood+1)
 	resp.inits.set(resp.clock.Now(), 1<<30) // under load: cookies demanded
 	from := netip.MustParseAddrPort("10.64.0.1:40000")
+	verdicts := map[shard.Verdict]int{}
 	for i := range flood {
 		from = netip.AddrPortFrom(from.Addr().Next(), uint16(i))
-		resp.Unmatched(0, ConnGroup, inits[i], from, netip.Addr{})
+		verdicts[resp.Unmatched(0, ConnGroup, inits[i], from, netip.Addr{})]++
 	}
 	// A second boundary inside the loop can allow one more cap's worth.
 	if sent == 0 || sent > 2*cookieReplyCap {
 		t.Fatalf("%d cookie replies to %d spoofed initiations (cap %d/s)", sent, flood, cookieReplyCap)
+	}
+	// Those left unanswered are Ignored: the shard charges them to its
+	// strangers' rate like junk.
+	if verdicts[shard.Answered] != sent || verdicts[shard.Ignored] != flood-sent {
+		t.Fatalf("verdicts %v for %d cookie replies sent", verdicts, sent)
 	}
 	// A second boundary inside the loop also resets the load count: the
 	// next initiations then take the unloaded path and are refused

@@ -13,26 +13,35 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/shard"
 )
 
 // Unmatched is the shards' hook for datagrams that match no lane (or fail
 // its tag), on socket conn of shard sh (conn < 0: handed over by another
 // shard): handshakes are recognised and answered here, on the shard that
 // received them, so handshake work spreads over all cores. It reports
-// whether data was a handshake datagram. local is the address data was
+// what data was (shard.Verdict). local is the address data was
 // sent to (zero: unknown): answers go out from it, and a responder's
 // lanes send from it (shard.LaneConfig.Local), so a peer that asked one of
 // this host's addresses hears back from that address.
-func (c *Core) Unmatched(sh, conn int, data []byte, from netip.AddrPort, local netip.Addr) bool {
+func (c *Core) Unmatched(sh, conn int, data []byte, from netip.AddrPort, local netip.Addr) shard.Verdict {
 	typ, idx, key := c.local.Classify(data)
 	switch typ {
 	case crypto.TypeInitiation:
-		c.handleInitiation(sh, conn, data, key, from, local)
-		return true
+		return c.handleInitiation(sh, conn, data, key, from, local)
 	case crypto.TypeResponse:
-		return c.handleResponse(idx, data, from)
+		return handshakeIf(c.handleResponse(idx, data, from))
 	}
-	return c.handleCookieReply(data, from)
+	return handshakeIf(c.handleCookieReply(data, from))
+}
+
+// handshakeIf is the verdict on a response or cookie reply: Answered if
+// it was one (read, or refused by its own rate), else NotHandshake.
+func handshakeIf(was bool) shard.Verdict {
+	if was {
+		return shard.Answered
+	}
+	return shard.NotHandshake
 }
 
 // HandshakeKeys is how many keys Unmatched checks a datagram of handshake
@@ -67,11 +76,13 @@ func (c *Core) refuse(now time.Time) {
 	c.hs.refused.Add(1)
 }
 
-func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeKey, from netip.AddrPort, local netip.Addr) {
+// handleInitiation answers an initiation, demands a cookie, or drops it
+// (Ignored).
+func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeKey, from netip.AddrPort, local netip.Addr) shard.Verdict {
 	if c.seenInits.Seen(data) {
 		// A replay (a genuine initiator never repeats one): silence.
 		c.hs.refused.Add(1)
-		return
+		return shard.Ignored
 	}
 	now := c.now()
 	if conn < 0 {
@@ -93,32 +104,33 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 	case c.cookies.CheckMac2(data, from, now):
 		if !c.proven.allow(from.Addr(), now) {
 			c.hs.rateLimited.Add(1)
-			return
+			return shard.Ignored
 		}
 	default:
 		if !c.replyAllowed(from.Addr(), now) {
 			c.hs.cookiesCapped.Add(1)
-			return
+			return shard.Ignored
 		}
 		reply, err := c.local.CookieReplyClassified(data, key, c.cookies, from, now, nil)
-		if err == nil {
-			_ = c.dp.SendHandshake(sh, conn, reply, from, local)
-			c.hs.cookies.Add(1)
+		if err != nil {
+			return shard.Ignored
 		}
-		return
+		_ = c.dp.SendHandshake(sh, conn, reply, from, local)
+		c.hs.cookies.Add(1)
+		return shard.Answered
 	}
 	inc, err := c.local.ConsumeInitiation(data)
 	if err != nil {
 		c.refuse(now)
 		c.log.Debug("initiation refused", zap.Stringer("from", from), zap.Error(err))
-		return
+		return shard.Ignored
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	p := c.peers[inc.Peer().PublicKey()]
 	if p == nil {
 		c.refuse(now)
-		return
+		return shard.Ignored
 	}
 	// Both sides initiating at once would each end up with the session of
 	// its own initiation. The side with the smaller public key keeps its
@@ -128,7 +140,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 		ours := c.local.PublicKey()
 		if bytes.Compare(ours[:], p.cfg.PublicKey[:]) < 0 {
 			c.log.Debug("crossing initiations: keeping ours", zap.String("peer", p.cfg.PublicKey.String()))
-			return
+			return shard.Answered
 		}
 		c.clearInit(p)
 	}
@@ -140,7 +152,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 	resp, sess, err := inc.Respond(index, crypto.LaneOffer{Ports: ports})
 	if err != nil {
 		c.hs.refused.Add(1)
-		return
+		return shard.Ignored
 	}
 	// Lanes first, then the response: the initiator sends data as soon
 	// as it has the response. Our own initiation, however old, is
@@ -171,6 +183,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 	}
 	c.hs.answered.Add(1)
 	logf("handshake answered", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("from", from), zap.Int("lanes", p.lanes))
+	return shard.Answered
 }
 
 // handleResponse reads a response to one of our pending initiations. Anyone

@@ -8,6 +8,7 @@ import (
 
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/shard"
 )
 
 // Handshakes under attack: the review's findings, each with the test that
@@ -122,7 +123,7 @@ func TestForgedResponsesBounded(t *testing.T) {
 	genuine := startHandshake(t, ini, resp)
 	f := forgedResponse(t, ini)
 	for range 50 {
-		if !ini.Unmatched(0, ConnLane, f, resp.addr, netip.Addr{}) {
+		if ini.Unmatched(0, ConnLane, f, resp.addr, netip.Addr{}) != shard.Answered {
 			t.Fatal("forged response not taken as a handshake")
 		}
 	}
@@ -157,7 +158,7 @@ func TestForgedCookieReplyKeepsInitiation(t *testing.T) {
 	}
 	var next time.Time
 	ini.locked(func() { next = ini.peerOf0().nextTry })
-	if !ini.Unmatched(0, ConnLane, forged, resp.addr, netip.Addr{}) {
+	if ini.Unmatched(0, ConnLane, forged, resp.addr, netip.Addr{}) != shard.Answered {
 		t.Fatal("cookie reply not taken")
 	}
 	var kept, same bool

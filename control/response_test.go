@@ -11,6 +11,7 @@ import (
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/internal/testclock"
+	"github.com/yip-router/yip-router/shard"
 )
 
 // A response to an initiation the retry replaced is not ours any more: it
@@ -26,7 +27,7 @@ func TestResponseToReplacedInitiation(t *testing.T) {
 	if len(stale) != 1 || len(retry) != 1 {
 		t.Fatalf("%d responses, %d retries", len(stale), len(retry))
 	}
-	if ini.Unmatched(0, ConnLane, stale[0].b, resp.addr, netip.Addr{}) {
+	if ini.Unmatched(0, ConnLane, stale[0].b, resp.addr, netip.Addr{}) != shard.NotHandshake {
 		t.Fatal("a response to the replaced initiation was taken")
 	}
 	if c := ini.Counts(); c.Completed != 0 || c.Refused != 0 || ini.peerOf(t).sess != nil {
@@ -108,7 +109,7 @@ func TestSharedEndpointKeepsOtherInitiation(t *testing.T) {
 	if !done || !pending {
 		t.Fatalf("r1's handshake done %v, r2's initiation pending %v; want both", done, pending)
 	}
-	if !ini.Unmatched(0, ConnLane, replies[0], ep, netip.Addr{}) {
+	if ini.Unmatched(0, ConnLane, replies[0], ep, netip.Addr{}) != shard.Answered {
 		t.Fatal("the cookie reply to the initiation still pending at the shared endpoint was not taken")
 	}
 }

@@ -60,11 +60,11 @@ func newLoopGroup(t *testing.T, w *memnet.Wire, n int, listen netip.AddrPort, la
 		t.Cleanup(func() { tun.Close() })
 		lg.tuns = append(lg.tuns, tun)
 		if _, err := g.Add(Config{CPU: -1, TUN: tun, Conns: socks, Pool: 1024,
-			Unmatched: func(sh, conn int, data []byte, from netip.AddrPort, _ netip.Addr) bool {
+			Unmatched: func(sh, conn int, data []byte, from netip.AddrPort, _ netip.Addr) Verdict {
 				lg.mu.Lock()
 				defer lg.mu.Unlock()
 				lg.unmatched = append(lg.unmatched, unmatchedAt{sh, conn, string(data), from})
-				return true
+				return Answered
 			},
 			NoSession: func(_ int, peer PeerID) {
 				lg.mu.Lock()

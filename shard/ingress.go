@@ -73,10 +73,17 @@ func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
 	if s.roam(ln, via, data, from) || (via == s.id && s.tryCandidates(data, from)) {
 		return
 	}
-	if s.cfg.Unmatched != nil && s.cfg.Unmatched(s.id, conn, data, from, s.localOf(via)) {
+	v := NotHandshake
+	if s.cfg.Unmatched != nil {
+		v = s.cfg.Unmatched(s.id, conn, data, from, s.localOf(via))
+	}
+	if v == Answered {
 		return
 	}
 	s.junkBytes += uint64(len(data))
+	if v == Ignored {
+		return // the handshake path counted it
+	}
 	if ln == nil {
 		s.count(DropUnknownLane)
 	} else {

@@ -231,7 +231,7 @@ func TestOversizeDroppedBeforeTagWork(t *testing.T) {
 	sb := b.shards[0]
 	sb.tick()
 	unmatched := 0
-	sb.cfg.Unmatched = func(int, int, []byte, netip.AddrPort, netip.Addr) bool { unmatched++; return false }
+	sb.cfg.Unmatched = func(int, int, []byte, netip.AddrPort, netip.Addr) Verdict { unmatched++; return NotHandshake }
 	big := make([]byte, 65507)
 	rand.Read(big)
 	for _, from := range []netip.AddrPort{addrA, addrEvil} {

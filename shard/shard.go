@@ -109,9 +109,10 @@ type Config struct {
 	CoalesceTCP, CoalesceUDP bool
 	Pool                     int // packet buffers; 0: a default sized for the batch and mesh
 	// Unmatched receives datagrams that match no lane or fail its tag,
-	// on the shard's goroutine (the control core's handshake path). It reports
-	// whether it took the datagram; otherwise it is counted as dropped.
-	Unmatched func(shard, conn int, data []byte, from netip.AddrPort, local netip.Addr) bool
+	// on the shard's goroutine (the control core's handshake path). It
+	// says what the datagram was (Verdict): one that is NotHandshake is
+	// counted as dropped.
+	Unmatched func(shard, conn int, data []byte, from netip.AddrPort, local netip.Addr) Verdict
 	// HandshakeKeys says under how many keys Unmatched checks a datagram
 	// of handshake length (one keyed BLAKE2s over it each) before it
 	// finds it is junk: readUnsteered charges junk to a queue's rate by

@@ -29,9 +29,9 @@ func TestReadStrangersBudget(t *testing.T) {
 	sd := newSide(t, 1, routesB)
 	s := sd.shards[0]
 	s.strangers.sock = strangers
-	s.cfg.Unmatched = func(_, conn int, _ []byte, _ netip.AddrPort, _ netip.Addr) bool {
+	s.cfg.Unmatched = func(_, conn int, _ []byte, _ netip.AddrPort, _ netip.Addr) Verdict {
 		conns = append(conns, conn)
-		return true
+		return Answered
 	}
 	junk := make([]byte, 1000)
 	const sent = 100
@@ -110,11 +110,11 @@ func TestReadUnsteeredRate(t *testing.T) {
 	s.strangers.sock, s.known.sock = strangers, known
 	// A datagram starting with 'L' stands for one that opened under a
 	// lane's keys (ingress counts it in authed).
-	s.cfg.Unmatched = func(_, _ int, d []byte, _ netip.AddrPort, _ netip.Addr) bool {
+	s.cfg.Unmatched = func(_, _ int, d []byte, _ netip.AddrPort, _ netip.Addr) Verdict {
 		if d[0] == 'L' {
 			s.authed++
 		}
-		return true
+		return Answered
 	}
 	send := func(to *memnet.Socket, n int, first byte) {
 		for range n {
@@ -166,20 +166,22 @@ func TestReadUnsteeredRate(t *testing.T) {
 	}
 }
 
-// Junk (a datagram nothing took) is charged to the rate by the bytes the
-// handshake path hashed: its length times the handshake keys, one token
-// per junkTokenBytes, on top of the token every datagram costs. So at one
-// instant a full bucket reads a third of its burst of 512-byte junk under
-// two keys, half under one, and the whole burst of handshakes.
+// Junk, and handshake messages dropped unanswered, are charged to the
+// rate by the bytes the handshake path hashed: their length times the
+// handshake keys, one token per junkTokenBytes, on top of the token every
+// datagram costs. So at one instant a full bucket reads a third of its
+// burst of 512-byte junk under two keys, half under one, and the whole
+// burst of answered handshakes; only junk counts as dropped.
 func TestReadUnsteeredPricesJunk(t *testing.T) {
 	for _, tc := range []struct {
-		keys int
-		junk bool
-		want int // datagrams the burst pays for
+		keys    int
+		verdict Verdict
+		want    int // datagrams the burst pays for
 	}{
-		{keys: 2, junk: true, want: strangerBurst / 3},
-		{keys: 1, junk: true, want: strangerBurst / 2},
-		{keys: 8, junk: false, want: strangerBurst},
+		{keys: 2, verdict: NotHandshake, want: strangerBurst / 3},
+		{keys: 1, verdict: NotHandshake, want: strangerBurst / 2},
+		{keys: 1, verdict: Ignored, want: strangerBurst / 2},
+		{keys: 8, verdict: Answered, want: strangerBurst},
 	} {
 		wire := memnet.NewWire()
 		strangers, err := wire.Listen(netip.MustParseAddrPort("192.0.2.1:51820"))
@@ -192,7 +194,7 @@ func TestReadUnsteeredPricesJunk(t *testing.T) {
 		}
 		s := newSide(t, 1, routesB).shards[0]
 		s.strangers.sock = strangers
-		s.cfg.Unmatched = func(int, int, []byte, netip.AddrPort, netip.Addr) bool { return !tc.junk }
+		s.cfg.Unmatched = func(int, int, []byte, netip.AddrPort, netip.Addr) Verdict { return tc.verdict }
 		s.cfg.HandshakeKeys = func() int { return tc.keys }
 		for range 2 * strangerBurst {
 			if err := sender.SendTo(make([]byte, junkTokenBytes), strangers.LocalAddr()); err != nil {
@@ -207,10 +209,19 @@ func TestReadUnsteeredPricesJunk(t *testing.T) {
 		// The last batch may go over by less than a batch: the price of
 		// a batch is known once it is read.
 		if total < tc.want || total >= tc.want+strangerBatch {
-			t.Errorf("keys %d junk %v: read %d at one instant, want %d (up to a batch more)", tc.keys, tc.junk, total, tc.want)
+			t.Errorf("keys %d verdict %d: read %d at one instant, want %d (up to a batch more)", tc.keys, tc.verdict, total, tc.want)
 		}
 		if !s.strangers.capped {
-			t.Errorf("keys %d junk %v: not capped after its burst", tc.keys, tc.junk)
+			t.Errorf("keys %d verdict %d: not capped after its burst", tc.keys, tc.verdict)
+		}
+		s.publish()
+		sn := s.Snapshot()
+		want := uint64(0)
+		if tc.verdict == NotHandshake {
+			want = uint64(total)
+		}
+		if drops := sn.Get(DropUnknownLane); drops != want {
+			t.Errorf("keys %d verdict %d: %d of %d counted as drop_unknown_lane, want %d", tc.keys, tc.verdict, drops, total, want)
 		}
 		strangers.Close()
 		sender.Close()
