@@ -147,12 +147,22 @@ func TestCookieRepliesCappedExceptKnown(t *testing.T) {
 func TestRefusedInitiationsTripLoad(t *testing.T) {
 	_, resp := memPair(t, "198.51.100.7:40000")
 	const flood = 200
-	for i, d := range attackerInitiations(t, resp, flood) {
+	inits := attackerInitiations(t, resp, flood)
+	verdicts := map[shard.Verdict]int{}
+	for i, d := range inits {
 		src := netip.AddrPortFrom(netip.AddrFrom4([4]byte{10, 64 + byte(i>>8), byte(i), 1}), 40000)
-		resp.Unmatched(0, ConnGroup, d, src, netip.Addr{})
+		verdicts[resp.Unmatched(0, ConnGroup, d, src, netip.Addr{})]++
 	}
 	refused, cookies := resp.hs.refused.Load(), resp.hs.cookies.Load()+resp.hs.cookiesCapped.Load()
 	if refused != refusedThreshold || refused+cookies != flood {
 		t.Fatalf("%d initiations: %d refused after a DH, %d met with cookies; want %d and the rest", flood, refused, cookies, refusedThreshold)
+	}
+	// Refused or left without a reply: Ignored; met with a cookie reply:
+	// Answered. A replayed initiation is Ignored too.
+	if verdicts[shard.Ignored] != int(refused+resp.hs.cookiesCapped.Load()) || verdicts[shard.Answered] != int(resp.hs.cookies.Load()) {
+		t.Fatalf("verdicts %v; %d refused, %d cookie replies, %d capped", verdicts, refused, resp.hs.cookies.Load(), resp.hs.cookiesCapped.Load())
+	}
+	if v := resp.Unmatched(0, ConnGroup, inits[flood-1], netip.MustParseAddrPort("10.99.0.1:40000"), netip.Addr{}); v != shard.Ignored {
+		t.Fatalf("a replayed initiation: verdict %d, want Ignored", v)
 	}
 }

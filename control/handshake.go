@@ -30,15 +30,9 @@ func (c *Core) Unmatched(sh, conn int, data []byte, from netip.AddrPort, local n
 	case crypto.TypeInitiation:
 		return c.handleInitiation(sh, conn, data, key, from, local)
 	case crypto.TypeResponse:
-		return handshakeIf(c.handleResponse(idx, data, from))
+		return c.handleResponse(idx, data, from)
 	}
-	return handshakeIf(c.handleCookieReply(data, from))
-}
-
-// handshakeIf is the verdict on a response or cookie reply: Answered if
-// it was one (read, or refused by its own rate), else NotHandshake.
-func handshakeIf(was bool) shard.Verdict {
-	if was {
+	if c.handleCookieReply(data, from) {
 		return shard.Answered
 	}
 	return shard.NotHandshake
@@ -113,6 +107,7 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 		}
 		reply, err := c.local.CookieReplyClassified(data, key, c.cookies, from, now, nil)
 		if err != nil {
+			c.hs.refused.Add(1)
 			return shard.Ignored
 		}
 		_ = c.dp.SendHandshake(sh, conn, reply, from, local)
@@ -191,36 +186,36 @@ func (c *Core) handleInitiation(sh, conn int, data []byte, key crypto.HandshakeK
 // mac1 and index, so the reads are rate-limited per initiation and done
 // outside the core lock (the Initiation serialises them and survives a
 // failed one).
-func (c *Core) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool {
+func (c *Core) handleResponse(idx uint32, data []byte, from netip.AddrPort) shard.Verdict {
 	if c.npending.Load() == 0 {
 		// Nothing of ours is pending: a response (anyone holding our
 		// public key can make one) costs no core lock.
-		return false
+		return shard.NotHandshake
 	}
 	now := c.now()
 	c.mu.Lock()
 	p := c.pending[idx]
 	if p == nil || p.init == nil || p.initIndex != idx {
 		c.mu.Unlock()
-		return false
+		return shard.NotHandshake
 	}
 	in := p.init
 	if !p.respReads.take(now, respRate, respBurst) {
 		c.mu.Unlock()
 		c.hs.rateLimited.Add(1)
-		return true
+		return shard.Ignored
 	}
 	c.mu.Unlock()
 	sess, err := in.ConsumeResponse(data)
 	if err != nil {
 		c.hs.refused.Add(1)
 		c.log.Debug("response refused", zap.Stringer("from", from), zap.Error(err))
-		return true
+		return shard.Ignored
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if p.init != in {
-		return true // replaced or abandoned while we read it
+		return shard.Ignored // replaced or abandoned while we read it
 	}
 	p.rtt = now.Sub(p.initSent)
 	if p.rtt > rttMax {
@@ -239,7 +234,7 @@ func (c *Core) handleResponse(idx uint32, data []byte, from netip.AddrPort) bool
 	p.endpointLane = 0
 	c.hs.completed.Add(1)
 	logf("handshake completed", zap.String("peer", p.cfg.PublicKey.String()), zap.Stringer("endpoint", from), zap.Int("lanes", p.lanes))
-	return true
+	return shard.Answered
 }
 
 // handleCookieReply tries data as a cookie reply to our pending

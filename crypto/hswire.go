@@ -220,6 +220,16 @@ func mac(dst, key, msg []byte) {
 	copy(dst, h.Sum(sum[:0]))
 }
 
+// Mac1Covered is how many bytes a mac1 check hashes in a datagram of n
+// bytes: none unless n is a handshake length. A shard prices the junk it
+// reads by it (shard.Config.HandshakeKeys checks each).
+func Mac1Covered(n int) int {
+	if n < hsMinLen || n > hsMaxLen {
+		return 0
+	}
+	return n - hsTrailer
+}
+
 // checkMac1 is the cheap gate: true iff dgram has a plausible handshake
 // length and a valid mac1 for the receiver keys wk.
 func checkMac1(wk *wireKeys, dgram []byte) bool {

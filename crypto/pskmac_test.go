@@ -253,3 +253,17 @@ func TestInitiationFilter(t *testing.T) {
 		t.Fatal("a datagram too short for a mac1 was seen")
 	}
 }
+
+// Mac1Covered is what a mac1 check hashes: all of a datagram of handshake
+// length but its two MACs, nothing of one of any other length (the
+// shards price junk by it).
+func TestMac1Covered(t *testing.T) {
+	for n, want := range map[int]int{
+		0: 0, hsMinLen - 1: 0, hsMinLen: hsMinLen - 2*hsMacLen,
+		1024: 1024 - 2*hsMacLen, hsMaxLen: hsMaxLen - 2*hsMacLen, hsMaxLen + 1: 0, 65507: 0,
+	} {
+		if got := Mac1Covered(n); got != want {
+			t.Errorf("Mac1Covered(%d) = %d, want %d", n, got, want)
+		}
+	}
+}

@@ -97,7 +97,7 @@ func shardFamily(name string) (family, label, value, help string) {
 		return "yip_shard_fec_not_stored_total", "", "", "Symbols delivered but not kept for recovery because the lane's decoder was at its byte cap."
 	case "strangers_in", "known_in":
 		return "yip_shard_unsteered_datagrams_total", "socket", strings.TrimSuffix(name, "_in"),
-			fmt.Sprintf("Datagrams read from the shard's sockets for sources no lane is steered for: strangers (handshakes, roaming peers' first datagrams, junk; at most %d a second not counting a lane's, fewer when junk is long, the rest waits and overflows) and known (the same from addresses peers are known at, in a queue and at a rate of their own).", shard.StrangerRate)
+			fmt.Sprintf("Datagrams read from the shard's sockets for sources no lane is steered for: strangers (handshakes, roaming peers' first datagrams, junk; at most %d a second not counting a lane's, fewer when junk and unanswered handshakes are long or checked under several keys, the rest waits and overflows) and known (the same from addresses peers are known at, in a queue and at a rate of their own).", shard.StrangerRate)
 	case "steer_refused":
 		return "yip_shard_steer_refused_total", "", "", "Lanes the listen group's eBPF steering map had no room for: their datagrams reach a shard by the kernel's hash and the lane is moved there."
 	}

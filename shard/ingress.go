@@ -80,7 +80,7 @@ func (s *Shard) ingressVia(conn, via int, data []byte, from netip.AddrPort) {
 	if v == Answered {
 		return
 	}
-	s.junkBytes += uint64(len(data))
+	s.junkBytes += uint64(crypto.Mac1Covered(len(data)))
 	if v == Ignored {
 		return // the handshake path counted it
 	}

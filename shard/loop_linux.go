@@ -154,7 +154,10 @@ func (s *Shard) readUnsteered(q *unsteeredQueue, busy bool) int {
 		return 0
 	}
 	allowed := q.allow(s.now)
-	keys := s.handshakeKeys()
+	keys := 0 // the known socket: a token a datagram
+	if q.hashed {
+		keys = s.handshakeKeys()
+	}
 	total, spent, budget, batch := 0, 0.0, strangerBytes, strangerBatch
 	if busy {
 		budget, batch = strangerBusyBytes, strangerBatch/2

@@ -115,8 +115,8 @@ type Config struct {
 	Unmatched func(shard, conn int, data []byte, from netip.AddrPort, local netip.Addr) Verdict
 	// HandshakeKeys says under how many keys Unmatched checks a datagram
 	// of handshake length (one keyed BLAKE2s over it each) before it
-	// finds it is junk: readUnsteered charges junk to a queue's rate by
-	// the bytes hashed. nil: one.
+	// finds it is junk: readUnsteered charges junk to the strangers'
+	// rate by the bytes hashed. nil: one.
 	HandshakeKeys func() int
 	// NoSession is told (on the shard's goroutine, at most once per
 	// second per peer) that traffic is waiting for a peer without lanes:
@@ -177,8 +177,9 @@ type Shard struct {
 	roamNext   int
 	candNext   int
 	authed     uint64
-	// junkBytes counts the bytes of datagrams nothing took (no lane, no
-	// handshake): readUnsteered charges them to a queue's rate.
+	// junkBytes counts the bytes the handshake path hashed in datagrams
+	// it did not answer (Verdict): readUnsteered charges them to a
+	// queue's rate.
 	junkBytes uint64
 
 	// Control commands: an unbounded list, because the control core
@@ -249,7 +250,7 @@ func New(cfg Config) (*Shard, error) {
 		retOut:     make([][]*ring.Packet, n),
 		popBuf:     make([]*ring.Packet, cfg.Batch),
 		padRand:    newPadRand(),
-		strangers:  unsteeredQueue{sock: cfg.Strangers, in: StrangersIn},
+		strangers:  unsteeredQueue{sock: cfg.Strangers, in: StrangersIn, hashed: true},
 		known:      unsteeredQueue{sock: cfg.Known, in: KnownIn},
 	}
 	s.table = newLaneTable(&s.cfg, n, &s.stats, s.foldLane)

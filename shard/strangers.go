@@ -5,31 +5,36 @@ import "time"
 // The sockets for datagrams no lane is steered for (Config.Strangers,
 // Config.Known): handshakes, roaming peers' first datagrams and junk. Each
 // is read after the lane sockets and the TUN queue, within a budget per
-// loop iteration (readUnsteered) and a rate: at most StrangerRate
-// datagrams a second, strangerBurst at once after a quiet spell. Over its
-// rate a queue is left alone, and left out of the loop's poll, until a
-// few tokens are due, so a flood from strangers costs a shard a bounded
-// share of its core whatever the attacker's rate (without the rate, a
-// socket that is never empty kept the loop from ever sleeping: the
-// receiving router's CPU over an unflooded flow's halved under a flood of
-// spoofed initiations, docs/BENCHMARKS.md). Datagrams that open under a
-// lane's keys (a lane the steering map has no room for, or not steered
-// yet) are not charged. The rest waits in, and overflows,
-// the socket's small buffer. Junk (a datagram nothing took: no lane, no
-// handshake) is charged one token more for every junkTokenBytes the
-// handshake path hashed to find that out (its length times
-// Config.HandshakeKeys), so the rate bounds the core's time, not a count:
-// under a flood of random datagrams most of that time was the mac1
-// checks (BLAKE2s, 14% of the receiving router's CPU in a profile of
-// `make bench-floods FLOOD_KINDS=garbage`, docs/BENCHMARKS.md), and a
-// flood of long junk under 8 PSK forms would cost 8 times more per
-// datagram than one of handshakes. A legitimate burst fits under the rate: a
-// core answers a few thousand handshakes a second (bench-scale), a rate
-// of StrangerRate leaves room for the cookie round trip each costs under
-// load.
-// Peers' known addresses come on the known socket, with a queue and a rate
-// of their own, so a flood from spoofed sources does not starve a peer
-// that restarts behind its known address.
+// loop iteration (readUnsteered) and a rate: StrangerRate tokens a
+// second, strangerBurst at once after a quiet spell. Over its rate a
+// queue is left alone, and left out of the loop's poll, until a few
+// tokens are due, so a flood from strangers costs a shard a bounded share
+// of its core whatever the attacker's rate (without the rate, a socket
+// that is never empty kept the loop from ever sleeping: the receiving
+// router's CPU over an unflooded flow's halved under a flood of spoofed
+// initiations, docs/BENCHMARKS.md). The rest waits in, and overflows, the
+// socket's small buffer.
+//
+// A datagram read costs one token; one that opens under a lane's keys (a
+// lane the steering map has no room for, or not steered yet) none. On the
+// strangers' socket, junk and handshake messages dropped unanswered
+// (Verdict) cost one token more for every junkTokenBytes their mac1
+// checks hashed (crypto.Mac1Covered times Config.HandshakeKeys), so the
+// rate bounds the core's time, not a count: in a profile of the receiving
+// router under a flood of random datagrams most of that time was the
+// mac1 checks (BLAKE2s, 14% of its CPU, docs/BENCHMARKS.md), and a
+// 1,600-byte datagram checked under 8 PSK forms costs 25 times what a
+// short one does. The known socket charges one token a datagram whatever
+// it is: its senders must spoof a peer's address, and its rate is there
+// to keep that peer's handshake likely to be read (a priced queue would
+// read a fraction of its datagrams under long junk).
+//
+// A legitimate burst fits under the rate: a core answers a few thousand
+// handshakes a second (bench-scale), a rate of StrangerRate leaves room
+// for the cookie round trip each costs under load. Peers' known addresses
+// come on the known socket, with a queue and a rate of their own, so a
+// flood from spoofed sources does not starve a peer that restarts behind
+// its known address.
 //
 // Within an iteration of the loop each socket is read after the lane
 // sockets and the TUN queue, its datagrams priced at their length plus
@@ -74,7 +79,9 @@ type unsteeredQueue struct {
 	// is read again from this time on.
 	quiet  time.Time
 	capped bool
-	tokens float64   // datagrams it may still read
+	// hashed: what its datagrams' hashing costs counts (the strangers').
+	hashed bool
+	tokens float64   // tokens left: a datagram costs one, or more (price)
 	fill   time.Time // when tokens were last topped up (zero: full)
 }
 

@@ -1,6 +1,7 @@
 package shard
 
 import (
+	"fmt"
 	"net/netip"
 	"testing"
 	"time"
@@ -166,25 +167,33 @@ func TestReadUnsteeredRate(t *testing.T) {
 	}
 }
 
-// Junk, and handshake messages dropped unanswered, are charged to the
-// rate by the bytes the handshake path hashed: their length times the
-// handshake keys, one token per junkTokenBytes, on top of the token every
-// datagram costs. So at one instant a full bucket reads a third of its
-// burst of 512-byte junk under two keys, half under one, and the whole
-// burst of answered handshakes; only junk counts as dropped.
+// On the strangers' socket, junk and handshake messages dropped
+// unanswered are charged to the rate by the bytes their mac1 checks
+// hashed (the datagram less its two MACs, times the handshake keys), one
+// token per junkTokenBytes, on top of the token every datagram costs. So
+// at one instant a full bucket reads a third of its burst of junk whose
+// checks hash 512 bytes under two keys, half under one, and all of it
+// when the junk is too short to be a handshake, when the handshakes are
+// answered, or on the known socket; only junk counts as dropped.
 func TestReadUnsteeredPricesJunk(t *testing.T) {
+	const hashed = junkTokenBytes + 32 // crypto.Mac1Covered: 512 bytes
 	for _, tc := range []struct {
 		keys    int
 		verdict Verdict
+		size    int
+		known   bool
 		want    int // datagrams the burst pays for
 	}{
-		{keys: 2, verdict: NotHandshake, want: strangerBurst / 3},
-		{keys: 1, verdict: NotHandshake, want: strangerBurst / 2},
-		{keys: 1, verdict: Ignored, want: strangerBurst / 2},
-		{keys: 8, verdict: Answered, want: strangerBurst},
+		{keys: 2, verdict: NotHandshake, size: hashed, want: strangerBurst / 3},
+		{keys: 1, verdict: NotHandshake, size: hashed, want: strangerBurst / 2},
+		{keys: 1, verdict: Ignored, size: hashed, want: strangerBurst / 2},
+		{keys: 8, verdict: NotHandshake, size: 64, want: strangerBurst},
+		{keys: 8, verdict: Answered, size: hashed, want: strangerBurst},
+		{keys: 8, verdict: NotHandshake, size: hashed, known: true, want: strangerBurst},
 	} {
+		name := fmt.Sprintf("keys %d verdict %d size %d known %v", tc.keys, tc.verdict, tc.size, tc.known)
 		wire := memnet.NewWire()
-		strangers, err := wire.Listen(netip.MustParseAddrPort("192.0.2.1:51820"))
+		sock, err := wire.Listen(netip.MustParseAddrPort("192.0.2.1:51820"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,37 +202,41 @@ func TestReadUnsteeredPricesJunk(t *testing.T) {
 			t.Fatal(err)
 		}
 		s := newSide(t, 1, routesB).shards[0]
-		s.strangers.sock = strangers
+		q := &s.strangers
+		if tc.known {
+			q = &s.known
+		}
+		q.sock = sock
 		s.cfg.Unmatched = func(int, int, []byte, netip.AddrPort, netip.Addr) Verdict { return tc.verdict }
 		s.cfg.HandshakeKeys = func() int { return tc.keys }
 		for range 2 * strangerBurst {
-			if err := sender.SendTo(make([]byte, junkTokenBytes), strangers.LocalAddr()); err != nil {
+			if err := sender.SendTo(make([]byte, tc.size), sock.LocalAddr()); err != nil {
 				t.Fatal(err)
 			}
 		}
 		now, total := time.Now(), 0
 		for range 100 {
 			s.now = now
-			total += s.readUnsteered(&s.strangers, false)
+			total += s.readUnsteered(q, false)
 		}
 		// The last batch may go over by less than a batch: the price of
 		// a batch is known once it is read.
 		if total < tc.want || total >= tc.want+strangerBatch {
-			t.Errorf("keys %d verdict %d: read %d at one instant, want %d (up to a batch more)", tc.keys, tc.verdict, total, tc.want)
+			t.Errorf("%s: read %d at one instant, want %d (up to a batch more)", name, total, tc.want)
 		}
-		if !s.strangers.capped {
-			t.Errorf("keys %d verdict %d: not capped after its burst", tc.keys, tc.verdict)
+		if !q.capped {
+			t.Errorf("%s: not capped after its burst", name)
 		}
 		s.publish()
-		sn := s.Snapshot()
 		want := uint64(0)
 		if tc.verdict == NotHandshake {
 			want = uint64(total)
 		}
+		sn := s.Snapshot()
 		if drops := sn.Get(DropUnknownLane); drops != want {
-			t.Errorf("keys %d verdict %d: %d of %d counted as drop_unknown_lane, want %d", tc.keys, tc.verdict, drops, total, want)
+			t.Errorf("%s: %d of %d counted as drop_unknown_lane, want %d", name, drops, total, want)
 		}
-		strangers.Close()
+		sock.Close()
 		sender.Close()
 	}
 }

@@ -14,9 +14,12 @@ const (
 	NotHandshake Verdict = iota
 	// Ignored: a handshake message the handshake path dropped without
 	// an answer (a replayed initiation, one over the cookie replies'
-	// cap or a proven address's rate, one refused); it counts those.
+	// cap or a proven address's rate, one refused; a response over its
+	// rate or refused); it counts those.
 	Ignored
-	// Answered: a handshake message acted upon (answered, met with a
-	// cookie reply, or read as a response or cookie reply to ours).
+	// Answered: a handshake message acted upon: an initiation answered,
+	// met with a cookie reply, or crossing ours (authenticated; ours is
+	// kept), a response that completed our handshake, a cookie reply to
+	// ours.
 	Answered
 )
