@@ -48,6 +48,7 @@ type collector struct {
 
 	info, build, uptime, shards, handshakes      *prometheus.Desc
 	offload, kernelDrops, lookups, eventsDropped *prometheus.Desc
+	logSampled                                   *prometheus.Desc
 }
 
 // shardFamily maps a shard counter to a metric family: counters that are
@@ -142,6 +143,7 @@ func newCollector(src statusSource) *collector {
 	c.offload = d("yip_offload_enabled", "1 if the offload is on: tso, uso (TUN superpackets read), gro (superpackets written to the TUN), udp-gso, udp-gro (underlay batching).", "offload")
 	c.lookups = d("yip_endpoint_lookups_total", "Lookups of peers' Endpoint host names while the router runs, by result: ok, failed (the peer keeps its last address; a name without one is retried).", "result")
 	c.eventsDropped = d("yip_control_events_dropped_total", "Lane events from the shards (traffic waiting for a handshake, a silent lane, a misplaced lane) dropped because the control core's queue was full; the shards repeat them while their cause lasts. Moves and key confirmations are never dropped.")
+	c.logSampled = d("yip_log_lines_sampled_total", "Debug and info log lines left out by the log's sampling: of the lines with one level and message in a second, the first 100 are written, then every 100th. Warnings and errors are never left out.")
 	c.kernelDrops = d("yip_kernel_drops_total", "Drops the kernel counts outside the shards: tun_tx (the TUN queue overflowed before a shard read it), tun_rx (the TUN device refused a write), socket (a shard's lane or listen socket's receive buffer was full), strangers (a strangers' socket's small buffer was full: datagrams from sources no lane has, such as a flood), known (a known socket's: the same from an address a peer is known at).", "where")
 	return c
 }
@@ -188,6 +190,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.lookups, st.EndpointLookups.OK, "ok")
 	counter(c.lookups, st.EndpointLookups.Failed, "failed")
 	counter(c.eventsDropped, st.ControlEventsDropped)
+	counter(c.logSampled, st.LogLinesSampled)
 	counter(c.kernelDrops, st.Kernel.TUNTxDropped, "tun_tx")
 	counter(c.kernelDrops, st.Kernel.TUNRxDropped, "tun_rx")
 	counter(c.kernelDrops, st.Kernel.SocketDrops, "socket")

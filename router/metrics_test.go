@@ -48,6 +48,7 @@ func TestMetricsExposition(t *testing.T) {
 		},
 		Handshakes:           HandshakeCounts{Initiated: 4, Completed: 3, Answered: 2, CookieDemanded: 1, Refused: 6},
 		ControlEventsDropped: 8,
+		LogLinesSampled:      14,
 		Peers: []PeerStatus{{
 			PublicKey: peerKey, LastHandshake: time.Unix(1700000000, 500_000_000), Handshakes: 3,
 			RxBytes: 100, TxBytes: 200, RxPackets: 1, TxPackets: 2, FECRecovered: 3, FECLost: 4,
@@ -66,6 +67,7 @@ func TestMetricsExposition(t *testing.T) {
 		`yip_handshakes_total{event="cookie_demanded"} 1`,
 		`yip_handshakes_total{event="refused"} 6`,
 		`yip_control_events_dropped_total 8`,
+		`yip_log_lines_sampled_total 14`,
 		`yip_shard_tun_packets_total{cpu="2",direction="in",shard="0"} 10`,
 		`yip_shard_tun_packets_total{cpu="2",direction="out",shard="0"} 11`,
 		`yip_shard_udp_datagrams_total{cpu="2",direction="in",shard="0"} 12`,

@@ -37,6 +37,9 @@ type Options struct {
 	// ResolveEvery overrides DefaultResolveEvery, how often Endpoint host
 	// names are looked up again (tests: env YIP_TEST_RESOLVE_EVERY).
 	ResolveEvery time.Duration
+	// LogSampled counts the log lines Log's sampling left out (Status,
+	// yip_log_lines_sampled_total); nil: none are.
+	LogSampled func() uint64
 }
 
 // Router is one running yip-router: TUN device, sockets, shards, and the

@@ -43,6 +43,9 @@ type Status struct {
 	// control core's queue full (control.Core.EventsDropped): each of a
 	// kind its shard repeats while its cause lasts.
 	ControlEventsDropped uint64 `json:"control_events_dropped"`
+	// LogLinesSampled counts the debug and info lines the log's sampling
+	// left out (repeats of one message within a second; Options.LogSampled).
+	LogLinesSampled uint64 `json:"log_lines_sampled"`
 }
 
 // EndpointLookups are the resolver's counts.
@@ -131,6 +134,9 @@ func (r *Router) Status() Status {
 		Steering: r.steerMode, FwMark: r.mark, FullTunnel: r.fullFamilies,
 		EndpointLookups:      EndpointLookups{OK: r.resolver.ok.Load(), Failed: r.resolver.failed.Load()},
 		ControlEventsDropped: r.core.EventsDropped(),
+	}
+	if r.opts.LogSampled != nil {
+		st.LogLinesSampled = r.opts.LogSampled()
 	}
 	if t := r.started.Load(); t != 0 {
 		st.Uptime = time.Since(time.Unix(0, t))

@@ -35,7 +35,7 @@ func TestJournalPriorities(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Setenv("JOURNAL_STREAM", fmt.Sprintf("%d:%d", st.Dev, st.Ino))
-		log, err := newLogger("debug", format, f)
+		log, err := newLogger("debug", format, f, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -67,7 +67,7 @@ func TestJournalPriorities(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer g.Close()
-	log, err := newLogger("info", "console", g)
+	log, err := newLogger("info", "console", g, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

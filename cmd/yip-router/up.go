@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -19,7 +20,9 @@ import (
 	"github.com/yip-router/yip-router/router"
 )
 
-func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
+// newLogger makes the router's logger; left (if not nil) counts the lines
+// its sampling leaves out.
+func newLogger(level, format string, w io.Writer, left *atomic.Uint64) (*zap.Logger, error) {
 	lvl, err := zapcore.ParseLevel(level)
 	if err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
@@ -43,9 +46,9 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 			ec.TimeKey = ""
 			enc = zapcore.NewConsoleEncoder(ec)
 		}
-		return zap.New(sampled(&priorityCore{lvl, enc, zapcore.AddSync(w)})), nil
+		return zap.New(sampled(&priorityCore{lvl, enc, zapcore.AddSync(w)}, left)), nil
 	}
-	return zap.New(sampled(zapcore.NewCore(enc, zapcore.AddSync(w), lvl))), nil
+	return zap.New(sampled(zapcore.NewCore(enc, zapcore.AddSync(w), lvl), left)), nil
 }
 
 // Log sampling: of the debug and info entries with the same level and
@@ -54,16 +57,25 @@ func newLogger(level, format string, w io.Writer) (*zap.Logger, error) {
 // restart) would else write 10,000 "session established" lines in a few
 // seconds, each a write(2) on the handshake path, more than journald
 // keeps (it drops what exceeds its own rate limit anyway); `show` has
-// every session. Warnings and errors are never sampled: each names what
-// an operator has to act on (a peer whose endpoint does not resolve).
+// every session, and yip_log_lines_sampled_total counts what was left out.
+// Warnings and errors are never sampled: each names what an operator has
+// to act on (a peer whose endpoint does not resolve).
 const (
 	logFirst      = 100
 	logThereafter = 100
 )
 
-func sampled(c zapcore.Core) zapcore.Core {
+func sampled(c zapcore.Core, left *atomic.Uint64) zapcore.Core {
+	var opts []zapcore.SamplerOption
+	if left != nil {
+		opts = append(opts, zapcore.SamplerHook(func(_ zapcore.Entry, d zapcore.SamplingDecision) {
+			if d&zapcore.LogDropped != 0 {
+				left.Add(1)
+			}
+		}))
+	}
 	return zapcore.NewTee(
-		zapcore.NewSamplerWithOptions(levels{c, zapcore.DebugLevel, zapcore.WarnLevel}, time.Second, logFirst, logThereafter),
+		zapcore.NewSamplerWithOptions(levels{c, zapcore.DebugLevel, zapcore.WarnLevel}, time.Second, logFirst, logThereafter, opts...),
 		levels{c, zapcore.WarnLevel, zapcore.FatalLevel + 1})
 }
 
@@ -139,7 +151,8 @@ type upOptions struct {
 }
 
 func runUp(o upOptions, stderr io.Writer) int {
-	log, err := newLogger(o.level, o.format, stderr)
+	var left atomic.Uint64
+	log, err := newLogger(o.level, o.format, stderr, &left)
 	if err != nil {
 		fmt.Fprintln(stderr, "yip-router up:", err)
 		return 2
@@ -160,7 +173,7 @@ func runUp(o upOptions, stderr io.Writer) int {
 		defer stop()
 		log.Warn("writing a CPU profile of this run (it costs a little CPU); it is complete once the router stopped", zap.String(cpuProfileEnv, path))
 	}
-	opts := router.Options{Log: log}
+	opts := router.Options{Log: log, LogSampled: left.Load}
 	if opts.Shards, err = shardsFlag(o.shards); err != nil {
 		log.Error("yip-router up: " + err.Error())
 		return 2

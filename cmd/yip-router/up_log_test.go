@@ -2,16 +2,18 @@ package main
 
 import (
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
 // The same debug or info message repeated within a second is sampled (a
 // hub's burst of new sessions writes a bounded number of lines); other
 // messages still get through, each to its own first logFirst; warnings
-// and errors all do.
+// and errors all do; every line left out is counted.
 func TestLoggerSamplesRepeats(t *testing.T) {
 	var out strings.Builder
-	log, err := newLogger("info", "console", &out)
+	var left atomic.Uint64
+	log, err := newLogger("info", "console", &out, &left)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,6 +31,9 @@ func TestLoggerSamplesRepeats(t *testing.T) {
 	if got < want || got > 2*want {
 		t.Fatalf("%d lines of one message repeated %d times at once, want %d (%d across a second's boundary)", got, n, want, 2*want)
 	}
+	if got+int(left.Load()) != n {
+		t.Fatalf("%d lines written and %d counted as left out, of %d", got, left.Load(), n)
+	}
 	if !strings.Contains(out.String(), "something else") {
 		t.Fatal("a different message was sampled away")
 	}
@@ -37,7 +42,7 @@ func TestLoggerSamplesRepeats(t *testing.T) {
 	}
 	// The level still filters: at warn, no info line at all.
 	out.Reset()
-	if log, err = newLogger("warn", "console", &out); err != nil {
+	if log, err = newLogger("warn", "console", &out, nil); err != nil {
 		t.Fatal(err)
 	}
 	log.Info("quiet")
