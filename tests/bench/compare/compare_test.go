@@ -1,10 +1,12 @@
 package main
 
 import (
+	"context"
 	"math"
 	"os"
 	"strings"
 	"testing"
+	"time"
 )
 
 func read(t *testing.T, name string) []byte {
@@ -142,5 +144,40 @@ func TestTestTitle(t *testing.T) {
 		if got := testTitle(in); got != want {
 			t.Errorf("testTitle(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// pathTopo is a topology whose sender reports the path states of a script,
+// one per call, then "clear".
+type pathTopo struct {
+	topology
+	script []string
+}
+
+func (p *pathTopo) PathState() (string, bool) {
+	if len(p.script) == 0 {
+		return "clear", true
+	}
+	s := p.script[0]
+	p.script = p.script[1:]
+	return s, s != ""
+}
+
+// samplePaths counts what the sender reports until its end time (a call
+// that reads no status counts nothing), and PathQueuedPct is the share
+// judged queued or drained; without samples (wireguard-go) it is NaN, a
+// dash in the table.
+func TestPathStatesSampled(t *testing.T) {
+	p := &pathTopo{script: []string{"unknown", "queued", "", "drained"}}
+	m := samplePaths(context.Background(), p, time.Now().Add(8*pathEvery))
+	clear := m["clear"]
+	if m["unknown"] != 1 || m["queued"] != 1 || m["drained"] != 1 || clear < 1 || len(m) != 4 {
+		t.Fatalf("sampled %v, want one each of unknown, queued, drained, then clear", m)
+	}
+	if got, want := (Record{PathStates: m}).PathQueuedPct(), 200/float64(3+clear); math.Abs(got-want) > 1e-9 {
+		t.Fatalf("queued or drained: %.1f%%, want %.1f%%", got, want)
+	}
+	if got := (Record{}).PathQueuedPct(); !math.IsNaN(got) {
+		t.Fatalf("no samples: %v, want NaN", got)
 	}
 }

@@ -235,6 +235,7 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 	start := time.Now()
 	type window struct {
 		from, to counters
+		paths    map[string]int
 		err      error
 	}
 	win := make(chan window, 1)
@@ -244,7 +245,7 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 		if !sleepCtx(sctx, time.Until(start.Add(c.Omit+margin))) {
 			w.err = fmt.Errorf("iperf3 ended before the steady window: %w", sctx.Err())
 		} else if w.err = w.from.sampleCPU(t); w.err == nil {
-			sleepCtx(sctx, time.Until(start.Add(c.Omit+c.Duration-margin)))
+			w.paths = samplePaths(sctx, t, start.Add(c.Omit+c.Duration-margin))
 			w.err = w.to.sampleCPU(t)
 		}
 		win <- w
@@ -267,7 +268,31 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 	if w.from.hasFEC && w.to.hasFEC {
 		r.FECSteady = fecDelta(w.from.fec, w.to.fec)
 	}
+	r.PathStates = w.paths
 	return nil
+}
+
+// pathEvery is how often samplePaths reads the sender's path state: a few
+// times per loss report (about one a second), to see how often the FEC
+// adapter judged the path queued while the flow ran.
+const pathEvery = 250 * time.Millisecond
+
+// samplePaths counts the sending side's path states (topology.PathState)
+// every pathEvery until until or ctx ends; nil without any.
+func samplePaths(ctx context.Context, t topology, until time.Time) map[string]int {
+	var m map[string]int
+	for time.Now().Before(until) {
+		if s, ok := t.PathState(); ok {
+			if m == nil {
+				m = map[string]int{}
+			}
+			m[s]++
+		}
+		if !sleepCtx(ctx, min(pathEvery, time.Until(until))) {
+			break
+		}
+	}
+	return m
 }
 
 // fecDelta is the FEC counters from one snapshot to a later one. A lane's

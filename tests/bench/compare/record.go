@@ -77,6 +77,21 @@ type Record struct {
 	// spends once the flow and the adapter have settled (iperf3 tests
 	// only).
 	FECSteady *fecStats `json:"fec_steady,omitempty"`
+	// PathStates counts the sending side's path states over the same
+	// steady window, read every pathEvery (samplePaths); nil for
+	// wireguard-go.
+	PathStates map[string]int `json:"path_states,omitempty"`
+}
+
+// PathQueuedPct is the share of PathStates that found the path queued or
+// just drained (the adapter counts loss then as congestion), % (NaN
+// without samples).
+func (r Record) PathQueuedPct() float64 {
+	n := 0
+	for _, v := range r.PathStates {
+		n += v
+	}
+	return 100 * divNaN(float64(r.PathStates["queued"]+r.PathStates["drained"]), float64(n))
 }
 
 // fecStats are yip-router's FEC counters: the sending side's parity and

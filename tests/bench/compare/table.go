@@ -63,6 +63,7 @@ var fecMetrics = []metric{
 	{"FEC parity per other datagram sent, after the warm-up", "%", 1, kindTCP | kindUDP | kindFlood, Record.FECSteadyParityPct},
 	{"FEC data symbols recovered", "", 0, kindTCP | kindUDP | kindFlood, Record.FECRecovered},
 	{"FEC data symbols lost for good", "", 0, kindTCP | kindUDP | kindFlood, Record.FECUnrecovered},
+	{"sender's path judged queued or drained (FEC adapter), share of samples after the warm-up", "%", 0, kindTCP | kindUDP | kindFlood, Record.PathQueuedPct},
 }
 
 // bridgeMetrics follow metrics where the records have the impairment

@@ -9,6 +9,7 @@ import (
 	"github.com/yip-router/yip-router/internal/flood"
 	"github.com/yip-router/yip-router/internal/impair"
 	"github.com/yip-router/yip-router/internal/lab"
+	"github.com/yip-router/yip-router/router"
 )
 
 // topology is one implementation running in the two-namespace veth setup:
@@ -31,6 +32,11 @@ type topology interface {
 	// FEC is yip-router's FEC counters (A's sending side, B's receiving
 	// side); false for an implementation without FEC.
 	FEC() (fecStats, bool)
+	// PathState is what the sending side (A) judges of the path's queue
+	// on its busiest lane (clear, queued, drained, unknown: the FEC
+	// adapter's input, fec.PathState); false for an implementation
+	// without one, or when the status cannot be read.
+	PathState() (string, bool)
 	Close()
 }
 
@@ -95,6 +101,28 @@ func (t *yipTopo) FEC() (fecStats, bool) {
 		f.Unrecovered += p.FECLost
 	}
 	return f, true
+}
+
+func (t *yipTopo) PathState() (string, bool) {
+	st, err := t.l.Status(lab.A)
+	if err != nil {
+		return "", false
+	}
+	var busiest *router.LaneStatus
+	for i := range st.Peers {
+		for j := range st.Peers[i].Lanes {
+			if l := &st.Peers[i].Lanes[j]; busiest == nil || l.TxPackets > busiest.TxPackets {
+				busiest = l
+			}
+		}
+	}
+	if busiest == nil {
+		return "", false
+	}
+	if busiest.Path == "" {
+		return "unknown", true // no round-trip sample yet
+	}
+	return busiest.Path, true
 }
 
 // waitTunnel pings from A to B's inner address until a reply comes back
