@@ -105,7 +105,7 @@ func (c *CookieChecker) Cookie(src netip.AddrPort, now time.Time) Cookie {
 // CheckMac2 reports whether dgram (a handshake whose mac1 is valid) carries
 // a mac2 made with a current or previous cookie for src.
 func (c *CookieChecker) CheckMac2(dgram []byte, src netip.AddrPort, now time.Time) bool {
-	if len(dgram) < hsMinLen || len(dgram) > hsMaxLen {
+	if Mac1Covered(len(dgram)) == 0 {
 		return false
 	}
 	e := c.epochAt(now)

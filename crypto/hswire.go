@@ -221,7 +221,8 @@ func mac(dst, key, msg []byte) {
 }
 
 // Mac1Covered is how many bytes a mac1 check hashes in a datagram of n
-// bytes: none unless n is a handshake length. A shard prices the junk it
+// bytes: none unless n is a handshake length, so it is also the one
+// length test every handshake reader applies. A shard prices the junk it
 // reads by it (shard.Config.HandshakeKeys checks each).
 func Mac1Covered(n int) int {
 	if n < hsMinLen || n > hsMaxLen {
@@ -233,10 +234,10 @@ func Mac1Covered(n int) int {
 // checkMac1 is the cheap gate: true iff dgram has a plausible handshake
 // length and a valid mac1 for the receiver keys wk.
 func checkMac1(wk *wireKeys, dgram []byte) bool {
-	if len(dgram) < hsMinLen || len(dgram) > hsMaxLen {
+	end := Mac1Covered(len(dgram))
+	if end == 0 {
 		return false
 	}
-	end := len(dgram) - hsTrailer
 	var want [hsMacLen]byte
 	macWith(want[:], wk.mac1Hashes, dgram[:end])
 	return subtle.ConstantTimeCompare(want[:], dgram[end:end+hsMacLen]) == 1

@@ -25,7 +25,7 @@ type InitiationFilter struct {
 // reports whether it was already recorded: a replay (or a duplicate the
 // network made).
 func (f *InitiationFilter) Seen(dgram []byte) bool {
-	if len(dgram) < hsMinLen || len(dgram) > hsMaxLen {
+	if Mac1Covered(len(dgram)) == 0 {
 		return false
 	}
 	m := mac1Of(dgram)
