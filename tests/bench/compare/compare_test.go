@@ -5,6 +5,7 @@ import (
 	"math"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -169,7 +170,11 @@ func (p *pathTopo) PathState() (string, bool) {
 // dash in the table.
 func TestPathStatesSampled(t *testing.T) {
 	p := &pathTopo{script: []string{"unknown", "queued", "", "drained"}}
-	m := samplePaths(context.Background(), p, time.Now().Add(8*pathEvery))
+	var latest atomic.Pointer[string]
+	m := samplePaths(context.Background(), p, time.Now().Add(8*pathEvery), &latest)
+	if l := latest.Load(); l == nil || *l != "clear" {
+		t.Fatalf("latest sample %v, want clear", l)
+	}
 	clear := m["clear"]
 	if m["unknown"] != 1 || m["queued"] != 1 || m["drained"] != 1 || clear < 1 || len(m) != 4 {
 		t.Fatalf("sampled %v, want one each of unknown, queued, drained, then clear", m)

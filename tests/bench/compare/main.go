@@ -58,6 +58,7 @@ type config struct {
 	wgBin  string
 	out    string
 	commit string
+	series string // -series: where the queue's bins go (queuedrops.go)
 }
 
 func main() {
@@ -84,6 +85,7 @@ func main() {
 	flag.StringVar(&c.Placement, "placement", "", "run one placement only: unpinned or pinned (default both)")
 	flag.BoolVar(&c.Quick, "quick", false, "smoke test: 1 round, 3 s runs, 50 pings")
 	flag.StringVar(&c.out, "out", "docs/bench", "directory for the results")
+	flag.StringVar(&c.series, "series", "", "with -bottleneck: write each iperf3 run's A→B queue drops and delay in 100 ms bins to `DIR`/queue-rROUND-IMPL-PLACEMENT-TEST.tsv (a run overwrites the last one's)")
 	flag.StringVar(&c.commit, "commit", "", "yip-router version to record (default: git describe)")
 	w := addWANFlags(flag.CommandLine)
 	flag.Parse()
@@ -151,6 +153,9 @@ func check(c *config, secs int) error {
 	}
 	if err := checkTests(c); err != nil {
 		return err
+	}
+	if c.series != "" && (c.WAN == nil || c.WAN.Bottleneck == 0) {
+		return fmt.Errorf("-series %s: the queue's bins need a -bottleneck", c.series)
 	}
 	if c.WAN != nil {
 		return c.WAN.check()
@@ -263,6 +268,11 @@ func runImpl(ctx context.Context, c *config, round int, impl string, p placement
 			r.LinkBps = c.WAN.Bottleneck
 		}
 		fmt.Fprintf(os.Stderr, "round %d  %-26s %-13s %-11s %s\n", round, p.name, impl, s.name, summary(r))
+		if c.series != "" {
+			if err := writeSeries(c.series, r); err != nil {
+				fmt.Fprintln(os.Stderr, "bench-compare: -series:", err)
+			}
+		}
 		recs = append(recs, r)
 	}
 	return recs
@@ -273,6 +283,10 @@ func summary(r Record) string {
 	s := summary1(r)
 	if r.Bridge != nil && r.Err == "" {
 		s += fmt.Sprintf("; WAN dropped %.2f%% A→B, %.2f%% B→A, %.0f bridge overruns", r.BridgeDropPct(0), r.BridgeDropPct(1), r.BridgeOverruns())
+	}
+	if q := r.QueueDrops; q != nil && r.Err == "" {
+		s += fmt.Sprintf("; queue drops %d in %d episodes (%d of %d bins), %.0f%% with the queue ≥ half full",
+			q.Drops, q.Episodes, q.DropBins, q.Bins, r.QueueDropsHalfFullPct())
 	}
 	return s
 }

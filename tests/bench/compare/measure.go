@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/yip-router/yip-router/internal/impair"
@@ -236,6 +237,7 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 	type window struct {
 		from, to counters
 		paths    map[string]int
+		bins     []queueBin
 		err      error
 	}
 	win := make(chan window, 1)
@@ -245,7 +247,7 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 		if !sleepCtx(sctx, time.Until(start.Add(c.Omit+margin))) {
 			w.err = fmt.Errorf("iperf3 ended before the steady window: %w", sctx.Err())
 		} else if w.err = w.from.sampleCPU(t); w.err == nil {
-			w.paths = samplePaths(sctx, t, start.Add(c.Omit+c.Duration-margin))
+			w.paths, w.bins = sampleSteady(sctx, t, start.Add(c.Omit+c.Duration-margin), c.WAN)
 			w.err = w.to.sampleCPU(t)
 		}
 		win <- w
@@ -269,6 +271,9 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 		r.FECSteady = fecDelta(w.from.fec, w.to.fec)
 	}
 	r.PathStates = w.paths
+	if w.bins != nil {
+		r.QueueDrops, r.queueBins = summarizeQueue(w.bins, float64(c.WAN.queueTime())/1e6), w.bins
+	}
 	return nil
 }
 
@@ -278,8 +283,9 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 const pathEvery = 250 * time.Millisecond
 
 // samplePaths counts the sending side's path states (topology.PathState)
-// every pathEvery until until or ctx ends; nil without any.
-func samplePaths(ctx context.Context, t topology, until time.Time) map[string]int {
+// every pathEvery until until or ctx ends; nil without any. latest holds
+// the last state read, for sampleQueue's bins.
+func samplePaths(ctx context.Context, t topology, until time.Time, latest *atomic.Pointer[string]) map[string]int {
 	var m map[string]int
 	for time.Now().Before(until) {
 		if s, ok := t.PathState(); ok {
@@ -287,6 +293,7 @@ func samplePaths(ctx context.Context, t topology, until time.Time) map[string]in
 				m = map[string]int{}
 			}
 			m[s]++
+			latest.Store(&s)
 		}
 		if !sleepCtx(ctx, min(pathEvery, time.Until(until))) {
 			break

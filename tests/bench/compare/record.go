@@ -81,6 +81,11 @@ type Record struct {
 	// steady window, read every pathEvery (samplePaths); nil for
 	// wireguard-go.
 	PathStates map[string]int `json:"path_states,omitempty"`
+	// QueueDrops is when the bottleneck's queue dropped A→B over the
+	// same window, against its delay (queuedrops.go); nil without a
+	// bottleneck. queueBins are its bins, for -series.
+	QueueDrops *queueDrops `json:"queue_drops,omitempty"`
+	queueBins  []queueBin
 }
 
 // PathQueuedPct is the share of PathStates that found the path queued or
@@ -92,6 +97,51 @@ func (r Record) PathQueuedPct() float64 {
 		n += v
 	}
 	return 100 * divNaN(float64(r.PathStates["queued"]+r.PathStates["drained"]), float64(n))
+}
+
+// QueueDropEpisodes and QueueDropBins are the runs of binEvery bins with
+// queue drops, and those bins (NaN without a bottleneck).
+func (r Record) QueueDropEpisodes() float64 {
+	if r.QueueDrops == nil {
+		return math.NaN()
+	}
+	return float64(r.QueueDrops.Episodes)
+}
+
+func (r Record) QueueDropBins() float64 {
+	if r.QueueDrops == nil {
+		return math.NaN()
+	}
+	return float64(r.QueueDrops.DropBins)
+}
+
+// QueueDropsHalfFullPct is the share of the queue's drops that came in a
+// bin, or just after one, with the queue at least half full, % (NaN
+// without drops).
+func (r Record) QueueDropsHalfFullPct() float64 {
+	if r.QueueDrops == nil {
+		return math.NaN()
+	}
+	return 100 * divNaN(float64(r.QueueDrops.HalfFull), float64(r.QueueDrops.Drops))
+}
+
+// DropBinQueueMs is the median queue delay of the bins with drops (NaN
+// without any).
+func (r Record) DropBinQueueMs() float64 {
+	if r.QueueDrops == nil || r.QueueDrops.DropBins == 0 {
+		return math.NaN()
+	}
+	return r.QueueDrops.DropQueueMedMs
+}
+
+// QueueDropsPathQueuedPct is the share of the queue's drops whose
+// sender's latest path sample was queued or drained, % (NaN without
+// drops after a sample: wireguard-go).
+func (r Record) QueueDropsPathQueuedPct() float64 {
+	if r.QueueDrops == nil {
+		return math.NaN()
+	}
+	return 100 * divNaN(float64(r.QueueDrops.PathQueued), float64(r.QueueDrops.PathSeen))
 }
 
 // fecStats are yip-router's FEC counters: the sending side's parity and

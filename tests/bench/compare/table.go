@@ -81,6 +81,11 @@ var bottleneckMetrics = []metric{
 	{"goodput, share of the bottleneck", "%", 1, kindTCP | kindUDP | kindFlood, Record.LinkPct},
 	{"bottleneck queue full, A→B (of frames reaching it)", "%", 2, kindTCP | kindUDP | kindPing | kindFlood, func(r Record) float64 { return r.QueueDropPct(0) }},
 	{"bottleneck queue full, B→A (of frames reaching it)", "%", 2, kindTCP | kindUDP | kindPing | kindFlood, func(r Record) float64 { return r.QueueDropPct(1) }},
+	{"queue-drop episodes A→B after the warm-up (runs of 100 ms bins with drops)", "", 0, kindTCP | kindUDP | kindFlood, Record.QueueDropEpisodes},
+	{"100 ms bins with queue drops A→B after the warm-up", "", 0, kindTCP | kindUDP | kindFlood, Record.QueueDropBins},
+	{"drops with the queue ≥ half full (this or the previous 100 ms)", "%", 0, kindTCP | kindUDP | kindFlood, Record.QueueDropsHalfFullPct},
+	{"queue delay in the 100 ms bins with drops, median", "ms", 1, kindTCP | kindUDP | kindFlood, Record.DropBinQueueMs},
+	{"drops while the sender's latest path sample was queued or drained", "%", 0, kindTCP | kindUDP | kindFlood, Record.QueueDropsPathQueuedPct},
 }
 
 func kindOf(test string) testKind {

@@ -74,6 +74,16 @@ func (w *wan) queueBytes() int64 {
 	return max(bdp, minQueue)
 }
 
+// queueTime is the full queue's delay at the bottleneck's rate (as the
+// model has it, whole bytes/s), past which it tail-drops; 0 without a
+// bottleneck.
+func (w *wan) queueTime() time.Duration {
+	if w.Bottleneck < 8 {
+		return 0
+	}
+	return time.Duration(float64(w.queueBytes()) / float64(w.Bottleneck/8) * 1e9)
+}
+
 // parseBits reads a rate in bits/s with an optional SI suffix (k, M, G),
 // the way iperf3 -b spells it.
 func parseBits(v string) (int64, error) {

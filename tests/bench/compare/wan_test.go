@@ -243,7 +243,7 @@ func TestTableBridgeRows(t *testing.T) {
 	if n := strings.Count(tab, "WAN frames dropped A→B"); n != 2 {
 		t.Errorf("%d bridge rows, want 2 (the pinned records have no bridge):\n%s", n, tab)
 	}
-	if strings.Contains(tab, "bottleneck") {
+	if strings.Contains(tab, "bottleneck") || strings.Contains(tab, "100 ms") {
 		t.Errorf("bottleneck rows without a bottleneck:\n%s", tab)
 	}
 }
@@ -252,12 +252,20 @@ func TestTableBridgeRows(t *testing.T) {
 // are told apart from the channel's loss.
 func TestTableBottleneckRows(t *testing.T) {
 	b := bridgeDelta([2]impair.Stats{}, [2]impair.Stats{{Seen: 1000, DropLoss: 50, DropRate: 10, Delayed: 940, DelayNs: 940 * 30e6}, {Seen: 400, DropRate: 4}})
+	wgQ, yipQ := *summarizeQueue(queueSeries, 50), *summarizeQueue(queueSeries, 50)
+	wgQ.PathSeen, wgQ.PathQueued = 0, 0 // no path state
+	yipQ.Episodes, yipQ.DropBins = 6, 10
 	recs := []Record{
-		{Round: 1, Impl: implWG, Placement: placeUnpinned, Test: "tcp1-bbr", RecvGbps: 0.135, TCPRTTms: 54, LinkBps: 200e6, Bridge: b},
-		{Round: 1, Impl: implYip, Placement: placeUnpinned, Test: "tcp1-bbr", RecvGbps: 0.170, TCPRTTms: 81, LinkBps: 200e6, Bridge: b},
+		{Round: 1, Impl: implWG, Placement: placeUnpinned, Test: "tcp1-bbr", RecvGbps: 0.135, TCPRTTms: 54, LinkBps: 200e6, Bridge: b, QueueDrops: &wgQ},
+		{Round: 1, Impl: implYip, Placement: placeUnpinned, Test: "tcp1-bbr", RecvGbps: 0.170, TCPRTTms: 81, LinkBps: 200e6, Bridge: b, QueueDrops: &yipQ},
 	}
 	tab := Table(recs, []string{"tcp1-bbr"}, []string{placeUnpinned})
 	for _, want := range []string{
+		"|  |  | queue-drop episodes A→B after the warm-up (runs of 100 ms bins with drops) | 3 | 6 | 2.00× |",
+		"|  |  | 100 ms bins with queue drops A→B after the warm-up | 5 | 10 | 2.00× |",
+		"|  |  | drops with the queue ≥ half full (this or the previous 100 ms) | 73 % | 73 % | 1.00× |",
+		"|  |  | queue delay in the 100 ms bins with drops, median | 22.5 ms | 22.5 ms | 1.00× |",
+		"|  |  | drops while the sender's latest path sample was queued or drained | — | 42 % | — |",
 		"|  |  | inner TCP RTT (sender's smoothed, mean) | 54.00 ms | 81.00 ms | 1.50× |",
 		"|  |  | goodput, share of the bottleneck | 67.5 % | 85.0 % | 1.26× |",
 		"|  |  | WAN frames dropped A→B | 6.00 % | 6.00 % | 1.00× |",
