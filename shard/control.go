@@ -139,17 +139,36 @@ func (s *Shard) control(ln *lane, body []byte) {
 		return // a stamp only (delay.go): nothing for the adapter
 	}
 	ln.delay.stampDue = echo
-	if ln.adapt != nil {
-		ln.adapt.SetPath(ln.delay.state(s.now, echo))
-		if dt := s.now.Sub(ln.reportAt); ln.reportAt.IsZero() || dt >= minRateInterval {
-			if !ln.reportAt.IsZero() {
-				ln.adapt.SetFill(float64(ln.txPackets-ln.reportTx) * ln.cur.enc.FlushTimeout().Seconds() / dt.Seconds())
-			}
-			ln.reportAt, ln.reportTx = s.now, ln.txPackets
-		}
-		ln.adapt.Observe(rep)
-		ln.applyFEC()
+	if ln.adapt == nil {
+		return
 	}
+	if dt := s.now.Sub(ln.reportAt); ln.reportAt.IsZero() || dt >= minRateInterval {
+		if !ln.reportAt.IsZero() {
+			ln.adapt.SetFill(float64(ln.txPackets-ln.reportTx) * ln.cur.enc.FlushTimeout().Seconds() / dt.Seconds())
+		}
+		ln.reportAt, ln.reportTx = s.now, ln.txPackets
+	}
+	s.observeHeld(ln) // one held still: its judgement is due now
+	ln.held, ln.heldAt = rep, s.now
+	if !echo {
+		s.observeHeld(ln) // no samples to wait for
+		return
+	}
+	// The samples that show the queue the report's losses met arrive
+	// after it (delayjudge.go): the adapter hears it once they have.
+	ln.heldUntil = s.now.Add(ln.delay.judgeLag())
+}
+
+// observeHeld gives ln's adapter the loss report it holds (if any),
+// judged by the round-trip samples taken up to now.
+func (s *Shard) observeHeld(ln *lane) {
+	if ln.held.Expected == 0 || ln.adapt == nil {
+		return
+	}
+	ln.adapt.SetPath(ln.delay.judge(s.now, ln.heldAt, ln.echoes()))
+	ln.adapt.Observe(ln.held)
+	ln.held = fec.LossReport{}
+	ln.applyFEC()
 }
 
 // controlTimers sends what ln's timers call for: its loss report (which
@@ -161,27 +180,30 @@ func (s *Shard) control(ln *lane, body []byte) {
 // quiet for the passive wait (as WireGuard: else the peer's liveness check would
 // re-handshake on one-way traffic). tick calls it for every owned lane.
 func (s *Shard) controlTimers(ln *lane) {
-	var buf [1 + fec.LossReportLen + delayEchoLen]byte
+	if ln.held.Expected > 0 && !s.now.Before(ln.heldUntil) {
+		s.observeHeld(ln)
+	}
+	echo, reported := ln.echoes(), false
 	if !s.now.Before(ln.reportDue) {
 		every := lossReportEvery
 		if ln.reportsSent < earlyReports {
 			every = lossReportFirst
 		}
 		ln.reportDue = s.now.Add(jitter(every))
-		echo := ln.echoes()
 		if rep := ln.cur.dec.TakeLossReport(); rep.Expected > 0 || echo && ln.delay.stampDue {
 			if rep.Expected > 0 {
 				ln.reportsSent++ // a stamp only does not use up the early reports
 			}
-			buf[0] = ctlLossReport
-			if b, err := rep.AppendBinary(buf[:1]); err == nil {
-				if ln.peerFeatures&FeatureLossRuns == 0 {
-					b = b[:1+fec.LossReportLenV1] // a peer that reads no runs
-				} else if echo {
-					b = ln.delay.appendEcho(b, s.now)
-				}
-				s.sendControl(ln, b)
-			}
+			reported = s.sendReport(ln, rep, echo)
+		}
+	}
+	if echo && !s.now.Before(ln.stampAt) {
+		// A busy lane's stamps between reports (delayjudge.go).
+		pk := ln.txPackets + ln.rxPackets
+		busy := pk-ln.stampPkts >= busyPackets
+		ln.stampAt, ln.stampPkts = s.now.Add(jitter(stampEvery)), pk
+		if busy && !reported {
+			s.sendReport(ln, fec.LossReport{}, true)
 		}
 	}
 	s.checkSilence(ln)
@@ -194,10 +216,28 @@ func (s *Shard) controlTimers(ln *lane) {
 	passive := ln.lastAsk.After(ln.lastTx) && quiet >= ln.passiveWait
 	hello := ln.helloDue || ln.helloRepeating() && !s.now.Before(ln.helloAt)
 	if persistent || passive || hello {
+		var buf [keepaliveLen]byte
 		if s.sendKeepalive(ln, buf[:0], hello) {
 			ln.helloDue = false
 		}
 	}
+}
+
+// sendReport sends rep on ln, with the delay echo if echo (an empty rep
+// with it: a stamp only).
+func (s *Shard) sendReport(ln *lane, rep fec.LossReport, echo bool) bool {
+	var buf [1 + fec.LossReportLen + delayEchoLen]byte
+	buf[0] = ctlLossReport
+	b, err := rep.AppendBinary(buf[:1])
+	if err != nil {
+		return false
+	}
+	if ln.peerFeatures&FeatureLossRuns == 0 {
+		b = b[:1+fec.LossReportLenV1] // a peer that reads no runs
+	} else if echo {
+		b = ln.delay.appendEcho(b, s.now)
+	}
+	return s.sendControl(ln, b)
 }
 
 // checkSilence reports (Config.Silent) a lane that kept sending what asks

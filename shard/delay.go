@@ -20,8 +20,9 @@ import (
 // peer and held how long ago that was (noEcho: none yet). The peer's
 // round trip is then its clock now − echo − held: the report it sent
 // crossed the path one way (behind its data, in the queue its data builds)
-// and this one came back. A sample a second is coarse, but it is taken
-// where the loss it judges is counted: over the report's interval.
+// and this one came back. A busy lane also sends stamp-only reports
+// between its loss reports, about ten a second, so each loss report is
+// judged by the samples of its own interval (delayjudge.go).
 //
 // A lane that receives nothing to report on (its peer's return traffic
 // takes another lane) still answers each report of its peer's with one of
@@ -42,11 +43,18 @@ const noEcho = ^uint32(0)
 // stamp from before a long silence, or a broken peer's.
 const maxDelaySample = 10 * time.Second
 
-// delaySamples is how many samples (about a second apart) the least round
-// trip is taken over: long enough that a queue which stands for a while
-// is measured against the path without it, short enough that a new path
-// (a roam) is learnt within half a minute.
+// delaySamples is how many slots of slotEvery the least round trip is
+// taken over (each slot keeps its least sample): long enough that a queue
+// which stands for a while is measured against the path without it, short
+// enough that a new path (a roam) is learnt within half a minute. Slots,
+// not samples, because a busy lane takes about ten samples a second
+// (delayjudge.go) and a sparse one about one.
 const delaySamples = 32
+
+// slotEvery is a slot's length: under the shortest wait between two loss
+// reports (a second less its jitter), so a sparse lane's samples each
+// take a slot of their own.
+const slotEvery = 750 * time.Millisecond
 
 // queueMin is the least queueing delay taken as a queue: below it, jitter
 // of a LAN's scheduling.
@@ -79,15 +87,20 @@ func stamp(t time.Time) uint32 { return uint32(t.Sub(stampEpoch) / time.Microsec
 
 // pathDelay is one lane's round-trip measurement.
 type pathDelay struct {
-	peerStamp uint32    // the peer's last stamp
-	peerAt    time.Time // when it arrived (zero: none yet)
-	stampDue  bool      // a report of the peer's (not empty) awaits one of ours
-	ring      [delaySamples]time.Duration
+	peerStamp uint32                      // the peer's last stamp
+	peerAt    time.Time                   // when it arrived (zero: none yet)
+	stampDue  bool                        // a report of the peer's (not empty) awaits one of ours
+	ring      [delaySamples]time.Duration // each slot's least sample
 	n, next   int
-	last      time.Duration // the latest sample (0: none)
-	lastAt    time.Time     // when it was taken
-	before    time.Duration // the sample before it (0: none)
-	beforeAt  time.Time     // when that was taken
+	slotAt    time.Time // when the latest slot began
+	// recent holds the latest samples; judgedTo is the send time the
+	// losses of the last report judged by them end at (delayjudge.go).
+	recent   recentSamples
+	judgedTo time.Time
+	last     time.Duration // the latest sample (0: none)
+	lastAt   time.Time     // when it was taken
+	before   time.Duration // the sample before it (0: none)
+	beforeAt time.Time     // when that was taken
 	// hs is the least handshake round trip on this path within hsKeep
 	// (0: none), hsAt when it was taken.
 	hs   time.Duration
@@ -137,14 +150,22 @@ func (d *pathDelay) readEcho(b []byte, now time.Time) {
 	if rtt > maxDelaySample {
 		return
 	}
-	d.sample(rtt, now)
+	d.sample(rtt, now, now.Add(-time.Duration(since)*time.Microsecond))
 }
 
-// sample takes a round-trip sample taken at now.
-func (d *pathDelay) sample(rtt time.Duration, now time.Time) {
-	d.ring[d.next] = rtt
-	d.next = (d.next + 1) % delaySamples
-	d.n = min(d.n+1, delaySamples)
+// sample takes a round-trip sample taken at now, of the stamp we sent at
+// sent.
+func (d *pathDelay) sample(rtt time.Duration, now, sent time.Time) {
+	if d.n > 0 && now.Sub(d.slotAt) < slotEvery {
+		i := (d.next + delaySamples - 1) % delaySamples
+		d.ring[i] = min(d.ring[i], rtt)
+	} else {
+		d.ring[d.next] = rtt
+		d.next = (d.next + 1) % delaySamples
+		d.n = min(d.n+1, delaySamples)
+		d.slotAt = now
+	}
+	d.recent.add(rtt, sent)
 	d.before, d.beforeAt = d.last, d.lastAt
 	d.last, d.lastAt = rtt, now
 }
@@ -173,39 +194,57 @@ func (d *pathDelay) least() time.Duration {
 	return m
 }
 
-// state is what the path's round trip says at now: queued when the
-// latest sample stands above the least (of the recent samples, or of the
-// path's handshakes if smaller) by half of it and at least queueMin;
-// drained when it does not but the sample before it (within
-// 2·sampleStale) did; either way loss counted now is congestion. Unknown
-// without a sample of the last sampleStale, or a peer that does not echo
-// (echo false). A handshake crosses an idle path, while a flow that keeps
-// a queue standing from its first second on (BBR's start-up) leaves no
-// sample without it. The sample before counts because the loss a report
-// counts was lost between the two (about a second apart): a loss-based
-// flow that overflowed the queue has halved and drained it by the time
-// the report comes, and the sample then finds the path clear, while the
-// one before found the queue that overflowed. Only a queue the latest
-// sample finds counts towards a standing one (fec.floorReports).
+// state is what the path's round trip says at now about the loss a report
+// counts now: queued, drained (either way the loss is congestion), clear,
+// or unknown without a sample of the last sampleStale or from a peer that
+// does not echo (echo false). A sample finds a queue when it stands above
+// the least round trip (of the recent slots, or of the path's handshakes
+// if smaller; a handshake crosses an idle path, while a flow that keeps a
+// queue standing from its first second on, as BBR's start-up does, leaves
+// no sample without it) by half of it and at least queueMin.
+//
+// A busy lane has about ten samples over a report's interval, and is
+// judged by them (judgeDense). A sparse lane has one or two: queued when
+// the latest finds a queue; drained when it does not but the sample
+// before it (within 2·sampleStale) did, because the loss the report
+// counts was lost between the two: a loss-based flow that overflowed the
+// queue has halved and drained it by the time the report comes.
 //
 // The round trip counts a queue in either direction, and one the lane's
 // own traffic did not build; the adapter never takes the protection a
 // clear path needed below that for it (fec.Adapter.SetPath).
 func (d *pathDelay) state(now time.Time, echo bool) fec.PathState {
+	st, _ := d.verdict(now, now, echo)
+	return st
+}
+
+// verdict is state for a report that arrived at arrived, and the send
+// time the losses it counts end at (judgeDense).
+func (d *pathDelay) verdict(now, arrived time.Time, echo bool) (st fec.PathState, to time.Time) {
 	if !echo || d.n == 0 || now.Sub(d.lastAt) > sampleStale || d.n < 2 && d.hs == 0 {
-		return fec.PathUnknown
+		return fec.PathUnknown, time.Time{}
 	}
-	base := d.least()
-	if d.hs > 0 {
-		base = min(base, d.hs)
-	}
+	base := d.base()
 	over := max(base/2, queueMin)
+	to = arrived.Add(-base)
+	if st, ok := d.judgeDense(to, base+over); ok {
+		return st, to
+	}
 	recent := d.before > 0 && now.Sub(d.beforeAt) <= 2*sampleStale
 	switch {
 	case d.last-base > over:
-		return fec.PathQueued
+		return fec.PathQueued, to
 	case recent && d.before-base > over:
-		return fec.PathDrained
+		return fec.PathDrained, to
 	}
-	return fec.PathClear
+	return fec.PathClear, to
+}
+
+// base is the path's least round trip: of the recent slots, or of its
+// handshakes if smaller.
+func (d *pathDelay) base() time.Duration {
+	if b := d.least(); d.hs == 0 || b > 0 && b < d.hs {
+		return b
+	}
+	return d.hs
 }

@@ -64,7 +64,7 @@ func TestDelayQueued(t *testing.T) {
 	var d pathDelay
 	add := func(rtt time.Duration) {
 		now = now.Add(time.Second)
-		d.sample(rtt, now)
+		d.sample(rtt, now, now.Add(-rtt))
 	}
 	queued := func() bool { st := d.state(now, true); return st == fec.PathQueued || st == fec.PathDrained }
 	add(60 * time.Millisecond)

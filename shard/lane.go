@@ -89,6 +89,11 @@ type lane struct {
 	// group can hold before its flush timeout.
 	reportAt time.Time
 	reportTx uint64
+	// held is a loss report of the peer's that arrived at heldAt, which
+	// the adapter hears at heldUntil, when the round-trip samples that
+	// judge it have arrived (delayjudge.go; Expected 0: none).
+	held              fec.LossReport
+	heldAt, heldUntil time.Time
 	// delay is the round trip the loss reports measure (delay.go).
 	delay pathDelay
 	// lastRx is when the lane last received an authenticated datagram,
@@ -106,8 +111,13 @@ type lane struct {
 	lastAskTx time.Time
 
 	// Control-frame timers (control.go), redrawn each round.
-	reportDue           time.Time
-	reportsSent         int // loss reports sent: the first few go sooner
+	reportDue   time.Time
+	reportsSent int // loss reports sent: the first few go sooner
+	// stampAt is when the lane next sends a stamp if it is busy, and
+	// stampPkts its packets (sent and received) when it last looked
+	// (controlTimers, delayjudge.go).
+	stampAt             time.Time
+	stampPkts           uint64
 	kaWait, passiveWait time.Duration
 
 	// slot is the lane's index in laneTable.owned (-1: not there); moves

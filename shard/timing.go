@@ -71,6 +71,15 @@ const (
 	lossReportFirst = 250 * time.Millisecond
 	earlyReports    = 4
 
+	// stampEvery is about how often a busy lane sends a stamp-only
+	// report between its loss reports (delayjudge.go): the peer takes
+	// about ten round-trip samples a second, enough to see a queue's
+	// overflow, which lasts tens of milliseconds. busyPackets is what a
+	// lane must have sent and received since its last look to be busy:
+	// then the stamps are at most one datagram in busyPackets.
+	stampEvery  = 100 * time.Millisecond
+	busyPackets = 32
+
 	// jitterFraction spreads every control-frame wait (loss reports, both
 	// keepalives) uniformly over ±25% of its nominal value, drawn afresh
 	// each time: no fixed period for a classifier to find.
