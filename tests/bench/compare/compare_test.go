@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/yip-router/yip-router/router"
 )
 
 func read(t *testing.T, name string) []byte {
@@ -155,13 +157,13 @@ type pathTopo struct {
 	script []string
 }
 
-func (p *pathTopo) PathState() (string, bool) {
+func (p *pathTopo) PathState() (pathSample, bool) {
 	if len(p.script) == 0 {
-		return "clear", true
+		return pathSample{State: "clear"}, true
 	}
 	s := p.script[0]
 	p.script = p.script[1:]
-	return s, s != ""
+	return pathSample{State: s}, s != ""
 }
 
 // samplePaths counts what the sender reports until its end time (a call
@@ -170,9 +172,9 @@ func (p *pathTopo) PathState() (string, bool) {
 // dash in the table.
 func TestPathStatesSampled(t *testing.T) {
 	p := &pathTopo{script: []string{"unknown", "queued", "", "drained"}}
-	var latest atomic.Pointer[string]
+	var latest atomic.Pointer[pathSample]
 	m := samplePaths(context.Background(), p, time.Now().Add(8*pathEvery), &latest)
-	if l := latest.Load(); l == nil || *l != "clear" {
+	if l := latest.Load(); l == nil || l.State != "clear" {
 		t.Fatalf("latest sample %v, want clear", l)
 	}
 	clear := m["clear"]
@@ -184,5 +186,27 @@ func TestPathStatesSampled(t *testing.T) {
 	}
 	if got := (Record{}).PathQueuedPct(); !math.IsNaN(got) {
 		t.Fatalf("no samples: %v, want NaN", got)
+	}
+}
+
+// The busiest lane is the one that sent the most since the last reading,
+// not in all: a test after another takes a lane of its own.
+func TestBusiestLaneBySent(t *testing.T) {
+	st := func(sent ...uint64) *router.Status {
+		p := router.PeerStatus{PublicKey: "k"}
+		for i, n := range sent {
+			p.Lanes = append(p.Lanes, router.LaneStatus{Index: i, TxPackets: n})
+		}
+		return &router.Status{Peers: []router.PeerStatus{p}}
+	}
+	var y yipTopo
+	if l := y.busiestLane(st(1000, 10)); l != nil {
+		t.Fatalf("the first reading picked lane %d", l.Index)
+	}
+	if l := y.busiestLane(st(1010, 500)); l == nil || l.Index != 1 {
+		t.Fatalf("picked %+v, want lane 1 (490 sent since, against 10)", l)
+	}
+	if l := y.busiestLane(st(2010, 600)); l == nil || l.Index != 0 {
+		t.Fatalf("picked %+v, want lane 0 again", l)
 	}
 }

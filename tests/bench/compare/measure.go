@@ -285,14 +285,14 @@ const pathEvery = 250 * time.Millisecond
 // samplePaths counts the sending side's path states (topology.PathState)
 // every pathEvery until until or ctx ends; nil without any. latest holds
 // the last state read, for sampleQueue's bins.
-func samplePaths(ctx context.Context, t topology, until time.Time, latest *atomic.Pointer[string]) map[string]int {
+func samplePaths(ctx context.Context, t topology, until time.Time, latest *atomic.Pointer[pathSample]) map[string]int {
 	var m map[string]int
 	for time.Now().Before(until) {
 		if s, ok := t.PathState(); ok {
 			if m == nil {
 				m = map[string]int{}
 			}
-			m[s]++
+			m[s.State]++
 			latest.Store(&s)
 		}
 		if !sleepCtx(ctx, min(pathEvery, time.Until(until))) {

@@ -34,6 +34,7 @@ type queueBin struct {
 	// none did.
 	QueueMs float64
 	Path    string // the sender's latest path state ("": none read yet)
+	Detail  string // and its lane's round trip and FEC (pathSample)
 }
 
 // queueDrops sums up a run's bins (Record.QueueDrops). Shares are left
@@ -118,7 +119,7 @@ func queueBinOf(from, to impair.Stats, delay time.Duration) queueBin {
 // sampleQueue reads the bridge's A→B counters every binEvery until until
 // or ctx ends, each bin with the latest path state in path; nil without
 // a bridge.
-func sampleQueue(ctx context.Context, t topology, until time.Time, delay time.Duration, path *atomic.Pointer[string]) []queueBin {
+func sampleQueue(ctx context.Context, t topology, until time.Time, delay time.Duration, path *atomic.Pointer[pathSample]) []queueBin {
 	prev, ok := t.Bridge()
 	if !ok {
 		return nil
@@ -133,7 +134,7 @@ func sampleQueue(ctx context.Context, t topology, until time.Time, delay time.Du
 		b := queueBinOf(prev[0], cur[0], delay)
 		b.At = time.Since(start)
 		if p := path.Load(); p != nil {
-			b.Path = *p
+			b.Path, b.Detail = p.State, p.Detail
 		}
 		bins, prev = append(bins, b), cur
 	}
@@ -143,7 +144,7 @@ func sampleQueue(ctx context.Context, t topology, until time.Time, delay time.Du
 // sampleSteady runs samplePaths and, with a bottleneck on w, sampleQueue
 // side by side until until.
 func sampleSteady(ctx context.Context, t topology, until time.Time, w *wan) (map[string]int, []queueBin) {
-	var latest atomic.Pointer[string]
+	var latest atomic.Pointer[pathSample]
 	if w == nil || w.Bottleneck == 0 {
 		return samplePaths(ctx, t, until, &latest), nil
 	}
@@ -162,13 +163,13 @@ func writeSeries(dir string, r Record) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# %s, round %d, %s, %s: A→B bottleneck queue in %s bins after the warm-up; full queue %.1f ms\n",
 		r.Impl, r.Round, r.Placement, r.Test, binEvery, r.QueueDrops.CapacityMs)
-	b.WriteString("t_s\tdrops\tqueue_ms\tpath\n")
+	b.WriteString("t_s\tdrops\tqueue_ms\tpath\tdetail\n")
 	for _, q := range r.queueBins {
 		path := q.Path
 		if path == "" {
 			path = "-"
 		}
-		fmt.Fprintf(&b, "%.3f\t%d\t%.2f\t%s\n", q.At.Seconds(), q.Drops, q.QueueMs, path)
+		fmt.Fprintf(&b, "%.3f\t%d\t%.2f\t%s\t%s\n", q.At.Seconds(), q.Drops, q.QueueMs, path, q.Detail)
 	}
 	place := "unpinned"
 	if r.Placement == placePinned {

@@ -172,6 +172,7 @@ func TestWriteSeries(t *testing.T) {
 	dir := t.TempDir()
 	bins := slices.Clone(queueSeries[:3])
 	bins[0].At = binEvery
+	bins[2].Detail = "rtt 60.0 least 52.0 fec 192:10 loss 0.50%"
 	r := Record{Round: 2, Impl: implYip, Placement: placePinned, Test: "tcp1-cubic",
 		QueueDrops: summarizeQueue(bins, 50), queueBins: bins}
 	if err := writeSeries(dir, r); err != nil {
@@ -182,7 +183,8 @@ func TestWriteSeries(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(string(got), "\n")
-	if len(lines) != 6 || lines[1] != "t_s\tdrops\tqueue_ms\tpath" || lines[2] != "0.100\t0\t10.00\t-" || lines[4] != "0.000\t2\t20.00\tclear" {
+	if len(lines) != 6 || lines[1] != "t_s\tdrops\tqueue_ms\tpath\tdetail" || lines[2] != "0.100\t0\t10.00\t-\t" ||
+		lines[4] != "0.000\t2\t20.00\tclear\trtt 60.0 least 52.0 fec 192:10 loss 0.50%" {
 		t.Errorf("series:\n%s", got)
 	}
 	if err := writeSeries(filepath.Join(dir, "none"), Record{}); err != nil {

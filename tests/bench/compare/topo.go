@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"sync"
 	"time"
 
 	"github.com/yip-router/yip-router/internal/flood"
@@ -36,12 +37,24 @@ type topology interface {
 	// on its busiest lane (clear, queued, drained, unknown: the FEC
 	// adapter's input, fec.PathState); false for an implementation
 	// without one, or when the status cannot be read.
-	PathState() (string, bool)
+	PathState() (pathSample, bool)
 	Close()
 }
 
 // yipTopo is yip-router in internal/lab's setup (MTU config.DefaultMTU).
-type yipTopo struct{ l *lab.Lab }
+type yipTopo struct {
+	l *lab.Lab
+	// sent is what each of A's lanes had sent at the last PathState
+	// (busiestLane), guarded by mu.
+	mu   sync.Mutex
+	sent map[laneKey]uint64
+}
+
+// laneKey names a lane in A's status: its peer's key and its index.
+type laneKey struct {
+	peer  string
+	index int
+}
 
 // newYip starts yip-router on both sides; extra goes into both configs'
 // [Interface]; cpus are taskset lists per side ("" = unpinned); wan, when
@@ -58,7 +71,7 @@ func newYip(bin, fec, extra string, cpus [2]string, wan *impair.Config) (topolog
 			return nil, err
 		}
 	}
-	t := &yipTopo{l}
+	t := &yipTopo{l: l}
 	if err := waitTunnel(t, 15*time.Second); err != nil {
 		l.Close()
 		return nil, err
@@ -103,27 +116,56 @@ func (t *yipTopo) FEC() (fecStats, bool) {
 	return f, true
 }
 
-func (t *yipTopo) PathState() (string, bool) {
+func (t *yipTopo) PathState() (pathSample, bool) {
 	st, err := t.l.Status(lab.A)
 	if err != nil {
-		return "", false
+		return pathSample{}, false
 	}
+	busiest := t.busiestLane(st)
+	if busiest == nil {
+		return pathSample{}, false
+	}
+	loss := "-"
+	if busiest.FECLossPct != nil {
+		loss = fmt.Sprintf("%.2f%%", *busiest.FECLossPct)
+	}
+	s := pathSample{State: busiest.Path, Detail: fmt.Sprintf("rtt %.1f least %.1f fec %s loss %s",
+		busiest.RTTms, busiest.RTTLeastMs, busiest.FEC, loss)}
+	if s.State == "" {
+		s.State = "unknown" // no round-trip sample yet
+	}
+	return s, true
+}
+
+// busiestLane is the lane of A's that sent the most since the last call:
+// the routers carry one test after another, and the lane of a test
+// before (which sent the most in all) is not the one the flow now takes.
+// The first call only notes what each lane sent (nil).
+func (t *yipTopo) busiestLane(st *router.Status) *router.LaneStatus {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	first := t.sent == nil
+	prev := t.sent
+	t.sent = map[laneKey]uint64{}
 	var busiest *router.LaneStatus
+	var most uint64
 	for i := range st.Peers {
 		for j := range st.Peers[i].Lanes {
-			if l := &st.Peers[i].Lanes[j]; busiest == nil || l.TxPackets > busiest.TxPackets {
-				busiest = l
+			l := &st.Peers[i].Lanes[j]
+			k := laneKey{st.Peers[i].PublicKey, l.Index}
+			t.sent[k] = l.TxPackets
+			if d := l.TxPackets - min(prev[k], l.TxPackets); !first && (busiest == nil || d > most) {
+				busiest, most = l, d
 			}
 		}
 	}
-	if busiest == nil {
-		return "", false
-	}
-	if busiest.Path == "" {
-		return "unknown", true // no round-trip sample yet
-	}
-	return busiest.Path, true
+	return busiest
 }
+
+// pathSample is one reading of the sender's busiest lane: its path state,
+// and for a -series file what its FEC adapter stood at (round trip and
+// least in ms, ratio, the loss it acted on).
+type pathSample struct{ State, Detail string }
 
 // waitTunnel pings from A to B's inner address until a reply comes back
 // (the first packet starts the handshake).

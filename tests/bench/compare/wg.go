@@ -196,7 +196,7 @@ func (t *wgTopo) Bridge() ([2]impair.Stats, bool) {
 }
 func (t *wgTopo) FEC() (fecStats, bool) { return fecStats{}, false }
 
-func (t *wgTopo) PathState() (string, bool) { return "", false }
+func (t *wgTopo) PathState() (pathSample, bool) { return pathSample{}, false }
 
 func (t *wgTopo) Pid(s lab.Side) int {
 	if t.procs[s] == nil {
