@@ -355,6 +355,10 @@ const (
 	// sample before found a queue: the loss since is congestion as
 	// under PathQueued, but the queue did not stand (floorReports).
 	PathDrained
+	// PathSplit: the peer split the loss it reports by the queue its
+	// datagrams met, and the report counts the channel's alone (the
+	// loss while the queue stood is left out): judged as clear.
+	PathSplit
 )
 
 // String names the state as show prints it.
@@ -366,6 +370,8 @@ func (s PathState) String() string {
 		return "queued"
 	case PathDrained:
 		return "drained"
+	case PathSplit:
+		return "split"
 	}
 	return "unknown"
 }

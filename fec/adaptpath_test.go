@@ -1,5 +1,5 @@
 // Tests of what the path tells the Adapter: a run of clean reports turns
-// parity off, and loss while the path queues is congestion (lossAtMost
+// parity off, and loss while the path queues is congestion (LossReport.AtMost
 // caps it).
 
 package fec
@@ -158,13 +158,13 @@ func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
 
 func TestLossAtMost(t *testing.T) {
 	r := LossReport{Expected: 1000, Received: 900, Unrecovered: 40, Runs: 60}
-	if got := lossAtMost(r, 0.2); got != r {
+	if got := r.AtMost(0.2); got != r {
 		t.Fatalf("within the ceiling: %+v", got)
 	}
-	if got, want := lossAtMost(r, 0.05), (LossReport{Expected: 1000, Received: 950, Unrecovered: 40, Runs: 50}); got != want {
+	if got, want := r.AtMost(0.05), (LossReport{Expected: 1000, Received: 950, Unrecovered: 40, Runs: 50}); got != want {
 		t.Fatalf("5%%: %+v, want %+v", got, want)
 	}
-	if got := lossAtMost(r, 0); got.Loss() != 0 || got.Unrecovered != 0 || got.Runs != 0 {
+	if got := r.AtMost(0); got.Loss() != 0 || got.Unrecovered != 0 || got.Runs != 0 {
 		t.Fatalf("none: %+v", got)
 	}
 }

@@ -190,7 +190,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		if ceiling = max(a.p/4, a.clearP); ceiling < minQueuedLoss {
 			ceiling = 0
 		}
-		interval = lossAtMost(interval, ceiling)
+		interval = interval.AtMost(ceiling)
 	}
 	latest := interval.Loss()
 	copy(a.window[1:], a.window[:lossWindow-1])
@@ -208,7 +208,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if !congested {
 		a.queued = 0
 	}
-	if a.path == PathClear {
+	if a.path == PathClear || a.path == PathSplit {
 		// This interval's loss, not the window's: a window reaching
 		// back into a queue's overshoot (a flow's start) would make
 		// its drops the channel's for good.
@@ -270,20 +270,6 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 // parity goes off. From the 30% a flow's start-up overshoot may show, that
 // takes four reports.
 const minQueuedLoss = 0.005
-
-// lossAtMost is r with its loss cut to at most p: the symbols lost beyond
-// it count as received (and with them their runs and unrecovered data).
-func lossAtMost(r LossReport, p float64) LossReport {
-	lost := r.Expected - r.Received
-	keep := uint32(p * float64(r.Expected))
-	if lost <= keep {
-		return r
-	}
-	r.Received = r.Expected - keep
-	r.Unrecovered = min(r.Unrecovered, keep)
-	r.Runs = min(r.Runs, keep)
-	return r
-}
 
 // trackClean counts rep into the run of clean reports: after cleanReports
 // of them parity goes off; a report that lost anything ends the run and,

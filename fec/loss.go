@@ -105,3 +105,17 @@ func (d *Decoder) TakeLossReport() LossReport {
 	d.loss = LossReport{}
 	return r
 }
+
+// AtMost is r with its loss cut to at most p: the symbols lost beyond
+// it count as received (and with them their runs and unrecovered data).
+func (r LossReport) AtMost(p float64) LossReport {
+	lost := r.Expected - r.Received
+	keep := uint32(p * float64(r.Expected))
+	if lost <= keep {
+		return r
+	}
+	r.Received = r.Expected - keep
+	r.Unrecovered = min(r.Unrecovered, keep)
+	r.Runs = min(r.Runs, keep)
+	return r
+}

@@ -120,6 +120,21 @@ type LaneStatus struct {
 	Path       string   `json:"path,omitempty"`
 	RTTms      float64  `json:"rtt_ms,omitempty"`
 	RTTLeastMs float64  `json:"rtt_least_ms,omitempty"`
+	// Split is how the peer's last loss report split what this lane
+	// sent by the queue it met (absent from an older peer);
+	// QueueLimitMs the queue above which this lane counts the peer's
+	// datagrams as queued.
+	Split        *LossSplit `json:"loss_split,omitempty"`
+	QueueLimitMs float64    `json:"queue_limit_ms,omitempty"`
+}
+
+// LossSplit is a loss report's split: datagrams the peer expected and
+// lost while the path's queue stood low (clear) and high (queued).
+type LossSplit struct {
+	ClearExpected  uint32 `json:"clear_expected"`
+	ClearLost      uint32 `json:"clear_lost"`
+	QueuedExpected uint32 `json:"queued_expected"`
+	QueuedLost     uint32 `json:"queued_lost"`
 }
 
 // Status collects the figures from every shard (each answers on its own
@@ -181,7 +196,11 @@ func (r *Router) Status() Status {
 					RxPackets: l.RxPackets, TxPackets: l.TxPackets, RxBytes: l.RxBytes, TxBytes: l.TxBytes,
 					LastRx: l.LastRx, FEC: fecString(l.K, l.R, l.Depth), Recovered: l.Recovered,
 					Confirmed: l.Confirmed, PrevKeys: l.PrevKeys, Moves: l.Moves, Padded: l.Padded,
-					RTTms: ms(l.RTT), RTTLeastMs: ms(l.RTTLo),
+					RTTms: ms(l.RTT), RTTLeastMs: ms(l.RTTLo), QueueLimitMs: ms(l.QueueLimit),
+				}
+				if l.SplitClearExp+l.SplitQueuedExp > 0 {
+					ls.Split = &LossSplit{ClearExpected: l.SplitClearExp, ClearLost: l.SplitClearLost,
+						QueuedExpected: l.SplitQueuedExp, QueuedLost: l.SplitQueuedLost}
 				}
 				if l.LossOK {
 					pct := 100 * l.Loss

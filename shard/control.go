@@ -132,11 +132,16 @@ func (s *Shard) control(ln *lane, body []byte) {
 		return
 	}
 	echo := ln.echoes()
+	var split splitCounts
+	splitOK := false
 	if echo && len(b) == fec.LossReportLen {
-		ln.delay.readEcho(body[1+fec.LossReportLen:], s.now)
+		split, splitOK = s.readExtensions(ln, body[1+fec.LossReportLen:])
 	}
 	if rep.Expected == 0 {
 		return // a stamp only (delay.go): nothing for the adapter
+	}
+	if splitOK {
+		ln.lastSplit = split
 	}
 	ln.delay.stampDue = echo
 	if ln.adapt == nil {
@@ -150,6 +155,13 @@ func (s *Shard) control(ln *lane, body []byte) {
 	}
 	s.observeHeld(ln) // one held still: its judgement is due now
 	ln.held, ln.heldAt = rep, s.now
+	if r, st, ok := ln.channel.report(rep, split, splitOK, s.now); ok {
+		// The peer split the loss: the adapter hears it at once.
+		ln.held = r
+		ln.delay.judge(s.now, s.now, echo) // the next span starts here
+		s.observeAs(ln, st)
+		return
+	}
 	if !echo {
 		s.observeHeld(ln) // no samples to wait for
 		return
@@ -165,10 +177,30 @@ func (s *Shard) observeHeld(ln *lane) {
 	if ln.held.Expected == 0 || ln.adapt == nil {
 		return
 	}
-	ln.adapt.SetPath(ln.delay.judge(s.now, ln.heldAt, ln.echoes()))
+	s.observeAs(ln, ln.delay.judge(s.now, ln.heldAt, ln.echoes()))
+}
+
+// observeAs gives ln's adapter the report it holds, the path judged st.
+func (s *Shard) observeAs(ln *lane, st fec.PathState) {
+	ln.adapt.SetPath(st)
 	ln.adapt.Observe(ln.held)
 	ln.held = fec.LossReport{}
 	ln.applyFEC()
+}
+
+// readExtensions reads what follows a loss report of the peer's (b):
+// the delay echo and the loss split, which it counts a slice by; split
+// and ok: the report's split, if it carried one.
+func (s *Shard) readExtensions(ln *lane, b []byte) (split splitCounts, ok bool) {
+	if !ln.delay.readEcho(b, s.now) {
+		return splitCounts{}, false
+	}
+	sent, c, ok := readSplit(b[delayEchoLen:])
+	if ok {
+		// rxDgrams counted this frame too.
+		ln.split.note(s.now, ln.delay.peerStamp, sent, ln.rxDgrams-1)
+	}
+	return c, ok
 }
 
 // controlTimers sends what ln's timers call for: its loss report (which
@@ -226,7 +258,7 @@ func (s *Shard) controlTimers(ln *lane) {
 // sendReport sends rep on ln, with the delay echo if echo (an empty rep
 // with it: a stamp only).
 func (s *Shard) sendReport(ln *lane, rep fec.LossReport, echo bool) bool {
-	var buf [1 + fec.LossReportLen + delayEchoLen]byte
+	var buf [1 + fec.LossReportLen + delayEchoLen + splitLen]byte
 	buf[0] = ctlLossReport
 	b, err := rep.AppendBinary(buf[:1])
 	if err != nil {
@@ -236,6 +268,11 @@ func (s *Shard) sendReport(ln *lane, rep fec.LossReport, echo bool) bool {
 		b = b[:1+fec.LossReportLenV1] // a peer that reads no runs
 	} else if echo {
 		b = ln.delay.appendEcho(b, s.now)
+		var c splitCounts
+		if rep.Expected > 0 {
+			c = ln.split.take()
+		}
+		b = appendSplit(b, ln.txDgrams, c)
 	}
 	return s.sendControl(ln, b)
 }

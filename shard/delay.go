@@ -129,28 +129,29 @@ func (d *pathDelay) appendEcho(b []byte, now time.Time) []byte {
 }
 
 // readEcho takes the extension of a report received at now (b: the bytes
-// after the fec.LossReport; none unless they start with echoMark): the peer's
-// stamp for our next echo, and a round-trip sample if it echoes one of
-// ours. A sample that cannot be (negative, past maxDelaySample) is
+// after the fec.LossReport; none unless they start with echoMark, and then
+// it reports false): the peer's stamp for our next echo, and a round-trip
+// sample if it echoes one of ours. A sample that cannot be (negative, past maxDelaySample) is
 // dropped: the bytes are authenticated, but a peer may be broken.
-func (d *pathDelay) readEcho(b []byte, now time.Time) {
+func (d *pathDelay) readEcho(b []byte, now time.Time) bool {
 	if len(b) < delayEchoLen || b[0] != echoMark {
-		return
+		return false
 	}
 	d.peerStamp, d.peerAt = binary.BigEndian.Uint32(b[1:]), now
 	echo, held := binary.BigEndian.Uint32(b[5:]), binary.BigEndian.Uint32(b[9:])
 	if held == noEcho {
-		return
+		return true
 	}
 	since := stamp(now) - echo // modular: the clock wraps
 	if held > since {
-		return
+		return true
 	}
 	rtt := time.Duration(since-held) * time.Microsecond
 	if rtt > maxDelaySample {
-		return
+		return true
 	}
 	d.sample(rtt, now, now.Add(-time.Duration(since)*time.Microsecond))
+	return true
 }
 
 // sample takes a round-trip sample taken at now, of the stamp we sent at

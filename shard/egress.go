@@ -129,6 +129,7 @@ func (s *Shard) drainParity(ln *lane, ks *keyset) {
 // is full.
 func (s *Shard) queue(ln *lane, p *ring.Packet, n int) {
 	c := ln.cfg.Conn
+	ln.txDgrams++ // the loss split's count (split.go)
 	i := s.txN[c]
 	b := s.tx[c]
 	b.Bufs[i], b.Sizes[i], b.Addrs[i], b.Local[i] = p.Buf[:n], n, ln.cfg.Remote, ln.cfg.Local

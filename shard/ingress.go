@@ -138,6 +138,7 @@ func (s *Shard) deframe(ln *lane, data []byte) (*keyset, crypto.Header, []byte, 
 // or previous keys): data and parity to the keys' decoder, control
 // symbols opened here.
 func (s *Shard) receive(ln *lane, keys *keyset, h crypto.Header, sym []byte) {
+	ln.rxDgrams++ // the loss split's count (split.go)
 	switch h.Kind {
 	case crypto.KindData, crypto.KindParity:
 		// What the wire carried (data or parity), not what FEC

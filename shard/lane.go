@@ -94,8 +94,17 @@ type lane struct {
 	// judge it have arrived (delayjudge.go; Expected 0: none).
 	held              fec.LossReport
 	heldAt, heldUntil time.Time
-	// delay is the round trip the loss reports measure (delay.go).
-	delay pathDelay
+	// delay is the round trip the loss reports measure (delay.go);
+	// split the peer's datagrams between its frames, channel the loss
+	// rate its splits gave, and txDgrams and rxDgrams count the datagrams
+	// the lane sent and received for them (split.go).
+	delay   pathDelay
+	split   lossSplit
+	channel channelLoss
+	// lastSplit is the split the peer's last loss report carried.
+	lastSplit splitCounts
+	txDgrams  uint32
+	rxDgrams  uint64
 	// lastRx is when the lane last received an authenticated datagram,
 	// under any of its keys; lastAsk when one that asks for an answer
 	// arrived: data, or a control frame other than a keepalive. A
@@ -302,7 +311,7 @@ func (s *Shard) rekey(ln *lane, cfg LaneConfig, ks *keyset, ad *fec.Adapter) {
 	if cfg.Remote == ln.cfg.Remote {
 		ln.delay = ln.delay.carried() // same path
 	} else {
-		ln.delay = pathDelay{}
+		ln.delay, ln.split, ln.channel = pathDelay{}, lossSplit{}, channelLoss{}
 	}
 	if cfg.Mode != ln.cfg.Mode {
 		ln.adapt = ad

@@ -39,6 +39,11 @@ type LaneStatus struct {
 	LossOK     bool
 	Path       fec.PathState
 	RTT, RTTLo time.Duration
+	// The loss split (split.go): the peer's last report's, of what we
+	// sent (datagrams expected and lost in clear and queued slices), and
+	// the queue above which we count a slice of the peer's queued.
+	SplitClearExp, SplitClearLost, SplitQueuedExp, SplitQueuedLost uint32
+	QueueLimit                                                     time.Duration
 }
 
 // LaneStatuses returns the lanes this shard owns. Call it on the shard's
@@ -67,6 +72,9 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 				Confirmed: ln.cur.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
 				Padded: s.cfg.Padding.Mode != PadOff && ln.padded(),
 				Loss:   loss, LossOK: lossOK, Path: path, RTT: ln.delay.latest(), RTTLo: ln.delay.least(),
+				SplitClearExp: ln.lastSplit.clearExp, SplitClearLost: ln.lastSplit.clearLost,
+				SplitQueuedExp: ln.lastSplit.queuedExp, SplitQueuedLost: ln.lastSplit.queuedLost,
+				QueueLimit: ln.split.limit(),
 			})
 		}
 	}

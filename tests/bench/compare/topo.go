@@ -129,8 +129,12 @@ func (t *yipTopo) PathState() (pathSample, bool) {
 	if busiest.FECLossPct != nil {
 		loss = fmt.Sprintf("%.2f%%", *busiest.FECLossPct)
 	}
-	s := pathSample{State: busiest.Path, Detail: fmt.Sprintf("rtt %.1f least %.1f fec %s loss %s",
-		busiest.RTTms, busiest.RTTLeastMs, busiest.FEC, loss)}
+	split := "-"
+	if c := busiest.Split; c != nil {
+		split = fmt.Sprintf("%d/%d clear %d/%d queued", c.ClearLost, c.ClearExpected, c.QueuedLost, c.QueuedExpected)
+	}
+	s := pathSample{State: busiest.Path, Detail: fmt.Sprintf("rtt %.1f least %.1f fec %s loss %s split %s",
+		busiest.RTTms, busiest.RTTLeastMs, busiest.FEC, loss, split)}
 	if s.State == "" {
 		s.State = "unknown" // no round-trip sample yet
 	}

@@ -1,0 +1,243 @@
+package shard
+
+import (
+	"encoding/binary"
+	"time"
+
+	"github.com/yip-router/yip-router/fec"
+)
+
+// The loss split: the receiver of a lane's datagrams tells, in its loss
+// report, how much of what it lost was lost while the path's queue stood
+// high, and how much while it did not, so the sender's FEC adapter sizes
+// parity for the channel's loss alone.
+//
+// Every frame with the delay echo (delay.go) to a peer that takes it also
+// carries, after the echo:
+//
+//	0xED ‖ sent (4) ‖ clear expected (4) ‖ clear lost (4) ‖
+//	       queued expected (4) ‖ queued lost (4)            big endian
+//
+// sent is how many datagrams the lane had sent before this frame (data,
+// parity, control alike). The receiver takes each two of the peer's frames
+// as the ends of a slice: the peer sent (sent₂ − sent₁) datagrams between
+// them, of which it received what arrived between them; the rest were lost.
+// The stamps at both ends crossed the path beside those datagrams, so
+// their one-way delay (our clock at arrival − the peer's stamp, less the
+// least of the last half minute, which takes out the clocks' offset) is
+// the queue they met. A slice either of whose ends met a queue above
+// half the deepest of the last half minute (lossSplit.limit) is queued,
+// else clear. The counts are totals over the slices
+// since the frame's last loss report (zero on stamp-only frames).
+//
+// A queue overflowing drops datagrams only while it is full, so the
+// slices around it are queued, and the clear slices' loss rate is the
+// channel's. A queued slice's channel losses are left out of both counts,
+// which costs the estimate samples, not accuracy: a limit set too low
+// only leaves fewer clear slices. The sender takes the clear slices' rate
+// (splitCounts.channel) as the report's loss when it has at least
+// minSplitExpected of them. A report whose slices were nearly all queued
+// (a queue that stood all along) is cut to the last rate taken within
+// channelKeep, so the queue's drops stay out while the channel's loss
+// stays protected; without one it is judged by the round trip
+// (delayjudge.go).
+//
+// Older readers take the echo's 13 bytes and ignore the rest (padding to
+// them); a report without the extension (padding: zeros) from an older
+// peer is judged by the round trip.
+
+// splitLen is the extension's length, splitMark its first byte.
+const (
+	splitLen  = 21
+	splitMark = 0xED
+)
+
+// minSplitExpected is the fewest datagrams the clear slices of a report
+// must hold for their loss rate to be taken as the channel's: the
+// adapter's own least interval (fec.DefaultAdaptConfig.MinExpected).
+const minSplitExpected = 200
+
+// maxSlice bounds a slice: two frames further apart than this (the lane
+// fell idle), or a count that moved by more than maxSliceDatagrams (the
+// peer restarted), are no slice.
+const (
+	maxSlice          = 2 * time.Second
+	maxSliceDatagrams = 1 << 20
+)
+
+// splitCounts is a report's split: datagrams expected and lost in clear
+// and in queued slices.
+type splitCounts struct {
+	clearExp, clearLost, queuedExp, queuedLost uint32
+}
+
+// channel is the clear slices' loss rate, ok with at least
+// minSplitExpected datagrams in them.
+func (c splitCounts) channel() (p float64, ok bool) {
+	if c.clearExp < minSplitExpected {
+		return 0, false
+	}
+	return float64(min(c.clearLost, c.clearExp)) / float64(c.clearExp), true
+}
+
+// add is c with one slice of exp datagrams, lost of them, counted in.
+func (c splitCounts) add(exp, lost uint32, queued bool) splitCounts {
+	if queued {
+		c.queuedExp, c.queuedLost = c.queuedExp+exp, c.queuedLost+lost
+	} else {
+		c.clearExp, c.clearLost = c.clearExp+exp, c.clearLost+lost
+	}
+	return c
+}
+
+// lossSplit is a lane's account of its peer's datagrams between the
+// peer's frames, and its record of the one-way delay they met.
+type lossSplit struct {
+	// At the peer's last frame: its count, ours of received datagrams,
+	// its one-way delay (raw: our clock − its stamp, modular), when.
+	sent uint32
+	rx   uint64
+	owd  uint32
+	at   time.Time // zero: none
+	// owdMin and owdMax hold the least and the largest raw one-way
+	// delay per slotEvery, over delaySamples slots: the least is the
+	// clocks' offset plus the path's delay, the largest less it the
+	// deepest queue of the last half minute.
+	owdMin, owdMax [delaySamples]uint32
+	n, next        int
+	slotAt         time.Time
+	// counts gathers the slices until the next loss report of ours.
+	counts splitCounts
+}
+
+// note takes a frame of the peer's that arrived at now: its stamp and
+// count, and rx, the datagrams the lane received before it.
+func (s *lossSplit) note(now time.Time, peerStamp, sent uint32, rx uint64) {
+	owd := stamp(now) - peerStamp
+	s.slot(owd, now)
+	limit := s.limit()
+	exp := sent - s.sent
+	if !s.at.IsZero() && now.Sub(s.at) <= maxSlice && exp <= maxSliceDatagrams && rx >= s.rx {
+		got := rx - s.rx
+		var lost uint32
+		if uint64(exp) > got {
+			lost = exp - uint32(got)
+		}
+		queued := max(s.queue(s.owd), s.queue(owd)) > limit
+		s.counts = s.counts.add(exp, lost, queued)
+	}
+	s.sent, s.rx, s.owd, s.at = sent, rx, owd, now
+}
+
+// slot keeps owd in the current slot's least and largest.
+func (s *lossSplit) slot(owd uint32, now time.Time) {
+	if s.n > 0 && now.Sub(s.slotAt) < slotEvery {
+		i := (s.next + delaySamples - 1) % delaySamples
+		if int32(owd-s.owdMin[i]) < 0 { // modular: the clocks wrap
+			s.owdMin[i] = owd
+		}
+		if int32(owd-s.owdMax[i]) > 0 {
+			s.owdMax[i] = owd
+		}
+		return
+	}
+	s.owdMin[s.next], s.owdMax[s.next] = owd, owd
+	s.next = (s.next + 1) % delaySamples
+	s.n = min(s.n+1, delaySamples)
+	s.slotAt = now
+}
+
+// least is the least raw one-way delay of the slots (0: none).
+func (s *lossSplit) least() uint32 {
+	if s.n == 0 {
+		return 0
+	}
+	least := s.owdMin[0]
+	for _, m := range s.owdMin[1:s.n] {
+		if int32(m-least) < 0 {
+			least = m
+		}
+	}
+	return least
+}
+
+// queue is the queue a raw one-way delay met: above the least.
+func (s *lossSplit) queue(owd uint32) time.Duration {
+	return time.Duration(max(int32(owd-s.least()), 0)) * time.Microsecond
+}
+
+// limit is the queue above which a slice is queued: half the deepest of
+// the last half minute, at least queueMin. A tail-drop queue drops only
+// when full, so the slices of its overflows stand above it; a limit too
+// low costs samples, not accuracy.
+func (s *lossSplit) limit() time.Duration {
+	least, deepest := s.least(), time.Duration(0)
+	for _, m := range s.owdMax[:s.n] {
+		deepest = max(deepest, time.Duration(max(int32(m-least), 0))*time.Microsecond)
+	}
+	return max(deepest/2, queueMin)
+}
+
+// take returns the counts since the last report and starts anew.
+func (s *lossSplit) take() splitCounts {
+	c := s.counts
+	s.counts = splitCounts{}
+	return c
+}
+
+// appendSplit appends the extension: sent, and c.
+func appendSplit(b []byte, sent uint32, c splitCounts) []byte {
+	b = append(b, splitMark)
+	b = binary.BigEndian.AppendUint32(b, sent)
+	b = binary.BigEndian.AppendUint32(b, c.clearExp)
+	b = binary.BigEndian.AppendUint32(b, c.clearLost)
+	b = binary.BigEndian.AppendUint32(b, c.queuedExp)
+	return binary.BigEndian.AppendUint32(b, c.queuedLost)
+}
+
+// readSplit reads the extension from b (the bytes after the echo); ok
+// false without it (padding).
+func readSplit(b []byte) (sent uint32, c splitCounts, ok bool) {
+	if len(b) < splitLen || b[0] != splitMark {
+		return 0, splitCounts{}, false
+	}
+	be := binary.BigEndian
+	return be.Uint32(b[1:]), splitCounts{be.Uint32(b[5:]), be.Uint32(b[9:]), be.Uint32(b[13:]), be.Uint32(b[17:])}, true
+}
+
+// channelKeep is how long the channel's loss rate a split gave stands
+// for reports whose slices were nearly all queued: about the half minute
+// the least one-way delay is taken over.
+const channelKeep = 30 * time.Second
+
+// channelLoss is the last channel loss rate a split of the peer's gave
+// (at: when; zero: none).
+type channelLoss struct {
+	p  float64
+	at time.Time
+}
+
+// report is rep, which arrived at now, as the peer's split c tells it (ok:
+// the report carried one): cut to the clear slices' rate when they hold
+// enough (fec.PathSplit if the queued slices lost anything, else
+// fec.PathClear), or to the last rate within channelKeep when they hold
+// too few and the queued ones lost (fec.PathSplit); use false otherwise.
+// The report's own loss stays when it is the lower: the split counts
+// datagrams, the report the symbols of finished groups.
+func (ch *channelLoss) report(rep fec.LossReport, c splitCounts, ok bool, now time.Time) (r fec.LossReport, st fec.PathState, use bool) {
+	if !ok {
+		return rep, fec.PathUnknown, false
+	}
+	st = fec.PathClear
+	if c.queuedLost > 0 {
+		st = fec.PathSplit
+	}
+	if p, enough := c.channel(); enough {
+		ch.p, ch.at = p, now
+		return rep.AtMost(p), st, true
+	}
+	if c.queuedLost > 0 && !ch.at.IsZero() && now.Sub(ch.at) <= channelKeep {
+		return rep.AtMost(ch.p), st, true
+	}
+	return rep, fec.PathUnknown, false
+}

@@ -1,0 +1,190 @@
+package shard
+
+// The loss split (split.go): slices between the peer's frames, counted
+// clear or queued by the one-way delay their ends met, and the report the
+// adapter hears from them.
+
+import (
+	"testing"
+	"time"
+
+	"github.com/yip-router/yip-router/fec"
+)
+
+// Slices are counted by the counts at their ends, queued when either end
+// met a queue above the limit; an idle gap and a restarted peer's count
+// are no slices, and the peer's clock may wrap.
+func TestLossSplitSlices(t *testing.T) {
+	for name, offset := range map[string]uint32{"start": 1_000_000, "wrap": ^uint32(0) - 50_000} {
+		now := stampEpoch.Add(time.Hour)
+		var s lossSplit
+		if l := s.limit(); l != queueMin {
+			t.Fatalf("%s: limit %s before any frame, want queueMin", name, l)
+		}
+		var sent uint32
+		var rx uint64
+		// frame delivers one frame of the peer's after it sent n datagrams
+		// since the last, of which lost were lost, having met queue.
+		frame := func(n, lost uint32, queue time.Duration) {
+			now = now.Add(100 * time.Millisecond)
+			sent += n
+			rx += uint64(n - lost)
+			peerStamp := stamp(now) - offset - uint32((25*time.Millisecond+queue)/time.Microsecond)
+			s.note(now, peerStamp, sent, rx)
+		}
+		frame(0, 0, 0) // the first frame only starts a slice
+		for range 10 {
+			frame(100, 1, 0)
+		}
+		frame(100, 0, 40*time.Millisecond) // queued: this end met 40 ms
+		frame(100, 30, 0)                  // queued: the other end did
+		frame(100, 0, 5*time.Millisecond)  // under the limit
+		if c := s.take(); c != (splitCounts{clearExp: 1100, clearLost: 10, queuedExp: 200, queuedLost: 30}) {
+			t.Fatalf("%s: %+v", name, c)
+		}
+		if c := s.take(); c != (splitCounts{}) {
+			t.Fatalf("%s: take did not start anew: %+v", name, c)
+		}
+		now = now.Add(maxSlice) // idle: the next frame starts a slice
+		frame(100, 50, 0)
+		sent += maxSliceDatagrams + 1 // a restart's count
+		frame(100, 50, 0)
+		if c := s.take(); c != (splitCounts{}) {
+			t.Fatalf("%s: an idle gap or a count's jump counted: %+v", name, c)
+		}
+		frame(100, 2, 0)
+		if c := s.take(); c != (splitCounts{clearExp: 100, clearLost: 2}) {
+			t.Fatalf("%s: after the jump: %+v", name, c)
+		}
+	}
+}
+
+// The extension round-trips; padding is none.
+func TestSplitExtension(t *testing.T) {
+	c := splitCounts{1, 2, 3, 0xffffffff}
+	b := appendSplit(nil, 77, c)
+	if len(b) != splitLen {
+		t.Fatalf("%d bytes, want %d", len(b), splitLen)
+	}
+	if sent, got, ok := readSplit(b); !ok || sent != 77 || got != c {
+		t.Fatalf("read %d %+v %v", sent, got, ok)
+	}
+	if _, _, ok := readSplit(make([]byte, 40)); ok {
+		t.Fatal("padding read as a split")
+	}
+	if _, _, ok := readSplit(b[:splitLen-1]); ok {
+		t.Fatal("a short extension read")
+	}
+}
+
+// The adapter hears the channel's loss when the clear slices hold enough:
+// the report as it is when nothing was lost in a queue, cut to the clear
+// slices' rate when something was, or to the last rate within
+// channelKeep when they hold too few; not at all without either.
+func TestSplitReport(t *testing.T) {
+	rep := fec.LossReport{Expected: 1000, Received: 900, Unrecovered: 50, Runs: 20}
+	now := stampEpoch.Add(time.Hour)
+	var ch channelLoss
+	for _, c := range []struct {
+		name  string
+		after time.Duration
+		split splitCounts
+		ok    bool
+		want  fec.LossReport
+		st    fec.PathState
+		use   bool
+	}{
+		{"no split", 0, splitCounts{}, false, rep, fec.PathUnknown, false},
+		{"too few clear, no rate yet", 0, splitCounts{clearExp: minSplitExpected - 1, queuedExp: 900, queuedLost: 90}, true, rep, fec.PathUnknown, false},
+		{"nothing lost queued", 0, splitCounts{clearExp: 1000, clearLost: 100, queuedExp: 50}, true, rep, fec.PathClear, true},
+		{"fewer lost by the slices", 0, splitCounts{clearExp: 1000, clearLost: 50}, true,
+			fec.LossReport{Expected: 1000, Received: 950, Unrecovered: 50, Runs: 20}, fec.PathClear, true},
+		{"queued losses left out", 0, splitCounts{clearExp: 800, clearLost: 8, queuedExp: 200, queuedLost: 92}, true,
+			fec.LossReport{Expected: 1000, Received: 990, Unrecovered: 10, Runs: 10}, fec.PathSplit, true},
+		{"too few clear: the last rate", channelKeep, splitCounts{clearExp: 10, queuedExp: 990, queuedLost: 99}, true,
+			fec.LossReport{Expected: 1000, Received: 990, Unrecovered: 10, Runs: 10}, fec.PathSplit, true},
+		{"the last rate too old", time.Millisecond, splitCounts{clearExp: 10, queuedExp: 990, queuedLost: 99}, true, rep, fec.PathUnknown, false},
+		{"too few clear, none lost queued", 0, splitCounts{clearExp: 10, clearLost: 1, queuedExp: 990}, true, rep, fec.PathUnknown, false},
+	} {
+		now = now.Add(c.after)
+		got, st, use := ch.report(rep, c.split, c.ok, now)
+		if got != c.want || st != c.st || use != c.use {
+			t.Errorf("%s: %+v %v %v, want %+v %v %v", c.name, got, st, use, c.want, c.st, c.use)
+		}
+	}
+}
+
+// A closed loop through a bottleneck that overflows now and then over a
+// channel that loses 1% at random: the receiver splits the loss by the
+// queue its sender's stamps met, and the sender's adapter hears the
+// channel's 1%, not the overflows' share as well.
+func TestSplitClosedLoop(t *testing.T) {
+	a, b, la, _ := echoPair(t, 50*time.Millisecond)
+	sa, sb := a.shards[0], b.shards[0]
+	type inFlight struct {
+		due  time.Time
+		data []byte
+	}
+	var wire []inFlight
+	var lastDue time.Time
+	rng := uint32(12345)
+	random := func() float64 { // xorshift32: the test's own, fixed stream
+		rng ^= rng << 13
+		rng ^= rng >> 17
+		rng ^= rng << 5
+		return float64(rng) / (1 << 32)
+	}
+	var sent, dropped int
+	seen := map[fec.PathState]int{}
+	const step = 10 * time.Millisecond
+	start := sa.now
+	for el := time.Duration(0); el < 20*time.Second; el += step {
+		sa.now, sb.now = start.Add(el), start.Add(el)
+		// 4 packets each 10 ms; the queue builds for the last 300 ms
+		// of every 2 s and overflows (a quarter dropped) in its last
+		// 100 ms.
+		for i := range 4 {
+			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1000, int(el/step)*4+i))
+		}
+		sa.tick()
+		sa.flushAll()
+		phase := el % (2 * time.Second)
+		queue := max(phase-1700*time.Millisecond, 0) / 3 // up to 100 ms
+		for _, d := range a.sent[0] {
+			sent++
+			lose := random() < 0.01 || phase >= 1900*time.Millisecond && random() < 0.25
+			if lose {
+				dropped++
+				continue
+			}
+			due := sa.now.Add(25*time.Millisecond + queue)
+			if due.Before(lastDue) {
+				due = lastDue // a draining queue keeps its order
+			}
+			lastDue = due
+			wire = append(wire, inFlight{due, append([]byte(nil), d.data...)})
+		}
+		a.sent[0] = nil
+		for len(wire) > 0 && !wire[0].due.After(sb.now) {
+			p := sb.pool.Get()
+			p.N = copy(p.Buf, wire[0].data)
+			sb.ingress(0, p.Buf[:p.N], addrA)
+			sb.pool.Put(p)
+			wire = wire[1:]
+		}
+		sb.tick()
+		deliverAll(t, b, a, nil) // the way back: no queue, no loss
+		if el > 5*time.Second {
+			seen[la.adapt.Path()]++
+		}
+	}
+	p, ok := la.adapt.Loss()
+	total := float64(dropped) / float64(sent)
+	if !ok || p > 0.02 || total < 0.02 {
+		t.Fatalf("the adapter acts on %.2f%% (%v); %.2f%% were dropped in all, 1%% by the channel", 100*p, ok, 100*total)
+	}
+	if seen[fec.PathSplit] == 0 {
+		t.Fatalf("no report split after the first seconds: %v", seen)
+	}
+	t.Logf("adapter's loss %.2f%%, dropped %.2f%% in all; path states %v", 100*p, 100*total, seen)
+}
