@@ -123,12 +123,18 @@ func (h *ingressFuzz) step() {
 			rc = min(rc, e)
 			u = min(u, e-rc)
 			body = binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32([]byte{ctlLossReport}, e), rc), u)
-			if x := r.u8(); x&1 != 0 { // with runs, a delay echo, and padding
+			if x := r.u8(); x&1 != 0 { // with runs, a delay echo, a split, and padding
 				body = binary.BigEndian.AppendUint32(body, min(uint32(r.u16()), e-rc))
 				if x&2 != 0 { // any stamp, echo and held (delay.go)
 					body = append(body, echoMark)
 					for range 3 {
 						body = binary.BigEndian.AppendUint32(body, uint32(r.u16())<<16|uint32(r.u16()))
+					}
+					if x&4 != 0 { // any count and split (split.go)
+						body = append(body, splitMark)
+						for range 5 {
+							body = binary.BigEndian.AppendUint32(body, uint32(r.u16())<<16|uint32(r.u16()))
+						}
 					}
 				}
 				body = append(body, h.fill(int(r.u8()%32), r.u8(), false)...)
