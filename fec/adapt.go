@@ -150,7 +150,9 @@ const maxKs = 4
 // flows the signal they slow down on; a loss-based flow that meets the
 // channel's loss again drains the queue, and the next interval counts in
 // full. While the path's state is unknown (no delay samples: an older
-// peer, the first seconds) loss counts in full.
+// peer, the first seconds) loss counts in full. A report the peer split
+// by the queue its datagrams met (PathSplit) counts as on a clear path:
+// its caller has already cut the queue's share out.
 // ModeFixed and ModeOff ignore reports.
 type Adapter struct {
 	mode  Mode

@@ -27,7 +27,10 @@ import (
 //	loss report: 1 ‖ fec.LossReport (LossReportLen bytes, or
 //	             LossReportLenV1 to a peer without FeatureLossRuns)
 //	             [‖ delay echo (delayEchoLen bytes, delay.go) to a peer
-//	             announcing echoFeatures]
+//	             announcing echoFeatures [‖ loss split (splitLen bytes,
+//	             split.go) to one announcing FeatureLossSplit too; an
+//	             empty report with them is a stamp, which a busy lane
+//	             sends between its reports]]
 //
 // Readers before the features byte ignored all of a keepalive after its
 // type, so the features and round trip reach new peers without bothering
@@ -76,9 +79,16 @@ const (
 	// are decoded, so the adapter may weigh groups of up to fec.MaxK
 	// (lane.applyFEC).
 	FeatureLongGroups = 1 << 5
+	// FeatureLossSplit: loss reports and stamps may carry the loss split
+	// after the delay echo (split.go), and a busy lane stamps between
+	// its reports (delayjudge.go). Both go only to a peer that also
+	// announces echoFeatures; a router that reads the echo alone takes
+	// the split for padding, but its rule for the round trip wants a
+	// sample about a second apart, not ten a second.
+	FeatureLossSplit = 1 << 6
 
 	// Features is every feature this version has.
-	Features = FeatureLossRuns | FeaturePadding | FeatureFramePad | FeatureLongHandshakes | FeatureDelayEcho | FeatureLongGroups
+	Features = FeatureLossRuns | FeaturePadding | FeatureFramePad | FeatureLongHandshakes | FeatureDelayEcho | FeatureLongGroups | FeatureLossSplit
 )
 
 // control acts on an opened control frame. Opening it already proved the
@@ -192,7 +202,7 @@ func (s *Shard) observeAs(ln *lane, st fec.PathState) {
 // the delay echo and the loss split, which it counts a slice by; split
 // and ok: the report's split, if it carried one.
 func (s *Shard) readExtensions(ln *lane, b []byte) (split splitCounts, ok bool) {
-	if !ln.delay.readEcho(b, s.now) {
+	if !ln.delay.readEcho(b, s.now) || !ln.splits() {
 		return splitCounts{}, false
 	}
 	sent, c, ok := readSplit(b[delayEchoLen:])
@@ -229,7 +239,7 @@ func (s *Shard) controlTimers(ln *lane) {
 			reported = s.sendReport(ln, rep, echo)
 		}
 	}
-	if echo && !s.now.Before(ln.stampAt) {
+	if ln.splits() && !s.now.Before(ln.stampAt) {
 		// A busy lane's stamps between reports (delayjudge.go).
 		pk := ln.txPackets + ln.rxPackets
 		busy := pk-ln.stampPkts >= busyPackets
@@ -268,11 +278,13 @@ func (s *Shard) sendReport(ln *lane, rep fec.LossReport, echo bool) bool {
 		b = b[:1+fec.LossReportLenV1] // a peer that reads no runs
 	} else if echo {
 		b = ln.delay.appendEcho(b, s.now)
-		var c splitCounts
-		if rep.Expected > 0 {
-			c = ln.split.take()
+		if ln.splits() {
+			var c splitCounts
+			if rep.Expected > 0 {
+				c = ln.split.take()
+			}
+			b = appendSplit(b, ln.txDgrams, c)
 		}
-		b = appendSplit(b, ln.txDgrams, c)
 	}
 	return s.sendControl(ln, b)
 }

@@ -8,8 +8,9 @@ import (
 )
 
 // A lane's round trip, measured all along from the loss reports both sides
-// send about once a second (control.go), so the FEC adapter can tell a
-// bottleneck's queue overflowing from a lossy channel. Each report to a
+// send about once a second, and the stamps a busy lane sends between them
+// (control.go), so the FEC adapter can tell a bottleneck's queue
+// overflowing from a lossy channel. Each report to a
 // peer with FeatureDelayEcho carries, after its fec.LossReport:
 //
 //	0xEC ‖ stamp (4) ‖ echo (4) ‖ held (4)        big endian, microseconds
@@ -21,8 +22,9 @@ import (
 // round trip is then its clock now − echo − held: the report it sent
 // crossed the path one way (behind its data, in the queue its data builds)
 // and this one came back. A busy lane also sends stamp-only reports
-// between its loss reports, about ten a second, so each loss report is
-// judged by the samples of its own interval (delayjudge.go).
+// between its loss reports, about ten a second, to a peer announcing
+// FeatureLossSplit, so each loss report is judged by the samples of its
+// own interval (delayjudge.go).
 //
 // A lane that receives nothing to report on (its peer's return traffic
 // takes another lane) still answers each report of its peer's with one of
@@ -129,9 +131,9 @@ func (d *pathDelay) appendEcho(b []byte, now time.Time) []byte {
 }
 
 // readEcho takes the extension of a report received at now (b: the bytes
-// after the fec.LossReport; none unless they start with echoMark, and then
-// it reports false): the peer's stamp for our next echo, and a round-trip
-// sample if it echoes one of ours. A sample that cannot be (negative, past maxDelaySample) is
+// after the fec.LossReport; false when they do not start with echoMark,
+// padding): the peer's stamp for our next echo, and a round-trip sample
+// if it echoes one of ours. A sample that cannot be (negative, past maxDelaySample) is
 // dropped: the bytes are authenticated, but a peer may be broken.
 func (d *pathDelay) readEcho(b []byte, now time.Time) bool {
 	if len(b) < delayEchoLen || b[0] != echoMark {

@@ -33,9 +33,10 @@ import (
 // hears the report only then (judgeLag, Shard.observeHeld).
 
 // recentLen is how many of the latest samples a lane keeps to judge a
-// report by: more than a report's span (a second and a quarter at most,
-// plus judgeOverlap) holds at about ten a second.
-const recentLen = 16
+// report by: a report's span (a second and a quarter at most, plus
+// judgeOverlap) and the judgeLag after it hold about 20 at about ten a
+// second (the peer's stamps, its reports, repeated echoes).
+const recentLen = 32
 
 // judgeOverlap: the span a report is judged by starts this much before
 // the last one's ended. The peer counts a lost symbol when its group
@@ -49,7 +50,7 @@ const minDense = 4
 
 // recentSamples is a ring of the latest samples by their stamps' send
 // time, on the stamps' 32-bit microsecond clock (only differences of
-// seconds are taken), so a hub's lanes each keep 128 bytes for it.
+// seconds are taken), so a hub's lanes each keep 256 bytes for it.
 type recentSamples struct {
 	sent, rtt [recentLen]uint32
 	n, next   int
@@ -119,8 +120,9 @@ func (d *pathDelay) judge(now, arrived time.Time, echo bool) fec.PathState {
 // the stamps sent up to a round trip before it arrived come back within a
 // round trip, the queue they met (up to half the least round trip before
 // it counts as one) and the peer's hold of the stamp (up to a stamp
-// wait), seen at the next tick. Never more than half a report's wait, so
-// a report is judged before the next arrives.
+// wait), seen at the next tick. Never more than half a report's wait; a
+// report still held when the next arrives (the first few come every
+// ~250 ms) is judged then.
 func (d *pathDelay) judgeLag() time.Duration {
 	hold := time.Duration(float64(stampEvery) * (1 + jitterFraction))
 	return min(d.base()/2+hold+idlePoll, lossReportEvery/2)

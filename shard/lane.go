@@ -96,15 +96,12 @@ type lane struct {
 	heldAt, heldUntil time.Time
 	// delay is the round trip the loss reports measure (delay.go);
 	// split the peer's datagrams between its frames, channel the loss
-	// rate its splits gave, and txDgrams and rxDgrams count the datagrams
-	// the lane sent and received for them (split.go).
-	delay   pathDelay
-	split   lossSplit
-	channel channelLoss
-	// lastSplit is the split the peer's last loss report carried.
+	// rate its splits gave, lastSplit the split of its last loss report
+	// (split.go). newPath starts them anew.
+	delay     pathDelay
+	split     lossSplit
+	channel   channelLoss
 	lastSplit splitCounts
-	txDgrams  uint32
-	rxDgrams  uint64
 	// lastRx is when the lane last received an authenticated datagram,
 	// under any of its keys; lastAsk when one that asks for an answer
 	// arrived: data, or a control frame other than a keepalive. A
@@ -113,7 +110,11 @@ type lane struct {
 	lastRx, lastAsk time.Time
 
 	txPackets, txBytes, rxPackets, rxBytes uint64
-	lastTx                                 time.Time
+	// txDgrams and rxDgrams count the datagrams the lane sent and
+	// received (data, parity, control) for the loss split (split.go).
+	txDgrams uint32
+	rxDgrams uint64
+	lastTx   time.Time
 	// lastAskTx is when the lane last sent something that asks for an
 	// answer (data, or a control frame other than a keepalive): only
 	// such a send unanswered says the peer went silent (checkSilence).
@@ -311,10 +312,11 @@ func (s *Shard) rekey(ln *lane, cfg LaneConfig, ks *keyset, ad *fec.Adapter) {
 	if cfg.Remote == ln.cfg.Remote {
 		ln.delay = ln.delay.carried() // same path
 	} else {
-		ln.delay, ln.split, ln.channel = pathDelay{}, lossSplit{}, channelLoss{}
+		ln.newPath()
 	}
 	if cfg.Mode != ln.cfg.Mode {
 		ln.adapt = ad
+		ln.held = fec.LossReport{} // the old adapter's
 	}
 	ln.cfg = cfg
 	s.bindDeliver(ln, ks)

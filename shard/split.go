@@ -2,6 +2,7 @@ package shard
 
 import (
 	"encoding/binary"
+	"slices"
 	"time"
 
 	"github.com/yip-router/yip-router/fec"
@@ -12,8 +13,8 @@ import (
 // high, and how much while it did not, so the sender's FEC adapter sizes
 // parity for the channel's loss alone.
 //
-// Every frame with the delay echo (delay.go) to a peer that takes it also
-// carries, after the echo:
+// Every frame with the delay echo (delay.go) to a peer announcing
+// FeatureLossSplit also carries, after the echo:
 //
 //	0xED ‖ sent (4) ‖ clear expected (4) ‖ clear lost (4) ‖
 //	       queued expected (4) ‖ queued lost (4)            big endian
@@ -24,10 +25,10 @@ import (
 // them, of which it received what arrived between them; the rest were lost.
 // The stamps at both ends crossed the path beside those datagrams, so
 // their one-way delay (our clock at arrival − the peer's stamp, less the
-// least of the last half minute, which takes out the clocks' offset) is
+// least of the last ~24 s, which takes out the clocks' offset) is
 // the queue they met. A slice either of whose ends met a queue above
-// half the deepest of the last half minute (lossSplit.limit) is queued,
-// else clear. The counts are totals over the slices
+// half the median of the slots' deepest queues over the last ~24 s
+// (lossSplit.limit) is queued, else clear. The counts are totals over the slices
 // since the frame's last loss report (zero on stamp-only frames).
 //
 // A queue overflowing drops datagrams only while it is full, so the
@@ -42,9 +43,9 @@ import (
 // stays protected; without one it is judged by the round trip
 // (delayjudge.go).
 //
-// Older readers take the echo's 13 bytes and ignore the rest (padding to
-// them); a report without the extension (padding: zeros) from an older
-// peer is judged by the round trip.
+// A peer that does not announce FeatureLossSplit gets neither the split
+// nor the stamps between reports, and its reports are judged by the round
+// trip.
 
 // splitLen is the extension's length, splitMark its first byte.
 const (
@@ -80,6 +81,17 @@ func (c splitCounts) channel() (p float64, ok bool) {
 	return float64(min(c.clearLost, c.clearExp)) / float64(c.clearExp), true
 }
 
+// late is c with n datagrams that arrived late taken off the lost of the
+// last slice's kind (queued or not).
+func (c splitCounts) late(n uint64, queued bool) splitCounts {
+	if queued {
+		c.queuedLost -= uint32(min(n, uint64(c.queuedLost)))
+	} else {
+		c.clearLost -= uint32(min(n, uint64(c.clearLost)))
+	}
+	return c
+}
+
 // add is c with one slice of exp datagrams, lost of them, counted in.
 func (c splitCounts) add(exp, lost uint32, queued bool) splitCounts {
 	if queued {
@@ -90,6 +102,11 @@ func (c splitCounts) add(exp, lost uint32, queued bool) splitCounts {
 	return c
 }
 
+// splits reports whether ln's peer announced the loss split (and the
+// echo it follows): our reports and stamps to it carry the split, its
+// to us are read for one, and busy lanes stamp between reports.
+func (ln *lane) splits() bool { return ln.echoes() && ln.peerFeatures&FeatureLossSplit != 0 }
+
 // lossSplit is a lane's account of its peer's datagrams between the
 // peer's frames, and its record of the one-way delay they met.
 type lossSplit struct {
@@ -99,10 +116,12 @@ type lossSplit struct {
 	rx   uint64
 	owd  uint32
 	at   time.Time // zero: none
+	// queued: the last slice was counted queued.
+	queued bool
 	// owdMin and owdMax hold the least and the largest raw one-way
-	// delay per slotEvery, over delaySamples slots: the least is the
-	// clocks' offset plus the path's delay, the largest less it the
-	// deepest queue of the last half minute.
+	// delay per slotEvery, over delaySamples slots (about 24 s): the
+	// least is the clocks' offset plus the path's delay, the largest
+	// less it the slot's deepest queue.
 	owdMin, owdMax [delaySamples]uint32
 	n, next        int
 	slotAt         time.Time
@@ -114,17 +133,25 @@ type lossSplit struct {
 // count, and rx, the datagrams the lane received before it.
 func (s *lossSplit) note(now time.Time, peerStamp, sent uint32, rx uint64) {
 	owd := stamp(now) - peerStamp
+	if d := time.Duration(int32(owd-s.least())) * time.Microsecond; s.n > 0 && (d > maxDelaySample || d < -maxDelaySample) {
+		// The peer restarted (a new clock): its delays start anew.
+		*s = lossSplit{counts: s.counts}
+	}
 	s.slot(owd, now)
-	limit := s.limit()
 	exp := sent - s.sent
 	if !s.at.IsZero() && now.Sub(s.at) <= maxSlice && exp <= maxSliceDatagrams && rx >= s.rx {
 		got := rx - s.rx
-		var lost uint32
-		if uint64(exp) > got {
-			lost = exp - uint32(got)
+		queued := max(s.queue(s.owd), s.queue(owd)) > s.limit()
+		if uint64(exp) >= got {
+			s.counts = s.counts.add(exp, exp-uint32(got), queued)
+		} else {
+			// Datagrams the last slice counted lost arrived late
+			// (reordered): it lost fewer. (Across a report they
+			// stay counted.)
+			s.counts = s.counts.late(min(got-uint64(exp), maxSliceDatagrams), s.queued)
+			s.counts = s.counts.add(exp, 0, queued)
 		}
-		queued := max(s.queue(s.owd), s.queue(owd)) > limit
-		s.counts = s.counts.add(exp, lost, queued)
+		s.queued = queued
 	}
 	s.sent, s.rx, s.owd, s.at = sent, rx, owd, now
 }
@@ -166,16 +193,22 @@ func (s *lossSplit) queue(owd uint32) time.Duration {
 	return time.Duration(max(int32(owd-s.least()), 0)) * time.Microsecond
 }
 
-// limit is the queue above which a slice is queued: half the deepest of
-// the last half minute, at least queueMin. A tail-drop queue drops only
-// when full, so the slices of its overflows stand above it; a limit too
-// low costs samples, not accuracy.
+// limit is the queue above which a slice is queued: half the median of
+// the slots' deepest queues (one late frame does not move it), at least
+// queueMin; 0 before any frame. A tail-drop queue drops only when full,
+// so the slices of its overflows stand above it; a limit too low costs
+// samples, not accuracy.
 func (s *lossSplit) limit() time.Duration {
-	least, deepest := s.least(), time.Duration(0)
-	for _, m := range s.owdMax[:s.n] {
-		deepest = max(deepest, time.Duration(max(int32(m-least), 0))*time.Microsecond)
+	if s.n == 0 {
+		return 0
 	}
-	return max(deepest/2, queueMin)
+	least := s.least()
+	var deep [delaySamples]int32
+	for i, m := range s.owdMax[:s.n] {
+		deep[i] = max(int32(m-least), 0)
+	}
+	slices.Sort(deep[:s.n])
+	return max(time.Duration(deep[s.n/2])*time.Microsecond/2, queueMin)
 }
 
 // take returns the counts since the last report and starts anew.
@@ -206,33 +239,61 @@ func readSplit(b []byte) (sent uint32, c splitCounts, ok bool) {
 }
 
 // channelKeep is how long the channel's loss rate a split gave stands
-// for reports whose slices were nearly all queued: about the half minute
-// the least one-way delay is taken over.
+// for reports whose slices were nearly all queued: about the 24 s the
+// least one-way delay is taken over.
 const channelKeep = 30 * time.Second
 
-// channelLoss is the last channel loss rate a split of the peer's gave
-// (at: when; zero: none).
+// channelSplits is how many of the peer's latest splits the channel's
+// rate is taken over: the peer counts a slice's loss when the slice ends,
+// its report's when the FEC group closes or expires (up to 250 ms
+// later), so a burst near a report's end may fall in one report's split
+// and the next's symbols.
+const channelSplits = 3
+
+// channelLoss is what the peer's splits say of the channel: the clear
+// slices of its latest splits (when each arrived), and the last rate
+// taken from enough of them (at: when; zero: none).
 type channelLoss struct {
-	p  float64
-	at time.Time
+	clear [channelSplits]splitCounts
+	when  [channelSplits]time.Time
+	next  int
+	p     float64
+	at    time.Time
+}
+
+// rate is the clear slices' loss rate over the splits within channelKeep
+// of now, ok with at least minSplitExpected datagrams in them.
+func (ch *channelLoss) rate(now time.Time) (p float64, ok bool) {
+	var sum splitCounts
+	for i, c := range ch.clear {
+		if !ch.when[i].IsZero() && now.Sub(ch.when[i]) <= channelKeep {
+			sum.clearExp += c.clearExp
+			sum.clearLost += c.clearLost
+		}
+	}
+	return sum.channel()
 }
 
 // report is rep, which arrived at now, as the peer's split c tells it (ok:
-// the report carried one): cut to the clear slices' rate when they hold
-// enough (fec.PathSplit if the queued slices lost anything, else
-// fec.PathClear), or to the last rate within channelKeep when they hold
-// too few and the queued ones lost (fec.PathSplit); use false otherwise.
-// The report's own loss stays when it is the lower: the split counts
-// datagrams, the report the symbols of finished groups.
+// the report carried one): cut to the clear slices' rate over the latest
+// splits when they hold enough (fec.PathSplit if this report's queued
+// slices lost anything, else fec.PathClear), or to the last such rate
+// within channelKeep when they hold too few and the queued ones lost
+// (fec.PathSplit); use false otherwise. The report's own loss stays when
+// it is the lower: the split counts datagrams, the report the symbols of
+// finished groups.
 func (ch *channelLoss) report(rep fec.LossReport, c splitCounts, ok bool, now time.Time) (r fec.LossReport, st fec.PathState, use bool) {
 	if !ok {
 		return rep, fec.PathUnknown, false
 	}
+	ch.clear[ch.next] = splitCounts{clearExp: c.clearExp, clearLost: c.clearLost}
+	ch.when[ch.next] = now
+	ch.next = (ch.next + 1) % channelSplits
 	st = fec.PathClear
 	if c.queuedLost > 0 {
 		st = fec.PathSplit
 	}
-	if p, enough := c.channel(); enough {
+	if p, enough := ch.rate(now); enough {
 		ch.p, ch.at = p, now
 		return rep.AtMost(p), st, true
 	}
@@ -240,4 +301,13 @@ func (ch *channelLoss) report(rep fec.LossReport, c splitCounts, ok bool, now ti
 		return rep.AtMost(ch.p), st, true
 	}
 	return rep, fec.PathUnknown, false
+}
+
+// newPath starts what ln measures of its path anew (a roam, a new
+// address): the round trip, the split's one-way delays, the channel's
+// rate, and a loss report held for judgement, which counted the old
+// path's loss.
+func (ln *lane) newPath() {
+	ln.delay, ln.split, ln.channel = pathDelay{}, lossSplit{}, channelLoss{}
+	ln.lastSplit, ln.held = splitCounts{}, fec.LossReport{}
 }

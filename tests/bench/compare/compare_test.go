@@ -168,21 +168,21 @@ func (p *pathTopo) PathState() (pathSample, bool) {
 
 // samplePaths counts what the sender reports until its end time (a call
 // that reads no status counts nothing), and PathQueuedPct is the share
-// judged queued or drained; without samples (wireguard-go) it is NaN, a
-// dash in the table.
+// judged queued, drained or split; without samples (wireguard-go) it is
+// NaN, a dash in the table.
 func TestPathStatesSampled(t *testing.T) {
-	p := &pathTopo{script: []string{"unknown", "queued", "", "drained"}}
+	p := &pathTopo{script: []string{"unknown", "queued", "", "drained", "split"}}
 	var latest atomic.Pointer[pathSample]
 	m := samplePaths(context.Background(), p, time.Now().Add(8*pathEvery), &latest)
 	if l := latest.Load(); l == nil || l.State != "clear" {
 		t.Fatalf("latest sample %v, want clear", l)
 	}
 	clear := m["clear"]
-	if m["unknown"] != 1 || m["queued"] != 1 || m["drained"] != 1 || clear < 1 || len(m) != 4 {
-		t.Fatalf("sampled %v, want one each of unknown, queued, drained, then clear", m)
+	if m["unknown"] != 1 || m["queued"] != 1 || m["drained"] != 1 || m["split"] != 1 || clear < 1 || len(m) != 5 {
+		t.Fatalf("sampled %v, want one each of unknown, queued, drained, split, then clear", m)
 	}
-	if got, want := (Record{PathStates: m}).PathQueuedPct(), 200/float64(3+clear); math.Abs(got-want) > 1e-9 {
-		t.Fatalf("queued or drained: %.1f%%, want %.1f%%", got, want)
+	if got, want := (Record{PathStates: m}).PathQueuedPct(), 300/float64(4+clear); math.Abs(got-want) > 1e-9 {
+		t.Fatalf("queued, drained or split: %.1f%%, want %.1f%%", got, want)
 	}
 	if got := (Record{}).PathQueuedPct(); !math.IsNaN(got) {
 		t.Fatalf("no samples: %v, want NaN", got)
@@ -208,5 +208,8 @@ func TestBusiestLaneBySent(t *testing.T) {
 	}
 	if l := y.busiestLane(st(2010, 600)); l == nil || l.Index != 0 {
 		t.Fatalf("picked %+v, want lane 0 again", l)
+	}
+	if l := y.busiestLane(st(2010, 600)); l != nil {
+		t.Fatalf("picked lane %d though none sent anything since", l.Index)
 	}
 }

@@ -58,7 +58,7 @@ type queueDrops struct {
 	DropQueueMedMs float64 `json:"drop_bins_queue_median_ms"`
 	// PathSeen is the drops in a bin after the sender's first path
 	// sample (0 for wireguard-go), PathQueued those of them whose latest
-	// sample found the path queued or drained.
+	// sample found the path queued, drained or split.
 	PathSeen   uint64 `json:"drops_path_seen"`
 	PathQueued uint64 `json:"drops_path_queued"`
 }
@@ -96,7 +96,7 @@ func summarizeQueue(bins []queueBin, capacityMs float64) *queueDrops {
 		}
 		if b.Path != "" {
 			s.PathSeen += b.Drops
-			if b.Path == "queued" || b.Path == "drained" {
+			if congested(b.Path) {
 				s.PathQueued += b.Drops
 			}
 		}
@@ -130,7 +130,10 @@ func sampleQueue(ctx context.Context, t topology, until time.Time, delay time.Du
 		if !sleepCtx(ctx, time.Until(next)) {
 			break
 		}
-		cur, _ := t.Bridge()
+		cur, ok := t.Bridge()
+		if !ok {
+			continue // no reading: the next bin spans both
+		}
 		b := queueBinOf(prev[0], cur[0], delay)
 		b.At = time.Since(start)
 		if p := path.Load(); p != nil {

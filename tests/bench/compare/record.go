@@ -88,15 +88,24 @@ type Record struct {
 	queueBins  []queueBin
 }
 
-// PathQueuedPct is the share of PathStates that found the path queued or
-// just drained (the adapter counts loss then as congestion), % (NaN
-// without samples).
+// PathQueuedPct is the share of PathStates that found the path queued,
+// just drained, or split (the adapter counts loss then, or the peer's
+// share of it in a queue, as congestion), % (NaN without samples).
 func (r Record) PathQueuedPct() float64 {
-	n := 0
-	for _, v := range r.PathStates {
+	n, q := 0, 0
+	for s, v := range r.PathStates {
 		n += v
+		if congested(s) {
+			q += v
+		}
 	}
-	return 100 * divNaN(float64(r.PathStates["queued"]+r.PathStates["drained"]), float64(n))
+	return 100 * divNaN(float64(q), float64(n))
+}
+
+// congested reports whether a path state (fec.PathState's names) says
+// the last loss report's loss was, at least in part, a queue's.
+func congested(state string) bool {
+	return state == "queued" || state == "drained" || state == "split"
 }
 
 // QueueDropEpisodes and QueueDropBins are the runs of binEvery bins with
@@ -135,7 +144,7 @@ func (r Record) DropBinQueueMs() float64 {
 }
 
 // QueueDropsPathQueuedPct is the share of the queue's drops whose
-// sender's latest path sample was queued or drained, % (NaN without
+// sender's latest path sample was queued, drained or split, % (NaN without
 // drops after a sample: wireguard-go).
 func (r Record) QueueDropsPathQueuedPct() float64 {
 	if r.QueueDrops == nil {

@@ -63,7 +63,7 @@ var fecMetrics = []metric{
 	{"FEC parity per other datagram sent, after the warm-up", "%", 1, kindTCP | kindUDP | kindFlood, Record.FECSteadyParityPct},
 	{"FEC data symbols recovered", "", 0, kindTCP | kindUDP | kindFlood, Record.FECRecovered},
 	{"FEC data symbols lost for good", "", 0, kindTCP | kindUDP | kindFlood, Record.FECUnrecovered},
-	{"sender's path judged queued or drained (FEC adapter), share of samples after the warm-up", "%", 0, kindTCP | kindUDP | kindFlood, Record.PathQueuedPct},
+	{"sender's path judged queued, drained or split (FEC adapter), share of samples after the warm-up", "%", 0, kindTCP | kindUDP | kindFlood, Record.PathQueuedPct},
 }
 
 // bridgeMetrics follow metrics where the records have the impairment
@@ -85,7 +85,7 @@ var bottleneckMetrics = []metric{
 	{"100 ms bins with queue drops A→B after the warm-up", "", 0, kindTCP | kindUDP | kindFlood, Record.QueueDropBins},
 	{"drops with the queue ≥ half full (this or the previous 100 ms)", "%", 0, kindTCP | kindUDP | kindFlood, Record.QueueDropsHalfFullPct},
 	{"queue delay in the 100 ms bins with drops, median", "ms", 1, kindTCP | kindUDP | kindFlood, Record.DropBinQueueMs},
-	{"drops while the sender's latest path sample was queued or drained", "%", 0, kindTCP | kindUDP | kindFlood, Record.QueueDropsPathQueuedPct},
+	{"drops while the sender's latest path sample was queued, drained or split", "%", 0, kindTCP | kindUDP | kindFlood, Record.QueueDropsPathQueuedPct},
 }
 
 func kindOf(test string) testKind {

@@ -144,7 +144,8 @@ func (t *yipTopo) PathState() (pathSample, bool) {
 // busiestLane is the lane of A's that sent the most since the last call:
 // the routers carry one test after another, and the lane of a test
 // before (which sent the most in all) is not the one the flow now takes.
-// The first call only notes what each lane sent (nil).
+// The first call only notes what each lane sent (nil), and so does one
+// when no lane sent anything since.
 func (t *yipTopo) busiestLane(st *router.Status) *router.LaneStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -158,12 +159,12 @@ func (t *yipTopo) busiestLane(st *router.Status) *router.LaneStatus {
 			l := &st.Peers[i].Lanes[j]
 			k := laneKey{st.Peers[i].PublicKey, l.Index}
 			t.sent[k] = l.TxPackets
-			if d := l.TxPackets - min(prev[k], l.TxPackets); !first && (busiest == nil || d > most) {
+			if d := l.TxPackets - min(prev[k], l.TxPackets); !first && d > most {
 				busiest, most = l, d
 			}
 		}
 	}
-	return busiest
+	return busiest // nil when none sent anything since
 }
 
 // pathSample is one reading of the sender's busiest lane: its path state,

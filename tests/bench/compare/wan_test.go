@@ -265,7 +265,7 @@ func TestTableBottleneckRows(t *testing.T) {
 		"|  |  | 100 ms bins with queue drops A→B after the warm-up | 5 | 10 | 2.00× |",
 		"|  |  | drops with the queue ≥ half full (this or the previous 100 ms) | 73 % | 73 % | 1.00× |",
 		"|  |  | queue delay in the 100 ms bins with drops, median | 22.5 ms | 22.5 ms | 1.00× |",
-		"|  |  | drops while the sender's latest path sample was queued or drained | — | 42 % | — |",
+		"|  |  | drops while the sender's latest path sample was queued, drained or split | — | 42 % | — |",
 		"|  |  | inner TCP RTT (sender's smoothed, mean) | 54.00 ms | 81.00 ms | 1.50× |",
 		"|  |  | goodput, share of the bottleneck | 67.5 % | 85.0 % | 1.26× |",
 		"|  |  | WAN frames dropped A→B | 6.00 % | 6.00 % | 1.00× |",
