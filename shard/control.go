@@ -232,7 +232,13 @@ func (s *Shard) controlTimers(ln *lane) {
 			every = lossReportFirst
 		}
 		ln.reportDue = s.now.Add(jitter(every))
-		if rep := ln.cur.dec.TakeLossReport(); rep.Expected > 0 || echo && ln.delay.stampDue {
+		rep := ln.cur.dec.TakeLossReport()
+		if rep.Expected == 0 {
+			// Nothing to report: the split's slices would go stale
+			// until a report carried them (a lane that only sends).
+			ln.split.take()
+		}
+		if rep.Expected > 0 || echo && ln.delay.stampDue {
 			if rep.Expected > 0 {
 				ln.reportsSent++ // a stamp only does not use up the early reports
 			}
@@ -269,24 +275,33 @@ func (s *Shard) controlTimers(ln *lane) {
 // with it: a stamp only).
 func (s *Shard) sendReport(ln *lane, rep fec.LossReport, echo bool) bool {
 	var buf [1 + fec.LossReportLen + delayEchoLen + splitLen]byte
-	buf[0] = ctlLossReport
-	b, err := rep.AppendBinary(buf[:1])
+	b, ok := ln.reportBody(buf[:0], rep, echo, s.now)
+	return ok && s.sendControl(ln, b)
+}
+
+// reportBody appends the body of a loss report sent at now to b: what
+// the peer's features let it read (control.go's frame format).
+func (ln *lane) reportBody(b []byte, rep fec.LossReport, echo bool, now time.Time) ([]byte, bool) {
+	start := len(b)
+	b, err := rep.AppendBinary(append(b, ctlLossReport))
 	if err != nil {
-		return false
+		return nil, false
 	}
 	if ln.peerFeatures&FeatureLossRuns == 0 {
-		b = b[:1+fec.LossReportLenV1] // a peer that reads no runs
-	} else if echo {
-		b = ln.delay.appendEcho(b, s.now)
-		if ln.splits() {
-			var c splitCounts
-			if rep.Expected > 0 {
-				c = ln.split.take()
-			}
-			b = appendSplit(b, ln.txDgrams, c)
-		}
+		return b[:start+1+fec.LossReportLenV1], true // a peer that reads no runs
 	}
-	return s.sendControl(ln, b)
+	if !echo {
+		return b, true
+	}
+	b = ln.delay.appendEcho(b, now)
+	if ln.splits() {
+		var c splitCounts
+		if rep.Expected > 0 {
+			c = ln.split.take()
+		}
+		b = appendSplit(b, ln.txDgrams, c)
+	}
+	return b, true
 }
 
 // checkSilence reports (Config.Silent) a lane that kept sending what asks

@@ -311,6 +311,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 func (s *Shard) rekey(ln *lane, cfg LaneConfig, ks *keyset, ad *fec.Adapter) {
 	if cfg.Remote == ln.cfg.Remote {
 		ln.delay = ln.delay.carried() // same path
+		ln.split.noteRekey()
 	} else {
 		ln.newPath()
 	}

@@ -28,20 +28,29 @@ import (
 // least of the last ~24 s, which takes out the clocks' offset) is
 // the queue they met. A slice either of whose ends met a queue above
 // half the median of the slots' deepest queues over the last ~24 s
-// (lossSplit.limit) is queued, else clear. The counts are totals over the slices
-// since the frame's last loss report (zero on stamp-only frames).
+// (lossSplit.limit) is queued, else clear. Datagrams that arrive a slice
+// late (reordered) are taken off the loss of the slice before; a frame
+// reordered behind a later one is no slice end; a peer whose clock jumps
+// (or whose count goes back after a handshake: a restart), or a lane idle
+// longer than the slots span, starts the delays anew. The counts are
+// totals over the slices since the frame's last loss report (zero on
+// stamp-only frames; a report that falls due with nothing to report
+// drops them).
 //
 // A queue overflowing drops datagrams only while it is full, so the
 // slices around it are queued, and the clear slices' loss rate is the
 // channel's. A queued slice's channel losses are left out of both counts,
-// which costs the estimate samples, not accuracy: a limit set too low
-// only leaves fewer clear slices. The sender takes the clear slices' rate
-// (splitCounts.channel) as the report's loss when it has at least
-// minSplitExpected of them. A report whose slices were nearly all queued
-// (a queue that stood all along) is cut to the last rate taken within
-// channelKeep, so the queue's drops stay out while the channel's loss
-// stays protected; without one it is judged by the round trip
-// (delayjudge.go).
+// which costs the estimate samples, not accuracy, as long as the channel
+// loses as much while its delay is high as while it is low: a radio link
+// whose retries both delay and lose datagrams loses more in the slices
+// its delay marks queued, and its rate comes out low. The sender cuts the
+// report's loss to the clear slices' rate over its peer's latest
+// splits, or this split's if higher (channelLoss.report), when they hold
+// at least minSplitExpected datagrams. A report whose slices were nearly
+// all queued (a queue that stood all along) is cut to the last rate
+// taken within channelKeep, so the queue's drops stay out while the
+// channel's loss stays protected; without one it is judged by the round
+// trip (delayjudge.go).
 //
 // A peer that does not announce FeatureLossSplit gets neither the split
 // nor the stamps between reports, and its reports are judged by the round
@@ -116,10 +125,17 @@ type lossSplit struct {
 	rx   uint64
 	owd  uint32
 	at   time.Time // zero: none
-	// queued: the last slice was counted queued.
-	queued bool
+	// last is the last slice's loss and whether it was queued, which
+	// late arrivals are credited against (zero when a frame formed no
+	// slice).
+	lastLost   uint32
+	lastQueued bool
+	// rekeyed: a handshake came since the last frame (rekeyed); the
+	// peer may have restarted, and a count that went back says so.
+	rekeyed bool
 	// owdMin and owdMax hold the least and the largest raw one-way
-	// delay per slotEvery, over delaySamples slots (about 24 s): the
+	// delay per slotEvery, over delaySamples slots (about 24 s of
+	// traffic; slots older than that are dropped on the next frame): the
 	// least is the clocks' offset plus the path's delay, the largest
 	// less it the slot's deepest queue.
 	owdMin, owdMax [delaySamples]uint32
@@ -133,28 +149,47 @@ type lossSplit struct {
 // count, and rx, the datagrams the lane received before it.
 func (s *lossSplit) note(now time.Time, peerStamp, sent uint32, rx uint64) {
 	owd := stamp(now) - peerStamp
-	if d := time.Duration(int32(owd-s.least())) * time.Microsecond; s.n > 0 && (d > maxDelaySample || d < -maxDelaySample) {
-		// The peer restarted (a new clock): its delays start anew.
+	back := int32(sent-s.sent) < 0 && !s.at.IsZero()
+	d := time.Duration(int32(owd-s.least())) * time.Microsecond
+	switch {
+	case s.n > 0 && (d > maxDelaySample || d < -maxDelaySample),
+		back && s.rekeyed,
+		s.n > 0 && now.Sub(s.slotAt) > delaySamples*slotEvery:
+		// The peer restarted (a new clock, a count from zero after a
+		// handshake), or the lane was idle longer than the slots
+		// span: the delays start anew.
 		*s = lossSplit{counts: s.counts}
+	case back:
+		// A frame the network reordered behind a later one: its
+		// slice was counted with the later one.
+		s.slot(owd, now)
+		return
 	}
+	s.rekeyed = false
 	s.slot(owd, now)
 	exp := sent - s.sent
+	prevLost := s.lastLost
+	s.lastLost = 0
 	if !s.at.IsZero() && now.Sub(s.at) <= maxSlice && exp <= maxSliceDatagrams && rx >= s.rx {
 		got := rx - s.rx
 		queued := max(s.queue(s.owd), s.queue(owd)) > s.limit()
+		var lost uint32
 		if uint64(exp) >= got {
-			s.counts = s.counts.add(exp, exp-uint32(got), queued)
+			lost = exp - uint32(got)
 		} else {
 			// Datagrams the last slice counted lost arrived late
-			// (reordered): it lost fewer. (Across a report they
-			// stay counted.)
-			s.counts = s.counts.late(min(got-uint64(exp), maxSliceDatagrams), s.queued)
-			s.counts = s.counts.add(exp, 0, queued)
+			// (reordered): it lost fewer, never less than none.
+			// (Across a report they stay counted.)
+			s.counts = s.counts.late(min(got-uint64(exp), uint64(prevLost)), s.lastQueued)
 		}
-		s.queued = queued
+		s.counts = s.counts.add(exp, lost, queued)
+		s.lastLost, s.lastQueued = lost, queued
 	}
 	s.sent, s.rx, s.owd, s.at = sent, rx, owd, now
 }
+
+// noteRekey notes a handshake: the next frame's count may start anew.
+func (s *lossSplit) noteRekey() { s.rekeyed = true }
 
 // slot keeps owd in the current slot's least and largest.
 func (s *lossSplit) slot(owd uint32, now time.Time) {
@@ -276,8 +311,9 @@ func (ch *channelLoss) rate(now time.Time) (p float64, ok bool) {
 
 // report is rep, which arrived at now, as the peer's split c tells it (ok:
 // the report carried one): cut to the clear slices' rate over the latest
-// splits when they hold enough (fec.PathSplit if this report's queued
-// slices lost anything, else fec.PathClear), or to the last such rate
+// splits, or this split's if higher, when they hold enough (fec.PathSplit
+// if this report's queued slices lost anything, else fec.PathClear), or
+// to the last such rate
 // within channelKeep when they hold too few and the queued ones lost
 // (fec.PathSplit); use false otherwise. The report's own loss stays when
 // it is the lower: the split counts datagrams, the report the symbols of
@@ -294,6 +330,9 @@ func (ch *channelLoss) report(rep fec.LossReport, c splitCounts, ok bool, now ti
 		st = fec.PathSplit
 	}
 	if p, enough := ch.rate(now); enough {
+		if own, ok := c.channel(); ok {
+			p = max(p, own) // a rise shows at once
+		}
 		ch.p, ch.at = p, now
 		return rep.AtMost(p), st, true
 	}

@@ -57,26 +57,110 @@ func TestLossSplitSlices(t *testing.T) {
 			t.Fatalf("%s: after the jump: %+v", name, c)
 		}
 		// Two datagrams of a slice arrive after its end: the next slice
-		// receives them, and the first lost two fewer.
+		// receives them, and the first lost two fewer; more than it
+		// lost (duplicates) take off no more.
 		frame(100, 5, 0)
 		sent += 100
 		rx += 102
 		now = now.Add(100 * time.Millisecond)
 		s.note(now, stamp(now)-offset-25_000, sent, rx)
-		if c := s.take(); c != (splitCounts{clearExp: 200, clearLost: 3}) {
+		frame(100, 1, 0)
+		sent += 100
+		rx += 110
+		now = now.Add(100 * time.Millisecond)
+		s.note(now, stamp(now)-offset-25_000, sent, rx)
+		if c := s.take(); c != (splitCounts{clearExp: 400, clearLost: 3}) {
 			t.Fatalf("%s: late arrivals: %+v", name, c)
 		}
-		// The peer restarts: a new clock, 20 s off. Its delays start
-		// anew, so the slices after are judged against it, not the
-		// old least.
-		offset -= 20_000_000
+		// A frame the network reordered behind a later one: no slice,
+		// and no loss counted twice.
+		frame(100, 0, 0)
+		early := sent
+		frame(100, 0, 0)
+		now = now.Add(time.Millisecond)
+		s.note(now, stamp(now)-offset-25_000, early, rx)
+		frame(100, 0, 0)
+		if c := s.take(); c != (splitCounts{clearExp: 300}) {
+			t.Fatalf("%s: a reordered frame: %+v", name, c)
+		}
+		// The peer restarts: a new clock, 20 s later than its old one,
+		// which would make every slice after queued against the old
+		// least. Its delays start anew.
+		offset += 20_000_000
 		for range 3 {
 			frame(100, 1, 0)
 		}
 		if c := s.take(); c.clearExp != 200 || c.queuedExp != 0 {
 			t.Fatalf("%s: after the peer's clock jumped: %+v (limit %s)", name, c, s.limit())
 		}
+		// A restart within 10 s of the old clock: the handshake before
+		// and the count starting over say so.
+		offset += 5_000_000
+		s.noteRekey()
+		sent = 0
+		for range 3 {
+			frame(100, 1, 0)
+		}
+		if c := s.take(); c.clearExp != 200 || c.queuedExp != 0 {
+			t.Fatalf("%s: after a restart's handshake: %+v (limit %s)", name, c, s.limit())
+		}
+		// Idle longer than the slots span: the delays start anew (the
+		// clocks drift apart meanwhile).
+		now = now.Add(delaySamples*slotEvery + time.Second)
+		offset += 300_000
+		for range 3 {
+			frame(100, 1, 0)
+		}
+		if c := s.take(); c.clearExp != 200 || c.queuedExp != 0 {
+			t.Fatalf("%s: after an idle spell: %+v (limit %s)", name, c, s.limit())
+		}
 	}
+}
+
+// A peer that does not announce FeatureLossSplit gets reports without
+// the split, and a split in its reports is not read: they wait for the
+// round trip's judgement. One that does gets it, and its is read.
+func TestSplitOnlyWithTheFeature(t *testing.T) {
+	a, _, la, _ := echoPair(t, 50*time.Millisecond)
+	sa := a.shards[0]
+	rep := fec.LossReport{Expected: 1000, Received: 900, Runs: 5}
+	full := 1 + fec.LossReportLen + delayEchoLen + splitLen
+	for _, c := range []struct {
+		name     string
+		features uint8
+		len      int
+		read     bool
+	}{
+		{"without the feature", Features &^ FeatureLossSplit, full - splitLen, false},
+		{"with it", Features, full, true},
+	} {
+		la.peerFeatures = c.features
+		la.held, la.lastSplit = fec.LossReport{}, splitCounts{}
+		b, ok := la.reportBody(nil, rep, true, sa.now)
+		if !ok || len(b) != c.len {
+			t.Fatalf("%s: a report of %d bytes, want %d", c.name, len(b), c.len)
+		}
+		// The peer's report, with a split that says the queue lost it all.
+		var peer pathDelay
+		body := appendSplit(peer.appendEcho(append([]byte{ctlLossReport}, mustReport(t, rep)...), sa.now), 7,
+			splitCounts{clearExp: 900, queuedExp: 100, queuedLost: 100})
+		sa.control(la, body)
+		if read := la.lastSplit != (splitCounts{}); read != c.read {
+			t.Fatalf("%s: split read %v, want %v", c.name, read, c.read)
+		}
+		if held := la.held.Expected != 0; held == c.read {
+			t.Fatalf("%s: report held for the round trip %v, want %v", c.name, held, !c.read)
+		}
+	}
+}
+
+func mustReport(t *testing.T, rep fec.LossReport) []byte {
+	t.Helper()
+	b, err := rep.AppendBinary(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // One late frame does not move the limit; a queue that fills every few
