@@ -48,9 +48,9 @@ import (
 // splits, or this split's if higher (channelLoss.report), when they hold
 // at least minSplitExpected datagrams. A report whose slices were nearly
 // all queued (a queue that stood all along) is cut to the last rate
-// taken within channelKeep, so the queue's drops stay out while the
-// channel's loss stays protected; without one it is judged by the round
-// trip (delayjudge.go).
+// taken, or the queued slices' if lower, so the queue's drops stay out
+// while the channel's loss stays protected; before any rate it is judged
+// by the round trip (delayjudge.go).
 //
 // A peer that does not announce FeatureLossSplit gets neither the split
 // nor the stamps between reports, and its reports are judged by the round
@@ -273,9 +273,8 @@ func readSplit(b []byte) (sent uint32, c splitCounts, ok bool) {
 	return be.Uint32(b[1:]), splitCounts{be.Uint32(b[5:]), be.Uint32(b[9:]), be.Uint32(b[13:]), be.Uint32(b[17:])}, true
 }
 
-// channelKeep is how long the channel's loss rate a split gave stands
-// for reports whose slices were nearly all queued: about the 24 s the
-// least one-way delay is taken over.
+// channelKeep is how long a split counts towards the channel's rate:
+// about the 24 s the least one-way delay is taken over.
 const channelKeep = 30 * time.Second
 
 // channelSplits is how many of the peer's latest splits the channel's
@@ -286,14 +285,14 @@ const channelKeep = 30 * time.Second
 const channelSplits = 3
 
 // channelLoss is what the peer's splits say of the channel: the clear
-// slices of its latest splits (when each arrived), and the last rate
-// taken from enough of them (at: when; zero: none).
+// slices of its latest splits (when each arrived), and the rate it last
+// took (known: it has taken one).
 type channelLoss struct {
 	clear [channelSplits]splitCounts
 	when  [channelSplits]time.Time
 	next  int
 	p     float64
-	at    time.Time
+	known bool
 }
 
 // rate is the clear slices' loss rate over the splits within channelKeep
@@ -311,13 +310,15 @@ func (ch *channelLoss) rate(now time.Time) (p float64, ok bool) {
 
 // report is rep, which arrived at now, as the peer's split c tells it (ok:
 // the report carried one): cut to the clear slices' rate over the latest
-// splits, or this split's if higher, when they hold enough (fec.PathSplit
-// if this report's queued slices lost anything, else fec.PathClear), or
-// to the last such rate
-// within channelKeep when they hold too few and the queued ones lost
-// (fec.PathSplit); use false otherwise. The report's own loss stays when
-// it is the lower: the split counts datagrams, the report the symbols of
-// finished groups.
+// splits, or this split's if higher, when they hold enough. When they
+// hold too few (a queue that stands, as a CUBIC flow's does for seconds
+// at its plateau) the last rate stands, or the queued slices' if lower:
+// they lost the channel's share and the overflows', so theirs bounds the
+// channel's from above, and a channel that got better while the queue
+// stood shows. fec.PathSplit if the queued slices lost anything, else
+// fec.PathClear; use false before any rate (the round trip judges then).
+// The report's own loss stays when it is the lower: the split counts
+// datagrams, the report the symbols of finished groups.
 func (ch *channelLoss) report(rep fec.LossReport, c splitCounts, ok bool, now time.Time) (r fec.LossReport, st fec.PathState, use bool) {
 	if !ok {
 		return rep, fec.PathUnknown, false
@@ -333,13 +334,16 @@ func (ch *channelLoss) report(rep fec.LossReport, c splitCounts, ok bool, now ti
 		if own, ok := c.channel(); ok {
 			p = max(p, own) // a rise shows at once
 		}
-		ch.p, ch.at = p, now
+		ch.p, ch.known = p, true
 		return rep.AtMost(p), st, true
 	}
-	if c.queuedLost > 0 && !ch.at.IsZero() && now.Sub(ch.at) <= channelKeep {
-		return rep.AtMost(ch.p), st, true
+	if !ch.known {
+		return rep, fec.PathUnknown, false
 	}
-	return rep, fec.PathUnknown, false
+	if c.queuedExp >= minSplitExpected {
+		ch.p = min(ch.p, float64(min(c.queuedLost, c.queuedExp))/float64(c.queuedExp))
+	}
+	return rep.AtMost(ch.p), st, true
 }
 
 // newPath starts what ln measures of its path anew (a roam, a new

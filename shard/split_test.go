@@ -236,8 +236,9 @@ func TestSplitReport(t *testing.T) {
 	}
 }
 
-// The channel's rate is taken over the latest splits, and stands for a
-// while when a queue stood through whole reports.
+// The channel's rate is taken over the latest splits; through a queue
+// that stands (too few clear slices) the last rate stands, lowered to the
+// queued slices' rate when that is lower.
 func TestSplitRateAcrossReports(t *testing.T) {
 	rep := fec.LossReport{Expected: 1000, Received: 900, Unrecovered: 50, Runs: 20}
 	lossOf := func(n uint32) fec.LossReport {
@@ -251,21 +252,24 @@ func TestSplitRateAcrossReports(t *testing.T) {
 		split splitCounts
 		want  fec.LossReport
 		st    fec.PathState
-		use   bool
 	}{
 		// Half a burst in this report's split, half in the next's.
-		{0, splitCounts{clearExp: 1000, clearLost: 15}, lossOf(15), fec.PathClear, true},
-		{time.Second, splitCounts{clearExp: 1000, clearLost: 5, queuedExp: 10, queuedLost: 1}, lossOf(10), fec.PathSplit, true},
-		// The queue stands: the rate of the splits before stands in.
-		{time.Second, queued, lossOf(9), fec.PathSplit, true}, // 20 of 2,050
-		{time.Second, queued, lossOf(4), fec.PathSplit, true}, // 5 of 1,100
-		{time.Second, queued, lossOf(4), fec.PathSplit, true}, // 150 clear: the last rate
-		{channelKeep, queued, rep, fec.PathUnknown, false},    // too old
+		{0, splitCounts{clearExp: 1000, clearLost: 15}, lossOf(15), fec.PathClear},
+		{time.Second, splitCounts{clearExp: 1000, clearLost: 5, queuedExp: 10, queuedLost: 1}, lossOf(10), fec.PathSplit},
+		// The queue stands: the splits before still hold enough.
+		{time.Second, queued, lossOf(9), fec.PathSplit}, // 20 of 2,050
+		{time.Second, queued, lossOf(4), fec.PathSplit}, // 5 of 1,100
+		// Too few clear: the last rate stands, also long after.
+		{time.Second, queued, lossOf(4), fec.PathSplit},
+		{time.Minute, queued, lossOf(4), fec.PathSplit},
+		// The queued slices lost less than that: the channel got better.
+		{time.Second, splitCounts{queuedExp: 1000, queuedLost: 2}, lossOf(2), fec.PathSplit},
+		{time.Second, splitCounts{queuedExp: 1000}, lossOf(0), fec.PathClear},
 	} {
 		now = now.Add(c.after)
 		got, st, use := ch.report(rep, c.split, true, now)
-		if got != c.want || st != c.st || use != c.use {
-			t.Errorf("report %d: %+v %v %v, want %+v %v %v", i, got, st, use, c.want, c.st, c.use)
+		if got != c.want || st != c.st || !use {
+			t.Errorf("report %d: %+v %v %v, want %+v %v true", i, got, st, use, c.want, c.st)
 		}
 	}
 }
