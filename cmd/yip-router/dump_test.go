@@ -152,3 +152,22 @@ func TestShowJSONOneShape(t *testing.T) {
 		}
 	}
 }
+
+// A lane's FEC in show's text: the ratio, the loss it was sized for, the
+// path, and the peer's split when it counted loss in a queue.
+func TestShowFECText(t *testing.T) {
+	loss := 1.02
+	l := router.LaneStatus{FEC: "192:11", FECLossPct: &loss, Path: "split", RTTms: 74.2, RTTLeastMs: 51.1,
+		Split: &router.LossSplit{ClearExpected: 5936, ClearLost: 57, QueuedExpected: 16308, QueuedLost: 168}}
+	want := "192:11 for 1.02% loss, path split (rtt 74.2 ms, least 51.1; the peer lost 168 of 16308 in a queue, 57 of 5936 outside)"
+	if got := fecText(l); got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	l.Split.QueuedLost, l.Path = 0, "clear"
+	if got, want := fecText(l), "192:11 for 1.02% loss, path clear (rtt 74.2 ms, least 51.1)"; got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	if got := fecText(router.LaneStatus{FEC: "off"}); got != "off" {
+		t.Fatalf("a lane without a report: %q", got)
+	}
+}

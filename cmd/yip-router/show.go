@@ -253,15 +253,8 @@ func printStatus(w io.Writer, st *router.Status) {
 			if l.Local != "" {
 				via = " from " + l.Local
 			}
-			fec := l.FEC
-			if l.FECLossPct != nil {
-				fec += fmt.Sprintf(" for %.2f%% loss", *l.FECLossPct)
-			}
-			if l.Path != "" {
-				fec += fmt.Sprintf(", path %s (rtt %.1f ms, least %.1f)", l.Path, l.RTTms, l.RTTLeastMs)
-			}
 			fmt.Fprintf(w, "  lane %d on shard %d → %s%s: rx %d pkts %s, tx %d pkts %s, fec %s, last rx %s%s\n",
-				l.Index, l.Shard, l.Remote, via, l.RxPackets, human(l.RxBytes), l.TxPackets, human(l.TxBytes), fec, ago(l.LastRx), pad)
+				l.Index, l.Shard, l.Remote, via, l.RxPackets, human(l.RxBytes), l.TxPackets, human(l.TxBytes), fecText(l), ago(l.LastRx), pad)
 		}
 	}
 	fmt.Fprintln(w)
@@ -270,6 +263,25 @@ func printStatus(w io.Writer, st *router.Status) {
 // endpointLine is a peer's endpoint as show prints it: the address, the
 // host name it came from, whether the peer roamed; a name that has not
 // resolved yet says so.
+// fecText is a lane's FEC as show prints it: the ratio, the loss it was
+// sized for, what the path's queue did to the last report, and the
+// peer's split of that report when it counted loss in the queue.
+func fecText(l router.LaneStatus) string {
+	fec := l.FEC
+	if l.FECLossPct != nil {
+		fec += fmt.Sprintf(" for %.2f%% loss", *l.FECLossPct)
+	}
+	if l.Path != "" {
+		fec += fmt.Sprintf(", path %s (rtt %.1f ms, least %.1f", l.Path, l.RTTms, l.RTTLeastMs)
+		if c := l.Split; c != nil && c.QueuedLost > 0 {
+			fec += fmt.Sprintf("; the peer lost %d of %d in a queue, %d of %d outside",
+				c.QueuedLost, c.QueuedExpected, c.ClearLost, c.ClearExpected)
+		}
+		fec += ")"
+	}
+	return fec
+}
+
 func endpointLine(p router.PeerStatus) string {
 	line := p.Endpoint
 	switch {
