@@ -108,49 +108,48 @@ func congested(state string) bool {
 	return state == "queued" || state == "drained" || state == "split"
 }
 
+// queueStat is f of the run's queue_drops, NaN without a bottleneck (no
+// bins were taken).
+func (r Record) queueStat(f func(q *queueDrops) float64) float64 {
+	if r.QueueDrops == nil {
+		return math.NaN()
+	}
+	return f(r.QueueDrops)
+}
+
 // QueueDropEpisodes and QueueDropBins are the runs of binEvery bins with
 // queue drops, and those bins (NaN without a bottleneck).
 func (r Record) QueueDropEpisodes() float64 {
-	if r.QueueDrops == nil {
-		return math.NaN()
-	}
-	return float64(r.QueueDrops.Episodes)
+	return r.queueStat(func(q *queueDrops) float64 { return float64(q.Episodes) })
 }
 
 func (r Record) QueueDropBins() float64 {
-	if r.QueueDrops == nil {
-		return math.NaN()
-	}
-	return float64(r.QueueDrops.DropBins)
+	return r.queueStat(func(q *queueDrops) float64 { return float64(q.DropBins) })
 }
 
 // QueueDropsHalfFullPct is the share of the queue's drops that came in a
 // bin, or just after one, with the queue at least half full, % (NaN
 // without drops).
 func (r Record) QueueDropsHalfFullPct() float64 {
-	if r.QueueDrops == nil {
-		return math.NaN()
-	}
-	return 100 * divNaN(float64(r.QueueDrops.HalfFull), float64(r.QueueDrops.Drops))
+	return r.queueStat(func(q *queueDrops) float64 { return 100 * divNaN(float64(q.HalfFull), float64(q.Drops)) })
 }
 
 // DropBinQueueMs is the median queue delay of the bins with drops (NaN
 // without any).
 func (r Record) DropBinQueueMs() float64 {
-	if r.QueueDrops == nil || r.QueueDrops.DropBins == 0 {
-		return math.NaN()
-	}
-	return r.QueueDrops.DropQueueMedMs
+	return r.queueStat(func(q *queueDrops) float64 {
+		if q.DropBins == 0 {
+			return math.NaN()
+		}
+		return q.DropQueueMedMs
+	})
 }
 
 // QueueDropsPathQueuedPct is the share of the queue's drops whose
 // sender's latest path sample was queued, drained or split, % (NaN without
 // drops after a sample: wireguard-go).
 func (r Record) QueueDropsPathQueuedPct() float64 {
-	if r.QueueDrops == nil {
-		return math.NaN()
-	}
-	return 100 * divNaN(float64(r.QueueDrops.PathQueued), float64(r.QueueDrops.PathSeen))
+	return r.queueStat(func(q *queueDrops) float64 { return 100 * divNaN(float64(q.PathQueued), float64(q.PathSeen)) })
 }
 
 // fecStats are yip-router's FEC counters: the sending side's parity and
