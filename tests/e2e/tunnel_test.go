@@ -14,6 +14,7 @@ import (
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/internal/lab"
 	"github.com/yip-router/yip-router/internal/netns"
+	"github.com/yip-router/yip-router/router"
 )
 
 // Ping both ways over IPv4 and IPv6, a 200 MB TCP transfer checked by
@@ -238,8 +239,8 @@ func TestHostileInput(t *testing.T) {
 			buf[j] = byte(rng.Uint32())
 		}
 		_, _ = c.Write(buf[:n])
-		if i%200 == 0 {
-			time.Sleep(time.Millisecond)
+		if i%50 == 0 {
+			time.Sleep(time.Millisecond) // paced: a busy machine's backlog drops uncounted
 		}
 	}
 	// A peer B does not know: a well-formed initiation, refused after DH.
@@ -260,17 +261,27 @@ func TestHostileInput(t *testing.T) {
 	for _, init := range inits {
 		_, _ = c.Write(init) // over the source's rate limit
 	}
-	time.Sleep(300 * time.Millisecond)
-	st, err := l.Status(lab.B)
-	if err != nil {
-		t.Fatalf("router B is gone after hostile input: %v", err)
-	}
+	// The shards read strangers' sockets on a budget per second: on a
+	// busy machine what waits is read later, or dropped by the kernel
+	// (counted too).
+	var st *router.Status
 	var unknown uint64
-	for _, sh := range st.Shards {
-		unknown += sh.Counters["drop_unknown_lane"]
+	for deadline := time.Now().Add(5 * time.Second); ; {
+		time.Sleep(300 * time.Millisecond)
+		if st, err = l.Status(lab.B); err != nil {
+			t.Fatalf("router B is gone after hostile input: %v", err)
+		}
+		unknown = 0
+		for _, sh := range st.Shards {
+			unknown += sh.Counters["drop_unknown_lane"]
+		}
+		if unknown+st.Kernel.SocketDrops >= 4000 && st.Handshakes.Refused >= 3 || time.Now().After(deadline) {
+			break
+		}
 	}
-	if unknown < 4000 || st.Handshakes.Refused < 3 {
-		t.Errorf("garbage counted %d, refused initiations %d", unknown, st.Handshakes.Refused)
+	if unknown < 1000 || unknown+st.Kernel.SocketDrops < 4000 || st.Handshakes.Refused < 3 {
+		t.Errorf("garbage counted %d (the kernel dropped %d more), refused initiations %d",
+			unknown, st.Kernel.SocketDrops, st.Handshakes.Refused)
 	}
 	// 30 back-to-back initiations from one source without a cookie: the
 	// burst (5) gets a DH, the rest a cookie reply and no DH.
