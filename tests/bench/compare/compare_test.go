@@ -31,6 +31,11 @@ func TestParseIperfTCP(t *testing.T) {
 	if r.UDP || !near(r.RecvGbps, 1.9966605706801684) || !near(r.SentGbps, 2.0001987239744794) || r.Retransmits != 2 || r.CC != "bbr" || !near(r.RTTms, 0.081) {
 		t.Fatalf("got %+v", r)
 	}
+	// Its one interval is the -O warm-up's.
+	if len(r.Intervals) != 1 || !r.Intervals[0].Omitted || !near(r.Intervals[0].CwndKiB, 916762.0/1024) ||
+		!near(r.Intervals[0].RTTms, 0.077) || !near(r.Intervals[0].Mbps, 1998.400038277935) {
+		t.Fatalf("intervals %+v", r.Intervals)
+	}
 }
 
 // testdata/iperf3-udp.json is a loopback run with its receiver sums

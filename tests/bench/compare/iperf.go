@@ -17,6 +17,16 @@ type iperfJSON struct {
 			Protocol string `json:"protocol"`
 		} `json:"test_start"`
 	} `json:"start"`
+	Intervals []struct {
+		Streams []struct {
+			Start       float64 `json:"start"`
+			Bits        float64 `json:"bits_per_second"`
+			Retransmits int64   `json:"retransmits"`
+			Cwnd        int64   `json:"snd_cwnd"` // bytes
+			RTT         float64 `json:"rtt"`      // µs
+			Omitted     bool    `json:"omitted"`
+		} `json:"streams"`
+	} `json:"intervals"`
 	End struct {
 		SumSent struct {
 			Seconds       float64 `json:"seconds"`
@@ -53,6 +63,21 @@ type iperfResult struct {
 	// RTTms is the inner TCP flows' round-trip time as the sending
 	// kernel smoothed it, iperf3's mean_rtt averaged over streams (ms).
 	RTTms float64
+	// Intervals are the first stream's reports per iperf3 interval (-i),
+	// warm-up included, for -series.
+	Intervals []iperfInterval
+}
+
+// iperfInterval is one interval of an iperf3 TCP sender: when it began
+// (s from the start, warm-up included), goodput, the retransmits in it and
+// the kernel's congestion window and smoothed RTT at its end.
+type iperfInterval struct {
+	Start       float64
+	Mbps        float64
+	Retransmits int64
+	CwndKiB     float64 // snd_cwnd
+	RTTms       float64
+	Omitted     bool
 }
 
 // parseIperf reads an iperf3 --json client report.
@@ -91,6 +116,16 @@ func parseIperf(b []byte) (iperfResult, error) {
 			}
 		}
 		r.RTTms = div(r.RTTms, n)
+		for _, iv := range j.Intervals {
+			if len(iv.Streams) == 0 {
+				continue
+			}
+			st := iv.Streams[0]
+			r.Intervals = append(r.Intervals, iperfInterval{
+				Start: st.Start, Mbps: st.Bits / 1e6, Retransmits: st.Retransmits,
+				CwndKiB: float64(st.Cwnd) / 1024, RTTms: st.RTT / 1000, Omitted: st.Omitted,
+			})
+		}
 	}
 	return r, nil
 }

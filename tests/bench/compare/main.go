@@ -85,7 +85,7 @@ func main() {
 	flag.StringVar(&c.Placement, "placement", "", "run one placement only: unpinned or pinned (default both)")
 	flag.BoolVar(&c.Quick, "quick", false, "smoke test: 1 round, 3 s runs, 50 pings")
 	flag.StringVar(&c.out, "out", "docs/bench", "directory for the results")
-	flag.StringVar(&c.series, "series", "", "with -bottleneck: write each iperf3 run's A→B queue drops and delay in 100 ms bins to `DIR`/queue-rROUND-IMPL-PLACEMENT-TEST.tsv (a run overwrites the last one's)")
+	flag.StringVar(&c.series, "series", "", "with -bottleneck: write each iperf3 run's A→B queue drops and delay in 100 ms bins to `DIR`/queue-rROUND-IMPL-PLACEMENT-TEST.tsv, and the sender's window and retransmits every 250 ms to DIR/iperf-rROUND-IMPL-PLACEMENT-TEST.tsv (a run overwrites the last one's)")
 	flag.StringVar(&c.commit, "commit", "", "yip-router version to record (default: git describe)")
 	w := addWANFlags(flag.CommandLine)
 	flag.Parse()

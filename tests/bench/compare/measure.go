@@ -226,6 +226,9 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 	secs := int(c.Duration / time.Second)
 	omit := int(c.Omit / time.Second)
 	args := append([]string{"iperf3", "-c", t.Inner(lab.B).String(), "-J", "-t", fmt.Sprint(secs), "-O", fmt.Sprint(omit)}, spec.args...)
+	if c.series != "" {
+		args = append(args, "-i", seriesInterval)
+	}
 	cctx, cancel := context.WithTimeout(ctx, c.Duration+c.Omit+30*time.Second)
 	defer cancel()
 	cli := inNS(cctx, p, t.NS(lab.A), args...)
@@ -263,7 +266,7 @@ func runIperf(ctx context.Context, c *config, t topology, p placement, spec test
 		return fmt.Errorf("CPU sampling: %w", w.err)
 	}
 	r.RecvGbps, r.SentGbps, r.Retransmits, r.LostPct, r.IperfLost, r.CC = res.RecvGbps, res.SentGbps, res.Retransmits, res.LostPct, res.IperfLost, res.CC
-	r.TCPRTTms = res.RTTms
+	r.TCPRTTms, r.intervals = res.RTTms, res.Intervals
 	r.WindowSec = w.to.cpuWhen.Sub(w.from.cpuWhen).Seconds()
 	r.RxCPUSec = w.to.cpuRx - w.from.cpuRx
 	r.TxCPUSec = w.to.cpuTx - w.from.cpuTx

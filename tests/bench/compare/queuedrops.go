@@ -157,8 +157,16 @@ func sampleSteady(ctx context.Context, t topology, until time.Time, w *wan) (map
 	return paths, <-done
 }
 
+// seriesInterval is iperf3's reporting interval (-i) under -series: the
+// sender's window and retransmits in steps short enough to show a flow's
+// start-up.
+const seriesInterval = "0.25"
+
 // writeSeries writes r's bins as DIR/queue-rROUND-IMPL-PLACEMENT-TEST.tsv
-// (time s, drops, queue ms, path) for plotting; nothing without bins.
+// (time s, drops, queue ms, path) and the sender's iperf3 intervals as
+// DIR/iperf-rROUND-IMPL-PLACEMENT-TEST.tsv (from the flow's start, warm-up
+// included: time s, Mbit/s, retransmits, cwnd KiB, RTT ms), for plotting;
+// nothing without bins.
 func writeSeries(dir string, r Record) error {
 	if len(r.queueBins) == 0 {
 		return nil
@@ -181,6 +189,19 @@ func writeSeries(dir string, r Record) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
-	name := fmt.Sprintf("queue-r%d-%s-%s-%s.tsv", r.Round, r.Impl, place, r.Test)
-	return os.WriteFile(filepath.Join(dir, name), b.Bytes(), 0o644)
+	name := fmt.Sprintf("-r%d-%s-%s-%s.tsv", r.Round, r.Impl, place, r.Test)
+	if err := os.WriteFile(filepath.Join(dir, "queue"+name), b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	if len(r.intervals) == 0 {
+		return nil
+	}
+	b.Reset()
+	fmt.Fprintf(&b, "# %s, round %d, %s, %s: the iperf3 sender's intervals from the flow's start (warm-up marked)\n",
+		r.Impl, r.Round, r.Placement, r.Test)
+	b.WriteString("t_s\tmbps\tretransmits\tcwnd_kib\trtt_ms\twarmup\n")
+	for _, iv := range r.intervals {
+		fmt.Fprintf(&b, "%.2f\t%.1f\t%d\t%.0f\t%.1f\t%t\n", iv.Start, iv.Mbps, iv.Retransmits, iv.CwndKiB, iv.RTTms, iv.Omitted)
+	}
+	return os.WriteFile(filepath.Join(dir, "iperf"+name), b.Bytes(), 0o644)
 }

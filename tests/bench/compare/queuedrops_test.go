@@ -174,7 +174,8 @@ func TestWriteSeries(t *testing.T) {
 	bins[0].At = binEvery
 	bins[2].Detail = "rtt 60.0 least 52.0 fec 192:10 loss 0.50%"
 	r := Record{Round: 2, Impl: implYip, Placement: placePinned, Test: "tcp1-cubic",
-		QueueDrops: summarizeQueue(bins, 50), queueBins: bins}
+		QueueDrops: summarizeQueue(bins, 50), queueBins: bins,
+		intervals: []iperfInterval{{Start: 0.25, Mbps: 167.75, Retransmits: 3, CwndKiB: 1529.4, RTTms: 76.21, Omitted: true}}}
 	if err := writeSeries(dir, r); err != nil {
 		t.Fatal(err)
 	}
@@ -186,6 +187,10 @@ func TestWriteSeries(t *testing.T) {
 	if len(lines) != 6 || lines[1] != "t_s\tdrops\tqueue_ms\tpath\tdetail" || lines[2] != "0.100\t0\t10.00\t-\t" ||
 		lines[4] != "0.000\t2\t20.00\tclear\trtt 60.0 least 52.0 fec 192:10 loss 0.50%" {
 		t.Errorf("series:\n%s", got)
+	}
+	got, err = os.ReadFile(filepath.Join(dir, "iperf-r2-yip-router-pinned-tcp1-cubic.tsv"))
+	if lines := strings.Split(string(got), "\n"); err != nil || len(lines) != 4 || lines[2] != "0.25\t167.8\t3\t1529\t76.2\ttrue" {
+		t.Errorf("intervals (%v):\n%s", err, got)
 	}
 	if err := writeSeries(filepath.Join(dir, "none"), Record{}); err != nil {
 		t.Fatal(err)

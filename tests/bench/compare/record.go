@@ -86,6 +86,8 @@ type Record struct {
 	// bottleneck. queueBins are its bins, for -series.
 	QueueDrops *queueDrops `json:"queue_drops,omitempty"`
 	queueBins  []queueBin
+	// intervals are the sender's iperf3 intervals, for -series.
+	intervals []iperfInterval
 }
 
 // PathQueuedPct is the share of PathStates that found the path queued,
