@@ -98,6 +98,9 @@ func ParseLossReport(b []byte) (LossReport, error) {
 	return r, nil
 }
 
+// Counted is how many symbols the next loss report counts so far.
+func (d *Decoder) Counted() uint32 { return d.loss.Expected }
+
 // TakeLossReport returns the counts since the previous call and starts a new
 // interval.
 func (d *Decoder) TakeLossReport() LossReport {

@@ -172,8 +172,12 @@ func (s *Shard) control(ln *lane, body []byte) {
 		s.observeAs(ln, st)
 		return
 	}
-	if !echo {
-		s.observeHeld(ln) // no samples to wait for
+	if _, known := ln.adapt.Loss(); !echo || !known {
+		// No samples to wait for, or none that would change what the
+		// adapter makes of its first report (the path's state counts
+		// only against a loss it acted on before): the sooner the
+		// start-up guess gives way, the less a slow start meets.
+		s.observeHeld(ln)
 		return
 	}
 	// The samples that show the queue the report's losses met arrive
@@ -226,12 +230,14 @@ func (s *Shard) controlTimers(ln *lane) {
 		s.observeHeld(ln)
 	}
 	echo, reported := ln.echoes(), false
-	if !s.now.Before(ln.reportDue) {
-		every := lossReportEvery
-		if ln.reportsSent < earlyReports {
-			every = lossReportFirst
-		}
-		ln.reportDue = s.now.Add(jitter(every))
+	due := !s.now.Before(ln.reportDue)
+	if !due && ln.sizingReports < earlyReports && ln.cur.dec.Counted() >= fec.DefaultAdaptConfig.MinExpected {
+		// A lane's first reports that can size the peer's FEC go as
+		// soon as they can (timing.go, earlyReports).
+		due = true
+	}
+	if due {
+		ln.reportDue = s.now.Add(jitter(lossReportEvery))
 		rep := ln.cur.dec.TakeLossReport()
 		if rep.Expected == 0 {
 			// Nothing to report: the split's slices would go stale
@@ -240,7 +246,14 @@ func (s *Shard) controlTimers(ln *lane) {
 		}
 		if rep.Expected > 0 || echo && ln.delay.stampDue {
 			if rep.Expected > 0 {
-				ln.reportsSent++ // a stamp only does not use up the early reports
+				ln.reportsSent++
+			}
+			if rep.Expected >= fec.DefaultAdaptConfig.MinExpected {
+				// Only a report the peer's adapter can size its FEC by
+				// uses up the early ones: a lane that carried a ping or
+				// two before its first flow still reports that flow's
+				// loss within ~250 ms.
+				ln.sizingReports++
 			}
 			reported = s.sendReport(ln, rep, echo)
 		}

@@ -70,40 +70,52 @@ func TestPassiveKeepalive(t *testing.T) {
 	}
 }
 
-// A fresh lane's first loss reports go out about every 250 ms, then about
-// every second: the peer's FEC leaves its starting guess within a round
-// trip or so of traffic, not a second later.
+// A lane's first loss reports that can size the peer's FEC go as soon as
+// the decoder counted enough for one (fec.DefaultAdaptConfig.MinExpected),
+// then about every second: the peer's FEC leaves its starting guess
+// within a round trip or so of a flow, not a second later. A sparse lane
+// (a ping) reports about once a second from the start.
 func TestEarlyLossReports(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-	connect(t, a, b, fec.EncoderConfig{K: 2, R: 1})
-	sa, sb := a.shards[0], b.shards[0]
-	lb := sb.table.lanes[addrA]
-	start := sb.now
-	var at []time.Duration
-	for el := time.Duration(0); el < 4*time.Second; el += 50 * time.Millisecond {
-		sa.now, sb.now = start.Add(el), start.Add(el)
-		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 200, int(el/time.Millisecond)))
-		sa.tick()
-		sa.flushAll()
-		deliverAll(t, a, b, nil)
-		before := lb.reportsSent
-		sb.tick()
-		sb.flushAll()
-		if lb.reportsSent != before {
-			at = append(at, el)
+	for _, c := range []struct {
+		name    string
+		perTick int // packets per 50 ms
+	}{{"flow", 40}, {"sparse", 1}} {
+		a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+		connect(t, a, b, fec.EncoderConfig{K: 2, R: 1})
+		sa, sb := a.shards[0], b.shards[0]
+		lb := sb.table.lanes[addrA]
+		start := sb.now
+		var at []time.Duration
+		for el := time.Duration(0); el < 4*time.Second; el += 50 * time.Millisecond {
+			sa.now, sb.now = start.Add(el), start.Add(el)
+			for i := range c.perTick {
+				inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 200, int(el/time.Millisecond)+i))
+			}
+			sa.tick()
+			sa.flushAll()
+			deliverAll(t, a, b, nil)
+			before := lb.reportsSent
+			sb.tick()
+			sb.flushAll()
+			if lb.reportsSent != before {
+				at = append(at, el)
+			}
 		}
-	}
-	if len(at) < earlyReports+2 {
-		t.Fatalf("loss reports at %v", at)
-	}
-	// 4 × (250 ms + 25% jitter + a 50 ms tick) is under 1.5 s; at the
-	// one-second pace the fourth report would come after 3 s at least.
-	if at[earlyReports-1] > 2*time.Second {
-		t.Errorf("the first %d reports took until %v (at %v)", earlyReports, at[earlyReports-1], at)
-	}
-	for i := earlyReports + 1; i < len(at); i++ {
-		if gap := at[i] - at[i-1]; gap < lossReportEvery*3/4-50*time.Millisecond {
-			t.Errorf("report %d came %v after the one before, want about %v (at %v)", i, gap, lossReportEvery, at)
+		if len(at) < 3 {
+			t.Fatalf("%s: loss reports at %v", c.name, at)
+		}
+		// 200 packets at 800 a second take 250 ms and a tick.
+		if c.perTick > 1 && (len(at) < earlyReports+2 || at[earlyReports-1] > 1500*time.Millisecond) {
+			t.Errorf("%s: the first %d reports took until %v (at %v)", c.name, earlyReports, at[min(earlyReports, len(at))-1], at)
+		}
+		first := earlyReports + 1
+		if c.perTick == 1 {
+			first = 1
+		}
+		for i := first; i < len(at); i++ {
+			if gap := at[i] - at[i-1]; gap < lossReportEvery*3/4-50*time.Millisecond {
+				t.Errorf("%s: report %d came %v after the one before, want about %v (at %v)", c.name, i, gap, lossReportEvery, at)
+			}
 		}
 	}
 }

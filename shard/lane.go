@@ -122,7 +122,12 @@ type lane struct {
 
 	// Control-frame timers (control.go), redrawn each round.
 	reportDue   time.Time
-	reportsSent int // loss reports sent: the first few go sooner
+	reportsSent int // loss reports sent
+	// sizingReports counts the loss reports sent that counted at least
+	// the datagrams the peer's adapter sizes its FEC by
+	// (fec.DefaultAdaptConfig.MinExpected): the first earlyReports of
+	// them go sooner.
+	sizingReports int
 	// stampAt is when the lane next sends a stamp if it is busy, and
 	// stampPkts its packets (sent and received) when it last looked
 	// (controlTimers, delayjudge.go).
@@ -278,7 +283,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 			sizeRand: rand.Uint32() | 1,
 		}
 		ln.setRTT(cfg.RTT)
-		ln.reportDue = s.now.Add(jitter(lossReportFirst))
+		ln.reportDue = s.now.Add(jitter(lossReportEvery))
 		ln.drawWaits()
 		s.bindDeliver(ln, ks)
 		ln.offered = offered

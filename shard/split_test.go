@@ -124,6 +124,7 @@ func TestSplitOnlyWithTheFeature(t *testing.T) {
 	a, _, la, _ := echoPair(t, 50*time.Millisecond)
 	sa := a.shards[0]
 	rep := fec.LossReport{Expected: 1000, Received: 900, Runs: 5}
+	la.adapt.Observe(rep) // a loss acted on: the next reports wait for their judgement
 	full := 1 + fec.LossReportLen + delayEchoLen + splitLen
 	for _, c := range []struct {
 		name     string

@@ -63,13 +63,15 @@ const (
 	// lossReportEvery is about how often a lane that received data
 	// reports its FEC loss to the peer (whose encoder adapts R to it).
 	lossReportEvery = time.Second
-	// lossReportFirst is the wait before each of a lane's first
-	// earlyReports loss reports: a fresh lane's FEC starts at a guess,
-	// and a loss-based TCP flow that meets loss while the guess stands
-	// (its slow start, on a lossy path) leaves slow start with a small
-	// window it then grows back only slowly at a long round trip.
-	lossReportFirst = 250 * time.Millisecond
-	earlyReports    = 4
+	// earlyReports: a lane's first loss reports that count enough
+	// datagrams to size the peer's FEC (fec.DefaultAdaptConfig.MinExpected,
+	// lane.sizingReports) go as soon as the decoder has counted them, not
+	// a second apart: a fresh lane's FEC starts at a guess, and a
+	// loss-based TCP flow that meets loss while the guess stands (its
+	// slow start, on a lossy path) leaves slow start with a small window
+	// it then grows back only slowly at a long round trip. A ping or two
+	// before the first flow do not use them up.
+	earlyReports = 4
 
 	// stampEvery is about how often a busy lane sends a stamp-only
 	// report between its loss reports (delayjudge.go): the peer takes
