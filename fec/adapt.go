@@ -220,9 +220,9 @@ const lossWindow = 3
 var depths = [...]int{1, 2, 4}
 
 // NewAdapter returns an adapter starting at the mode's ratio (for auto, the
-// smallest K with K/4 parity until the first report: a fresh lane on a
-// lossy path must not lose packets while it waits for one, which a TCP
-// flow in slow start pays for long after).
+// smallest K with the most parity the rule spends on it until the first
+// report: a fresh lane on a lossy path must not lose packets while it
+// waits for one, which a TCP flow in slow start pays for long after).
 func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 	def := DefaultAdaptConfig
 	if len(cfg.Ks) == 0 {

@@ -175,6 +175,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		return a.Ratio()
 	}
 	interval := a.pending
+	first := !a.pOK // the start-up guess is no choice to keep
 	congested := a.queuing() && a.pOK
 	ceiling := 0.0
 	if congested {
@@ -238,6 +239,11 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	now := predict(cur)
 	want, reachable := a.best(&cands, a.target)
 	switch {
+	case first:
+		// The first interval acted on: what it asks for, not the
+		// cheapest with margin from a guess that happened to be more
+		// than enough.
+		cur = want
 	case latest > 0 && now > a.target && predict(want) < now/2:
 		// Not enough protection, and want is clearly better: more at
 		// once (but never on a clean interval, which only ages the

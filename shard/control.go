@@ -172,12 +172,19 @@ func (s *Shard) control(ln *lane, body []byte) {
 		s.observeAs(ln, st)
 		return
 	}
-	if _, known := ln.adapt.Loss(); !echo || !known {
-		// No samples to wait for, or none that would change what the
-		// adapter makes of its first report (the path's state counts
-		// only against a loss it acted on before): the sooner the
-		// start-up guess gives way, the less a slow start meets.
-		s.observeHeld(ln)
+	if !echo {
+		s.observeHeld(ln) // no samples to wait for
+		return
+	}
+	if _, known := ln.adapt.Loss(); !known {
+		// Until the adapter has acted on a loss, a queue counts
+		// against nothing (a queued path's ceiling is a share of the
+		// loss it acted on): it hears the report at once, the path's
+		// state unknown (which sets no floor and takes runs as the
+		// channel's), and the sooner its start-up guess gives way, the
+		// less of a slow start runs in it.
+		ln.delay.judge(s.now, s.now, echo) // the next span starts here
+		s.observeAs(ln, fec.PathUnknown)
 		return
 	}
 	// The samples that show the queue the report's losses met arrive
@@ -231,13 +238,13 @@ func (s *Shard) controlTimers(ln *lane) {
 	}
 	echo, reported := ln.echoes(), false
 	due := !s.now.Before(ln.reportDue)
-	if !due && ln.sizingReports < earlyReports && ln.cur.dec.Counted() >= fec.DefaultAdaptConfig.MinExpected {
+	if !due && ln.sizingReports < earlyReports && ln.cur.dec.Counted() >= sizingExpected && s.now.Sub(ln.reportedAt) >= earlyReportGap {
 		// A lane's first reports that can size the peer's FEC go as
 		// soon as they can (timing.go, earlyReports).
 		due = true
 	}
 	if due {
-		ln.reportDue = s.now.Add(jitter(lossReportEvery))
+		ln.reportDue, ln.reportedAt = s.now.Add(jitter(lossReportEvery)), s.now
 		rep := ln.cur.dec.TakeLossReport()
 		if rep.Expected == 0 {
 			// Nothing to report: the split's slices would go stale
@@ -248,11 +255,11 @@ func (s *Shard) controlTimers(ln *lane) {
 			if rep.Expected > 0 {
 				ln.reportsSent++
 			}
-			if rep.Expected >= fec.DefaultAdaptConfig.MinExpected {
+			if rep.Expected >= sizingExpected {
 				// Only a report the peer's adapter can size its FEC by
 				// uses up the early ones: a lane that carried a ping or
 				// two before its first flow still reports that flow's
-				// loss within ~250 ms.
+				// loss as soon as it counted enough of it.
 				ln.sizingReports++
 			}
 			reported = s.sendReport(ln, rep, echo)

@@ -71,24 +71,24 @@ func TestPassiveKeepalive(t *testing.T) {
 }
 
 // A lane's first loss reports that can size the peer's FEC go as soon as
-// the decoder counted enough for one (fec.DefaultAdaptConfig.MinExpected),
-// then about every second: the peer's FEC leaves its starting guess
-// within a round trip or so of a flow, not a second later. A sparse lane
-// (a ping) reports about once a second from the start.
+// the decoder counted enough for one (sizingExpected), earlyReportGap
+// apart at least, then about every second: the peer's FEC leaves its
+// starting guess within a round trip or so of a flow, not a second later.
+// Pings before the flow (a sparse lane reports about once a second) do
+// not use the early reports up; a rekey renews them.
 func TestEarlyLossReports(t *testing.T) {
-	for _, c := range []struct {
-		name    string
-		perTick int // packets per 50 ms
-	}{{"flow", 40}, {"sparse", 1}} {
-		a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-		connect(t, a, b, fec.EncoderConfig{K: 2, R: 1})
-		sa, sb := a.shards[0], b.shards[0]
-		lb := sb.table.lanes[addrA]
-		start := sb.now
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 2, R: 1})
+	sa, sb := a.shards[0], b.shards[0]
+	lb := sb.table.lanes[addrA]
+	start := sb.now
+	// run sends perTick packets every 50 ms from from to to, and returns
+	// when B's lane reported, from the start.
+	run := func(from, to time.Duration, perTick int) []time.Duration {
 		var at []time.Duration
-		for el := time.Duration(0); el < 4*time.Second; el += 50 * time.Millisecond {
+		for el := from; el < to; el += 50 * time.Millisecond {
 			sa.now, sb.now = start.Add(el), start.Add(el)
-			for i := range c.perTick {
+			for i := range perTick {
 				inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 200, int(el/time.Millisecond)+i))
 			}
 			sa.tick()
@@ -101,22 +101,37 @@ func TestEarlyLossReports(t *testing.T) {
 				at = append(at, el)
 			}
 		}
-		if len(at) < 3 {
-			t.Fatalf("%s: loss reports at %v", c.name, at)
-		}
-		// 200 packets at 800 a second take 250 ms and a tick.
-		if c.perTick > 1 && (len(at) < earlyReports+2 || at[earlyReports-1] > 1500*time.Millisecond) {
-			t.Errorf("%s: the first %d reports took until %v (at %v)", c.name, earlyReports, at[min(earlyReports, len(at))-1], at)
-		}
-		first := earlyReports + 1
-		if c.perTick == 1 {
-			first = 1
-		}
-		for i := first; i < len(at); i++ {
-			if gap := at[i] - at[i-1]; gap < lossReportEvery*3/4-50*time.Millisecond {
-				t.Errorf("%s: report %d came %v after the one before, want about %v (at %v)", c.name, i, gap, lossReportEvery, at)
+		return at
+	}
+	apart := func(name string, at []time.Duration, least time.Duration) {
+		for i := 1; i < len(at); i++ {
+			if gap := at[i] - at[i-1]; gap < least {
+				t.Errorf("%s: report %d came %v after the one before, want %v at least (at %v)", name, i, gap, least, at)
 			}
 		}
+	}
+	// Pings: 20 a second, reports about once a second.
+	pings := run(0, 3*time.Second, 1)
+	if len(pings) < 2 {
+		t.Fatalf("pings: loss reports at %v", pings)
+	}
+	apart("pings", pings, lossReportEvery*3/4-50*time.Millisecond)
+	// A flow, 2,000 packets a second (1,500 symbols at 2:1): its first
+	// reports go as soon as they count sizingExpected, then once a second.
+	flow := run(3*time.Second, 7*time.Second, 100)
+	if len(flow) < earlyReports+2 {
+		t.Fatalf("flow: loss reports at %v", flow)
+	}
+	if flow[earlyReports-1]-3*time.Second > 1500*time.Millisecond {
+		t.Errorf("flow: the first %d reports took until %v (at %v)", earlyReports, flow[earlyReports-1], flow)
+	}
+	apart("flow, early", flow[:earlyReports], earlyReportGap)
+	apart("flow, later", flow[earlyReports-1:], lossReportEvery*3/4-50*time.Millisecond)
+	// A rekey (the peer may have restarted) brings the early reports back.
+	connect(t, a, b, fec.EncoderConfig{K: 2, R: 1})
+	again := run(7*time.Second, 9*time.Second, 100)
+	if len(again) < 3 || again[2]-again[0] > 1200*time.Millisecond {
+		t.Errorf("after a rekey: loss reports at %v, want the early ones again", again)
 	}
 }
 

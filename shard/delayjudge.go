@@ -121,8 +121,8 @@ func (d *pathDelay) judge(now, arrived time.Time, echo bool) fec.PathState {
 // round trip, the queue they met (up to half the least round trip before
 // it counts as one) and the peer's hold of the stamp (up to a stamp
 // wait), seen at the next tick. Never more than half a report's wait; a
-// report still held when the next arrives (the first few come every
-// ~250 ms) is judged then.
+// report still held when the next arrives (the first few come
+// earlyReportGap apart) is judged then.
 func (d *pathDelay) judgeLag() time.Duration {
 	hold := time.Duration(float64(stampEvery) * (1 + jitterFraction))
 	return min(d.base()/2+hold+idlePoll, lossReportEvery/2)

@@ -124,10 +124,11 @@ type lane struct {
 	reportDue   time.Time
 	reportsSent int // loss reports sent
 	// sizingReports counts the loss reports sent that counted at least
-	// the datagrams the peer's adapter sizes its FEC by
-	// (fec.DefaultAdaptConfig.MinExpected): the first earlyReports of
-	// them go sooner.
+	// sizingExpected symbols since the lane's last rekey or new path:
+	// the first earlyReports of them go sooner, no closer than
+	// earlyReportGap after reportedAt, the last report's time.
 	sizingReports int
+	reportedAt    time.Time
 	// stampAt is when the lane next sends a stamp if it is busy, and
 	// stampPkts its packets (sent and received) when it last looked
 	// (controlTimers, delayjudge.go).
@@ -320,6 +321,7 @@ func (s *Shard) rekey(ln *lane, cfg LaneConfig, ks *keyset, ad *fec.Adapter) {
 	} else {
 		ln.newPath()
 	}
+	ln.sizingReports = 0 // the peer may have restarted: its adapter at its guess
 	if cfg.Mode != ln.cfg.Mode {
 		ln.adapt = ad
 		ln.held = fec.LossReport{} // the old adapter's

@@ -1,6 +1,15 @@
 package shard
 
-import "time"
+import (
+	"time"
+
+	"github.com/yip-router/yip-router/fec"
+)
+
+// sizingExpected is how many symbols a loss report must count for the
+// peer's adapter to size its FEC by it (smaller ones it merges with the
+// next).
+var sizingExpected = fec.DefaultAdaptConfig.MinExpected
 
 // The shard's timing constants: the lanes' timers and the loop's. Some
 // that tune one mechanism stay beside it: how long an address stays a
@@ -64,14 +73,20 @@ const (
 	// reports its FEC loss to the peer (whose encoder adapts R to it).
 	lossReportEvery = time.Second
 	// earlyReports: a lane's first loss reports that count enough
-	// datagrams to size the peer's FEC (fec.DefaultAdaptConfig.MinExpected,
-	// lane.sizingReports) go as soon as the decoder has counted them, not
-	// a second apart: a fresh lane's FEC starts at a guess, and a
+	// symbols to size the peer's FEC (sizingExpected, lane.sizingReports)
+	// go as soon as the decoder has counted them (but earlyReportGap
+	// apart), not a second apart: a fresh lane's FEC starts at a guess, and a
 	// loss-based TCP flow that meets loss while the guess stands (its
 	// slow start, on a lossy path) leaves slow start with a small window
 	// it then grows back only slowly at a long round trip. A ping or two
-	// before the first flow do not use them up.
+	// before the first flow do not use them up; a rekey or a new path
+	// (the peer may have restarted, its adapter at its guess) renews them.
 	earlyReports = 4
+	// earlyReportGap: an early report waits at least this long after the
+	// report before it, so the peer judges each by its round-trip samples
+	// (judgeLag) before the next arrives, and its adapter's window and
+	// clean run still span a few hundred milliseconds.
+	earlyReportGap = 250 * time.Millisecond
 
 	// stampEvery is about how often a busy lane sends a stamp-only
 	// report between its loss reports (delayjudge.go): the peer takes

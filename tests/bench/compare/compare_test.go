@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -34,6 +36,27 @@ func TestParseIperfTCP(t *testing.T) {
 	// Its one interval is the -O warm-up's.
 	if len(r.Intervals) != 1 || !r.Intervals[0].Omitted || !near(r.Intervals[0].CwndKiB, 916762.0/1024) ||
 		!near(r.Intervals[0].RTTms, 0.077) || !near(r.Intervals[0].Mbps, 1998.400038277935) {
+		t.Fatalf("intervals %+v", r.Intervals)
+	}
+}
+
+// iperf3 restarts its interval clock when the warm-up ends; the intervals
+// read from the flow's start.
+func TestParseIperfIntervals(t *testing.T) {
+	iv := func(start, end float64, omitted bool) string {
+		return fmt.Sprintf(`{"streams":[{"start":%g,"end":%g,"bits_per_second":1e8,"retransmits":1,"snd_cwnd":2048,"rtt":51000,"omitted":%t}]}`, start, end, omitted)
+	}
+	b := `{"intervals":[` + iv(0, 0.5, true) + "," + iv(0.5, 1, true) + "," + iv(0, 0.5, false) + "," + iv(0.5, 1, false) +
+		`],"end":{"sum_sent":{"seconds":1},"sum_received":{"seconds":1,"bits_per_second":1e8}}}`
+	r, err := parseIperf([]byte(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var at []float64
+	for _, x := range r.Intervals {
+		at = append(at, x.Start)
+	}
+	if !slices.Equal(at, []float64{0, 0.5, 1, 1.5}) || r.Intervals[2].Omitted || !near(r.Intervals[3].RTTms, 51) || r.Intervals[3].CwndKiB != 2 {
 		t.Fatalf("intervals %+v", r.Intervals)
 	}
 }

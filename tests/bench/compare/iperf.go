@@ -20,6 +20,7 @@ type iperfJSON struct {
 	Intervals []struct {
 		Streams []struct {
 			Start       float64 `json:"start"`
+			End         float64 `json:"end"`
 			Bits        float64 `json:"bits_per_second"`
 			Retransmits int64   `json:"retransmits"`
 			Cwnd        int64   `json:"snd_cwnd"` // bytes
@@ -116,13 +117,22 @@ func parseIperf(b []byte) (iperfResult, error) {
 			}
 		}
 		r.RTTms = div(r.RTTms, n)
+		// iperf3 starts its clock anew when the -O warm-up ends: the
+		// intervals after it are offset by the warm-up's end.
+		warm := 0.0
 		for _, iv := range j.Intervals {
 			if len(iv.Streams) == 0 {
 				continue
 			}
 			st := iv.Streams[0]
+			at := st.Start
+			if st.Omitted {
+				warm = st.End
+			} else {
+				at += warm
+			}
 			r.Intervals = append(r.Intervals, iperfInterval{
-				Start: st.Start, Mbps: st.Bits / 1e6, Retransmits: st.Retransmits,
+				Start: at, Mbps: st.Bits / 1e6, Retransmits: st.Retransmits,
 				CwndKiB: float64(st.Cwnd) / 1024, RTTms: st.RTT / 1000, Omitted: st.Omitted,
 			})
 		}

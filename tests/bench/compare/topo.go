@@ -135,8 +135,8 @@ func (t *yipTopo) PathState() (pathSample, bool) {
 	}
 	s := pathSample{State: busiest.Path, Detail: fmt.Sprintf("rtt %.1f least %.1f fec %s loss %s split %s",
 		busiest.RTTms, busiest.RTTLeastMs, busiest.FEC, loss, split)}
-	if f, ok := t.FEC(); ok {
-		s.Detail += fmt.Sprintf(" B recovered %d lost %d", f.Recovered, f.Unrecovered)
+	if s.State == "" {
+		s.State = "unknown" // no round-trip sample yet
 	}
 	return s, true
 }
