@@ -132,7 +132,8 @@ const maxKs = 4
 // the latest interval when it is worse raises protection on the first bad
 // report; a cheaper choice is taken only when it would still predict
 // ≤ target/2 (or the target is out of reach anyway), so the ratio does not
-// flap on noise, and the window lets it fall within a few seconds once the
+// flap on noise (the first interval acted on takes the cheapest meeting
+// the target: the start-up guess is no choice to keep), and the window lets it fall within a few seconds once the
 // path is clean. The target is Target until SetRTT gives the path's
 // round-trip time, then TCPResidual of it, within [MinTarget, Target].
 // A path whose last cleanReports reports lost nothing gets no parity at
@@ -268,7 +269,7 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 		}
 		a.k, a.r = m.K, m.R
 	default:
-		// Until the first report, the most the rule spends on the
+		// Until the first interval it acts on, the most it spends on the
 		// smallest K (16:6 by default): a loss-based flow's slow start
 		// runs in these groups, and one loss there ends it with a small
 		// window that grows back only slowly at a long round trip. At

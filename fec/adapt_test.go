@@ -84,6 +84,26 @@ func cheapestMeeting(p, target float64, long bool) (k, r int, ok bool) {
 	return k, r, ok
 }
 
+// The first interval the rule acts on gets what it asks for: the
+// cheapest choice meeting the target, not the cheapest meeting half of it
+// (the margin a choice is lowered with), which the start-up guess, more
+// than enough at 1%, would otherwise settle it on.
+func TestAdapterFirstInterval(t *testing.T) {
+	for _, long := range []bool{false, true} {
+		a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.SetLongGroups(long)
+		a.SetRTT(50 * time.Millisecond)
+		k, r := a.Observe(LossReport{Expected: 10000, Received: 9900})
+		wk, wr, _ := cheapestMeeting(0.01, a.Target(), long)
+		if k != wk || r != wr {
+			t.Errorf("long %v: first interval at 1%%: %d:%d, want the cheapest meeting %g: %d:%d", long, k, r, a.Target(), wk, wr)
+		}
+	}
+}
+
 func TestAdapterRule(t *testing.T) {
 	t.Run("legacy peer", func(t *testing.T) { testAdapterRule(t, false) })
 	t.Run("long groups", func(t *testing.T) { testAdapterRule(t, true) })

@@ -238,13 +238,14 @@ func (s *Shard) controlTimers(ln *lane) {
 	}
 	echo, reported := ln.echoes(), false
 	due := !s.now.Before(ln.reportDue)
-	if !due && ln.sizingReports < earlyReports && ln.cur.dec.Counted() >= sizingExpected && s.now.Sub(ln.reportedAt) >= earlyReportGap {
+	if !due && ln.sizingReports < earlyReports && ln.cur.dec.Counted() >= sizingExpected &&
+		(ln.sizingReports == 0 || s.now.Sub(ln.reportedAt) >= max(earlyReportGap, ln.delay.judgeLag())) {
 		// A lane's first reports that can size the peer's FEC go as
 		// soon as they can (timing.go, earlyReports).
 		due = true
 	}
 	if due {
-		ln.reportDue, ln.reportedAt = s.now.Add(jitter(lossReportEvery)), s.now
+		ln.reportDue = s.now.Add(jitter(lossReportEvery))
 		rep := ln.cur.dec.TakeLossReport()
 		if rep.Expected == 0 {
 			// Nothing to report: the split's slices would go stale
@@ -261,6 +262,7 @@ func (s *Shard) controlTimers(ln *lane) {
 				// two before its first flow still reports that flow's
 				// loss as soon as it counted enough of it.
 				ln.sizingReports++
+				ln.reportedAt = s.now
 			}
 			reported = s.sendReport(ln, rep, echo)
 		}

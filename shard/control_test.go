@@ -75,17 +75,21 @@ func TestPassiveKeepalive(t *testing.T) {
 // apart at least, then about every second: the peer's FEC leaves its
 // starting guess within a round trip or so of a flow, not a second later.
 // Pings before the flow (a sparse lane reports about once a second) do
-// not use the early reports up; a rekey renews them.
+// not use the early reports up.
 func TestEarlyLossReports(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	connect(t, a, b, fec.EncoderConfig{K: 2, R: 1})
 	sa, sb := a.shards[0], b.shards[0]
 	lb := sb.table.lanes[addrA]
 	start := sb.now
+	type sent struct {
+		at     time.Duration
+		sizing bool // it used up an early report
+	}
 	// run sends perTick packets every 50 ms from from to to, and returns
 	// when B's lane reported, from the start.
-	run := func(from, to time.Duration, perTick int) []time.Duration {
-		var at []time.Duration
+	run := func(from, to time.Duration, perTick int) []sent {
+		var at []sent
 		for el := from; el < to; el += 50 * time.Millisecond {
 			sa.now, sb.now = start.Add(el), start.Add(el)
 			for i := range perTick {
@@ -94,45 +98,47 @@ func TestEarlyLossReports(t *testing.T) {
 			sa.tick()
 			sa.flushAll()
 			deliverAll(t, a, b, nil)
-			before := lb.reportsSent
+			before, sizing := lb.reportsSent, lb.sizingReports
 			sb.tick()
 			sb.flushAll()
 			if lb.reportsSent != before {
-				at = append(at, el)
+				at = append(at, sent{el, lb.sizingReports != sizing && lb.sizingReports <= earlyReports})
 			}
 		}
 		return at
 	}
-	apart := func(name string, at []time.Duration, least time.Duration) {
+	apart := func(name string, at []sent, least time.Duration) {
 		for i := 1; i < len(at); i++ {
-			if gap := at[i] - at[i-1]; gap < least {
+			if gap := at[i].at - at[i-1].at; gap < least {
 				t.Errorf("%s: report %d came %v after the one before, want %v at least (at %v)", name, i, gap, least, at)
 			}
 		}
 	}
 	// Pings: 20 a second, reports about once a second.
 	pings := run(0, 3*time.Second, 1)
-	if len(pings) < 2 {
-		t.Fatalf("pings: loss reports at %v", pings)
+	if len(pings) < 2 || lb.sizingReports != 0 {
+		t.Fatalf("pings: loss reports at %v, %d of them sizing", pings, lb.sizingReports)
 	}
 	apart("pings", pings, lossReportEvery*3/4-50*time.Millisecond)
-	// A flow, 2,000 packets a second (1,500 symbols at 2:1): its first
+	// A flow, 2,000 packets a second (3,000 symbols at 2:1): its first
 	// reports go as soon as they count sizingExpected, then once a second.
 	flow := run(3*time.Second, 7*time.Second, 100)
-	if len(flow) < earlyReports+2 {
+	var early, later []sent
+	for i, x := range flow {
+		if x.sizing && len(early) < earlyReports {
+			early = append(early, x)
+		} else if len(early) == earlyReports {
+			later = append(later, flow[i])
+		}
+	}
+	if len(early) < earlyReports || len(later) < 2 {
 		t.Fatalf("flow: loss reports at %v", flow)
 	}
-	if flow[earlyReports-1]-3*time.Second > 1500*time.Millisecond {
-		t.Errorf("flow: the first %d reports took until %v (at %v)", earlyReports, flow[earlyReports-1], flow)
+	if early[earlyReports-1].at-3*time.Second > 1500*time.Millisecond {
+		t.Errorf("flow: the first %d sizing reports took until %v (at %v)", earlyReports, early[earlyReports-1].at, flow)
 	}
-	apart("flow, early", flow[:earlyReports], earlyReportGap)
-	apart("flow, later", flow[earlyReports-1:], lossReportEvery*3/4-50*time.Millisecond)
-	// A rekey (the peer may have restarted) brings the early reports back.
-	connect(t, a, b, fec.EncoderConfig{K: 2, R: 1})
-	again := run(7*time.Second, 9*time.Second, 100)
-	if len(again) < 3 || again[2]-again[0] > 1200*time.Millisecond {
-		t.Errorf("after a rekey: loss reports at %v, want the early ones again", again)
-	}
+	apart("flow, early", early, earlyReportGap)
+	apart("flow, later", append(early[earlyReports-1:], later...), lossReportEvery*3/4-50*time.Millisecond)
 }
 
 // An idle tunnel falls silent: after one packet and its answers, the two

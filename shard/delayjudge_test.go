@@ -179,8 +179,8 @@ func TestLossReportJudgedAfterItsSamples(t *testing.T) {
 	// The first report the adapter can size by is heard at once: the
 	// path's state counts only against a loss it acted on before.
 	sa.control(la, report())
-	if _, ok := la.adapt.Loss(); !ok || la.held.Expected != 0 {
-		t.Fatalf("the adapter's first report was held (%+v)", la.held)
+	if _, ok := la.adapt.Loss(); !ok || la.held.Expected != 0 || la.adapt.Path() != fec.PathUnknown {
+		t.Fatalf("the adapter's first report was held (%+v) or judged %v", la.held, la.adapt.Path())
 	}
 	first := la.adapt.Path()
 	sa.now = sa.now.Add(100 * time.Millisecond)

@@ -124,9 +124,8 @@ type lane struct {
 	reportDue   time.Time
 	reportsSent int // loss reports sent
 	// sizingReports counts the loss reports sent that counted at least
-	// sizingExpected symbols since the lane's last rekey or new path:
-	// the first earlyReports of them go sooner, no closer than
-	// earlyReportGap after reportedAt, the last report's time.
+	// sizingExpected symbols: the first earlyReports of them go sooner,
+	// no closer than earlyReportGap after reportedAt, the last one's time.
 	sizingReports int
 	reportedAt    time.Time
 	// stampAt is when the lane next sends a stamp if it is busy, and
@@ -321,7 +320,6 @@ func (s *Shard) rekey(ln *lane, cfg LaneConfig, ks *keyset, ad *fec.Adapter) {
 	} else {
 		ln.newPath()
 	}
-	ln.sizingReports = 0 // the peer may have restarted: its adapter at its guess
 	if cfg.Mode != ln.cfg.Mode {
 		ln.adapt = ad
 		ln.held = fec.LossReport{} // the old adapter's

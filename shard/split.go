@@ -348,10 +348,9 @@ func (ch *channelLoss) report(rep fec.LossReport, c splitCounts, ok bool, now ti
 
 // newPath starts what ln measures of its path anew (a roam, a new
 // address): the round trip, the split's one-way delays, the channel's
-// rate, a loss report held for judgement, which counted the old path's
-// loss, and the early reports (the peer's adapter measures a new path).
+// rate, and a loss report held for judgement, which counted the old
+// path's loss.
 func (ln *lane) newPath() {
 	ln.delay, ln.split, ln.channel = pathDelay{}, lossSplit{}, channelLoss{}
 	ln.lastSplit, ln.held = splitCounts{}, fec.LossReport{}
-	ln.sizingReports = 0
 }

@@ -79,13 +79,13 @@ const (
 	// loss-based TCP flow that meets loss while the guess stands (its
 	// slow start, on a lossy path) leaves slow start with a small window
 	// it then grows back only slowly at a long round trip. A ping or two
-	// before the first flow do not use them up; a rekey or a new path
-	// (the peer may have restarted, its adapter at its guess) renews them.
+	// before the first flow do not use them up.
 	earlyReports = 4
-	// earlyReportGap: an early report waits at least this long after the
-	// report before it, so the peer judges each by its round-trip samples
-	// (judgeLag) before the next arrives, and its adapter's window and
-	// clean run still span a few hundred milliseconds.
+	// earlyReportGap: an early report waits at least this long (or the
+	// path's judgeLag, if longer) after the early report before it, so the
+	// peer judges each by its round-trip samples before the next arrives,
+	// and its adapter's window and clean run still span a few hundred
+	// milliseconds. The first waits for nothing but its count.
 	earlyReportGap = 250 * time.Millisecond
 
 	// stampEvery is about how often a busy lane sends a stamp-only

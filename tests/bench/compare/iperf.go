@@ -128,7 +128,7 @@ func parseIperf(b []byte) (iperfResult, error) {
 			at := st.Start
 			if st.Omitted {
 				warm = st.End
-			} else {
+			} else if at+1e-6 < warm {
 				at += warm
 			}
 			r.Intervals = append(r.Intervals, iperfInterval{
