@@ -133,8 +133,8 @@ const maxKs = 4
 // report; a cheaper choice is taken only when it would still predict
 // ≤ target/2 (or the target is out of reach anyway), so the ratio does not
 // flap on noise (the first interval acted on takes the cheapest meeting
-// the target: the start-up guess is no choice to keep), and the window lets it fall within a few seconds once the
-// path is clean. The target is Target until SetRTT gives the path's
+// the target: the start-up guess is no choice to keep), and the window
+// lets it fall within a few seconds once the path is clean. The target is Target until SetRTT gives the path's
 // round-trip time, then TCPResidual of it, within [MinTarget, Target].
 // A path whose last cleanReports reports lost nothing gets no parity at
 // all (trackClean); its first loss brings back MinR at once.

@@ -75,8 +75,8 @@ const (
 	// earlyReports: a lane's first loss reports that count enough
 	// symbols to size the peer's FEC (sizingExpected, lane.sizingReports)
 	// go as soon as the decoder has counted them (but earlyReportGap
-	// apart), not a second apart: a fresh lane's FEC starts at a guess, and a
-	// loss-based TCP flow that meets loss while the guess stands (its
+	// apart), not a second apart: a fresh lane's FEC starts at a guess,
+	// and a loss-based TCP flow that meets loss while the guess stands (its
 	// slow start, on a lossy path) leaves slow start with a small window
 	// it then grows back only slowly at a long round trip. A ping or two
 	// before the first flow do not use them up.
