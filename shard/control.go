@@ -168,8 +168,7 @@ func (s *Shard) control(ln *lane, body []byte) {
 	if r, st, ok := ln.channel.report(rep, split, splitOK, s.now); ok {
 		// The peer split the loss: the adapter hears it at once.
 		ln.held = r
-		ln.delay.judge(s.now, s.now, echo) // the next span starts here
-		s.observeAs(ln, st)
+		s.observeNow(ln, st, echo)
 		return
 	}
 	if !echo {
@@ -183,8 +182,7 @@ func (s *Shard) control(ln *lane, body []byte) {
 		// state unknown (which sets no floor and takes runs as the
 		// channel's), and the sooner its start-up guess gives way, the
 		// less of a slow start runs in it.
-		ln.delay.judge(s.now, s.now, echo) // the next span starts here
-		s.observeAs(ln, fec.PathUnknown)
+		s.observeNow(ln, fec.PathUnknown, echo)
 		return
 	}
 	// The samples that show the queue the report's losses met arrive
@@ -199,6 +197,13 @@ func (s *Shard) observeHeld(ln *lane) {
 		return
 	}
 	s.observeAs(ln, ln.delay.judge(s.now, ln.heldAt, ln.echoes()))
+}
+
+// observeNow gives ln's adapter the report it holds at once, judged st
+// without waiting for samples: the next report's span starts here.
+func (s *Shard) observeNow(ln *lane, st fec.PathState, echo bool) {
+	ln.delay.judge(s.now, s.now, echo)
+	s.observeAs(ln, st)
 }
 
 // observeAs gives ln's adapter the report it holds, the path judged st.
