@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/yip-router/yip-router/internal/impair"
+	"github.com/yip-router/yip-router/router"
 )
 
 // queueSeries is a synthetic run against a 50 ms queue (half full: 25
@@ -197,5 +198,18 @@ func TestWriteSeries(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "none")); err == nil {
 		t.Error("a run without bins made a directory")
+	}
+}
+
+func TestRxFEC(t *testing.T) {
+	st := &router.Status{
+		Shards: []router.ShardStatus{
+			{Counters: map[string]uint64{"fec_recovered": 10, "fec_evicted": 1}},
+			{Counters: map[string]uint64{"fec_recovered": 5, "fec_not_stored": 7}},
+		},
+		Peers: []router.PeerStatus{{FECLost: 3}, {FECLost: 4}},
+	}
+	if got, want := rxFEC(st), "rx recovered 15 lost 7 evicted 1 not_stored 7"; got != want {
+		t.Errorf("rxFEC = %q, want %q", got, want)
 	}
 }

@@ -135,10 +135,30 @@ func (t *yipTopo) PathState() (pathSample, bool) {
 	}
 	s := pathSample{State: busiest.Path, Detail: fmt.Sprintf("rtt %.1f least %.1f fec %s loss %s split %s",
 		busiest.RTTms, busiest.RTTLeastMs, busiest.FEC, loss, split)}
+	if rx, err := t.l.Status(lab.B); err == nil {
+		s.Detail += " " + rxFEC(rx)
+	}
 	if s.State == "" {
 		s.State = "unknown" // no round-trip sample yet
 	}
 	return s, true
+}
+
+// rxFEC is what the receiving router's decoders did so far: data symbols
+// recovered, lost for good, groups given up at the byte cap and symbols
+// not kept at it (counters since start: a -series file shows when a
+// group failed by where they rise).
+func rxFEC(st *router.Status) string {
+	var rec, evicted, notStored, lost uint64
+	for _, sh := range st.Shards {
+		rec += sh.Counters["fec_recovered"]
+		evicted += sh.Counters["fec_evicted"]
+		notStored += sh.Counters["fec_not_stored"]
+	}
+	for _, p := range st.Peers {
+		lost += p.FECLost
+	}
+	return fmt.Sprintf("rx recovered %d lost %d evicted %d not_stored %d", rec, lost, evicted, notStored)
 }
 
 // busiestLane is the lane of A's that sent the most since the last call:
