@@ -143,8 +143,10 @@ const maxKs = 4
 // most a quarter of the p the rule last acted on, or the loss of the last
 // interval judged with the path clear if that is more (a queue that comes
 // and goes is not a reason to drop the protection a lossy channel was
-// seen to need), unless the queue has stood through floorReports reports
-// in a row; none below minQueuedLoss, and then no parity. It does not bring
+// seen to need; before any interval was judged clear, as while a flow's
+// start-up overshoot drains, the least loss of any interval acted on,
+// which bounds the channel's from above), unless the queue has stood
+// through floorReports reports in a row; none below minQueuedLoss, and then no parity. It does not bring
 // back MinR after a clean run, and its runs are not taken as bursts (a
 // tail-drop queue drops in runs). Parity spent on congestion would fill
 // the queue it overflows, and recovering it would hide from the inner
@@ -192,6 +194,13 @@ type Adapter struct {
 	pOK    bool
 	clearP float64
 	queued int
+	// clearOK: clearP was measured (an interval was judged with the
+	// path clear, or the queue stood floorReports reports). Until then
+	// leastP, the least loss of any interval acted on, is the floor:
+	// every interval lost at least the channel's share, so it bounds
+	// the channel's loss from above.
+	clearOK bool
+	leastP  float64
 }
 
 // floorReports is how many reports in a row (about a second each) the

@@ -168,3 +168,63 @@ func TestLossAtMost(t *testing.T) {
 		t.Fatalf("none: %+v", got)
 	}
 }
+
+// A flow's start-up overshoot on a lossy channel: the first interval is
+// judged with the path's state unknown, the next ones while the queue it
+// overflowed drains (queued, drained). Quartering the loss at each of
+// those took a 5% channel's parity off within two reports (a CUBIC flow
+// then lost the channel's 5% and cut its window round trip after round
+// trip); the least any interval lost bounds the channel's loss until an
+// interval is judged clear, or the queue stands through floorReports.
+func TestAdapterKeepsParityUntilChannelSeen(t *testing.T) {
+	share := func(k, r int) float64 { return float64(r) / float64(k) }
+	five := LossReport{Expected: 5000, Received: 4750, Runs: 238}  // 5%, independent
+	over := LossReport{Expected: 5000, Received: 4000, Runs: 40}   // 20%: the overshoot's runs
+	drain := LossReport{Expected: 5000, Received: 4700, Runs: 280} // 6%
+	calm := mustAdapter(t)
+	calm.SetRTT(50 * time.Millisecond)
+	calm.SetPath(PathClear)
+	for range 4 {
+		calm.Observe(five)
+	}
+	need := share(calm.Ratio())
+
+	fresh := func() *Adapter {
+		a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.SetRTT(50 * time.Millisecond)
+		return a
+	}
+	a := fresh()
+	a.Observe(five) // first interval, state unknown
+	a.SetPath(PathQueued)
+	a.Observe(over)
+	for i, st := range []PathState{PathDrained, PathQueued, PathDrained, PathQueued, PathDrained} {
+		a.SetPath(st)
+		if k, r := a.Observe(drain); share(k, r) < need*0.9 {
+			t.Fatalf("report %d (%v) while the overshoot drains: %d:%d, the channel's 5%% needs %.3f", i, st, k, r, need)
+		}
+	}
+	// The channel seen clear and clean: congestion is cut as before.
+	a.SetPath(PathClear)
+	a.Observe(LossReport{Expected: 5000, Received: 5000})
+	a.SetPath(PathQueued)
+	for range floorReports - 1 {
+		a.Observe(over)
+	}
+	if k, r := a.Ratio(); r != 0 {
+		t.Fatalf("congestion after a clean interval kept parity at %d:%d", k, r)
+	}
+	// Never seen clear, but a queue that stands: it is congestion.
+	b := fresh()
+	b.Observe(five)
+	b.SetPath(PathQueued)
+	for range floorReports + 6 {
+		b.Observe(over)
+	}
+	if k, r := b.Ratio(); r != 0 {
+		t.Fatalf("a queue that stood through %d reports left parity at %d:%d", floorReports+6, k, r)
+	}
+}

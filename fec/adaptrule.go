@@ -176,19 +176,32 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	}
 	interval := a.pending
 	first := !a.pOK // the start-up guess is no choice to keep
+	if raw := interval.Loss(); !a.clearOK && (first || raw < a.leastP) {
+		a.leastP = raw
+	}
 	congested := a.queuing() && a.pOK
 	ceiling := 0.0
 	if congested {
 		if a.path == PathDrained {
 			a.queued = 0 // the queue came and went
 		} else if a.queued++; a.queued >= floorReports {
-			a.clearP = 0 // a standing queue: see floorReports
+			a.clearP, a.clearOK = 0, true // a standing queue: see floorReports
 		}
 		// Congestion: the interval counts as losing at most a quarter
 		// of what the rule last acted on (so parity falls within a few
 		// reports while the queue stands), or what an interval lost
 		// with the path clear; the window keeps the interval as judged.
-		if ceiling = max(a.p/4, a.clearP); ceiling < minQueuedLoss {
+		// Before any was judged clear, the least any interval lost: a
+		// flow's start-up overshoot drains through several reports
+		// (about 250 ms apart at first), and quartering the channel's
+		// loss at each would take its protection away while the flow
+		// recovers, which a loss-based flow pays for with window cut
+		// after window cut.
+		floor := a.clearP
+		if !a.clearOK {
+			floor = a.leastP
+		}
+		if ceiling = max(a.p/4, floor); ceiling < minQueuedLoss {
 			ceiling = 0
 		}
 		interval = interval.AtMost(ceiling)
@@ -213,7 +226,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// This interval's loss, not the window's: a window reaching
 		// back into a queue's overshoot (a flow's start) would make
 		// its drops the channel's for good.
-		a.clearP = latest
+		a.clearP, a.clearOK = latest, true
 	}
 	if a.burstPend.Expected-a.burstPend.Received >= minBurstSample {
 		// Runs were counted within groups, spaced by the depth then in
