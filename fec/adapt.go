@@ -9,6 +9,7 @@ package fec
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -134,21 +135,25 @@ const maxKs = 4
 // ≤ target/2 (or the target is out of reach anyway), so the ratio does not
 // flap on noise (the first interval acted on takes the cheapest meeting
 // the target: the start-up guess is no choice to keep), and the window
-// lets it fall within a few seconds once the path is clean. The target is Target until SetRTT gives the path's
-// round-trip time, then TCPResidual of it, within [MinTarget, Target].
+// lets it fall within a few seconds once the path is clean. The target
+// is Target until SetRTT gives the path's round-trip time, then
+// TCPResidual of it, within [MinTarget, Target].
 // A path whose last cleanReports reports lost nothing gets no parity at
 // all (trackClean); its first loss brings back MinR at once.
 // Loss reported while the path queues (SetPath(PathQueued)) is
 // congestion, not the channel's: each such interval counts as losing at
-// most a quarter of the p the rule last acted on, or the loss of the last
-// interval judged with the path clear if that is more (a queue that comes
-// and goes is not a reason to drop the protection a lossy channel was
-// seen to need; before any interval was judged clear, as while a flow's
-// start-up overshoot drains, the least loss of any interval acted on,
-// which bounds the channel's from above), unless the queue has stood
-// through floorReports reports in a row; none below minQueuedLoss, and then no parity. It does not bring
-// back MinR after a clean run, and its runs are not taken as bursts (a
-// tail-drop queue drops in runs). Parity spent on congestion would fill
+// most a quarter of the p the rule last acted on, or the floor if that is
+// more: the loss of the last interval judged with the path clear (a queue
+// that comes and goes is not a reason to drop the protection a lossy
+// channel was seen to need), or, until an interval is judged clear, the
+// least loss of any interval acted on (each lost at least the channel's
+// share; a flow's start-up overshoot drains through several reports
+// judged queued or drained). The floor is dropped when the queue has
+// stood through floorReports reports in a row, or when 2·floorReports
+// reports found a queue before any was judged clear; none below
+// minQueuedLoss, and then no parity. It does not bring back MinR after a
+// clean run, and its runs are not taken as bursts (a tail-drop queue
+// drops in runs). Parity spent on congestion would fill
 // the queue it overflows, and recovering it would hide from the inner
 // flows the signal they slow down on; a loss-based flow that meets the
 // channel's loss again drains the queue, and the next interval counts in
@@ -186,21 +191,18 @@ type Adapter struct {
 	// long: the peer's decoder reads long groups (SetLongGroups).
 	long bool
 	// path is what the round trip says (SetPath); p is the loss the
-	// rule last acted on (pOK: it has), clearP the loss of the last
-	// interval judged while the path was clear (the floor for
-	// congestion), queued the reports in a row judged while it queued.
-	path   PathState
-	p      float64
-	pOK    bool
-	clearP float64
-	queued int
-	// clearOK: clearP was measured (an interval was judged with the
-	// path clear, or the queue stood floorReports reports). Until then
-	// leastP, the least loss of any interval acted on, is the floor:
-	// every interval lost at least the channel's share, so it bounds
-	// the channel's loss from above.
-	clearOK bool
-	leastP  float64
+	// rule last acted on (pOK: it has), clearP the floor for congestion
+	// (floorKnown: taken from an interval judged clear, or dropped for
+	// a queue that stands; until then the least loss of any interval
+	// acted on), queued the reports in a row judged while it queued,
+	// unclear those that found a queue before the floor was known.
+	path       PathState
+	p          float64
+	pOK        bool
+	clearP     float64
+	floorKnown bool
+	queued     int
+	unclear    int
 }
 
 // floorReports is how many reports in a row (about a second each) the
@@ -269,6 +271,7 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 		}
 	}
 	a := &Adapter{mode: m, cfg: cfg, target: cfg.Target, d: 1}
+	a.NewPath()
 	switch m.Kind {
 	case ModeOff:
 		a.k, a.r = slices.Min(cfg.Ks), 0
@@ -408,6 +411,16 @@ func (a *Adapter) Loss() (p float64, ok bool) { return a.p, a.pOK }
 // reported while it queues is congestion, which the rule spends less
 // parity on each report, down to what the channel needed while clear.
 func (a *Adapter) SetPath(s PathState) { a.path = s }
+
+// NewPath tells the rule that the lane's datagrams take a new path (the
+// peer's address changed, or the lane is new): what the old path's clear
+// intervals lost says nothing of the new one's channel, so the floor for
+// congestion is the least loss of the intervals until one is judged
+// clear again. The ratio and the loss the rule acts on stay: the new
+// path's reports move them.
+func (a *Adapter) NewPath() {
+	a.clearP, a.floorKnown, a.queued, a.unclear = math.Inf(1), false, 0, 0
+}
 
 // Target is the residual loss the rule currently aims for.
 func (a *Adapter) Target() float64 { return a.target }

@@ -66,6 +66,9 @@ func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
 	if k, r := open.Ratio(); share(k, r) <= calm {
 		t.Fatalf("15%% loss on a path that does not queue left parity at %d:%d (5%%: %.3f)", k, r, calm)
 	}
+	// steady's adapter (mustAdapter) acted first on a clean interval,
+	// judged with the path unknown: the floor is 0, as after a clean
+	// interval judged clear.
 	q, _ := steady()
 	q.SetPath(PathQueued)
 	last := calm
@@ -189,6 +192,7 @@ func TestAdapterKeepsParityUntilChannelSeen(t *testing.T) {
 	}
 	need := share(calm.Ratio())
 
+	// Not mustAdapter: its clean first interval would set the floor to 0.
 	fresh := func() *Adapter {
 		a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
 		if err != nil {
@@ -207,6 +211,14 @@ func TestAdapterKeepsParityUntilChannelSeen(t *testing.T) {
 			t.Fatalf("report %d (%v) while the overshoot drains: %d:%d, the channel's 5%% needs %.3f", i, st, k, r, need)
 		}
 	}
+	// The least, not the first or the largest: an interval that lost
+	// 1% (congestion and all) bounds the channel's loss at 1%.
+	a.SetPath(PathQueued)
+	a.Observe(LossReport{Expected: 5000, Received: 4950, Runs: 50})
+	a.Observe(drain)
+	if k, r := a.Ratio(); share(k, r) > need*0.7 {
+		t.Fatalf("after an interval that lost 1%%, congestion kept %d:%d (5%% needs %.3f)", k, r, need)
+	}
 	// The channel seen clear and clean: congestion is cut as before.
 	a.SetPath(PathClear)
 	a.Observe(LossReport{Expected: 5000, Received: 5000})
@@ -216,6 +228,25 @@ func TestAdapterKeepsParityUntilChannelSeen(t *testing.T) {
 	}
 	if k, r := a.Ratio(); r != 0 {
 		t.Fatalf("congestion after a clean interval kept parity at %d:%d", k, r)
+	}
+	// Never seen clear, and a queue found report after report, though
+	// each came and went: after 2·floorReports the floor goes.
+	c := fresh()
+	c.Observe(five)
+	for i := range 2*floorReports + 6 {
+		c.SetPath([]PathState{PathQueued, PathDrained}[i%2])
+		c.Observe(over)
+	}
+	if k, r := c.Ratio(); r != 0 {
+		t.Fatalf("a queue found in %d reports, the path never clear, left parity at %d:%d", 2*floorReports+6, k, r)
+	}
+	// A new path: the old one's clear intervals set no floor for it.
+	c.NewPath()
+	c.SetPath(PathClear)
+	c.Observe(five)
+	c.SetPath(PathQueued)
+	if k, r := c.Observe(drain); share(k, r) < need*0.9 {
+		t.Fatalf("congestion on a new path, its channel losing 5%%: %d:%d", k, r)
 	}
 	// Never seen clear, but a queue that stands: it is congestion.
 	b := fresh()

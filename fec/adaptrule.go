@@ -176,32 +176,35 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	}
 	interval := a.pending
 	first := !a.pOK // the start-up guess is no choice to keep
-	if raw := interval.Loss(); !a.clearOK && (first || raw < a.leastP) {
-		a.leastP = raw
+	if !a.floorKnown {
+		a.clearP = min(a.clearP, interval.Loss()) // the least any interval lost
 	}
 	congested := a.queuing() && a.pOK
 	ceiling := 0.0
 	if congested {
 		if a.path == PathDrained {
 			a.queued = 0 // the queue came and went
-		} else if a.queued++; a.queued >= floorReports {
-			a.clearP, a.clearOK = 0, true // a standing queue: see floorReports
+		} else {
+			a.queued++
+		}
+		if !a.floorKnown {
+			a.unclear++
+		}
+		if a.queued >= floorReports || a.unclear >= 2*floorReports {
+			// A standing queue, or one found report after report with
+			// the path never clear: see floorReports.
+			a.clearP, a.floorKnown = 0, true
 		}
 		// Congestion: the interval counts as losing at most a quarter
 		// of what the rule last acted on (so parity falls within a few
-		// reports while the queue stands), or what an interval lost
-		// with the path clear; the window keeps the interval as judged.
-		// Before any was judged clear, the least any interval lost: a
-		// flow's start-up overshoot drains through several reports
-		// (about 250 ms apart at first), and quartering the channel's
-		// loss at each would take its protection away while the flow
-		// recovers, which a loss-based flow pays for with window cut
-		// after window cut.
-		floor := a.clearP
-		if !a.clearOK {
-			floor = a.leastP
-		}
-		if ceiling = max(a.p/4, floor); ceiling < minQueuedLoss {
+		// reports while the queue stands), or the floor; the window
+		// keeps the interval as judged. Before an interval is judged
+		// clear the floor is the least any lost: a flow's start-up
+		// overshoot drains through several reports (250 ms apart at
+		// first), and quartering the channel's loss at each took its
+		// protection away while the flow recovered, which a loss-based
+		// flow paid for with window cut after window cut.
+		if ceiling = max(a.p/4, a.clearP); ceiling < minQueuedLoss {
 			ceiling = 0
 		}
 		interval = interval.AtMost(ceiling)
@@ -226,7 +229,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// This interval's loss, not the window's: a window reaching
 		// back into a queue's overshoot (a flow's start) would make
 		// its drops the channel's for good.
-		a.clearP, a.clearOK = latest, true
+		a.clearP, a.floorKnown = latest, true
 	}
 	if a.burstPend.Expected-a.burstPend.Received >= minBurstSample {
 		// Runs were counted within groups, spaced by the depth then in
@@ -287,7 +290,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 // minQueuedLoss is where the loss a queued path is judged to have (a
 // quarter of the last each report while the queue stands) counts as none:
 // parity goes off. From the 30% a flow's start-up overshoot may show, that
-// takes four reports.
+// takes four reports once the floor is below it.
 const minQueuedLoss = 0.005
 
 // trackClean counts rep into the run of clean reports: after cleanReports

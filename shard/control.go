@@ -179,7 +179,7 @@ func (s *Shard) control(ln *lane, body []byte) {
 		// Until the adapter has acted on a loss, a queue counts
 		// against nothing (a queued path's ceiling is a share of the
 		// loss it acted on): it hears the report at once, the path's
-		// state unknown (which sets no floor and takes runs as the
+		// state unknown (its loss counts in full, runs as the
 		// channel's), and the sooner its start-up guess gives way, the
 		// less of a slow start runs in it.
 		s.observeNow(ln, fec.PathUnknown, echo)

@@ -348,9 +348,12 @@ func (ch *channelLoss) report(rep fec.LossReport, c splitCounts, ok bool, now ti
 
 // newPath starts what ln measures of its path anew (a roam, a new
 // address): the round trip, the split's one-way delays, the channel's
-// rate, and a loss report held for judgement, which counted the old
-// path's loss.
+// rate, a loss report held for judgement, which counted the old path's
+// loss, and the adapter's floor for congestion (fec.Adapter.NewPath).
 func (ln *lane) newPath() {
 	ln.delay, ln.split, ln.channel = pathDelay{}, lossSplit{}, channelLoss{}
 	ln.lastSplit, ln.held = splitCounts{}, fec.LossReport{}
+	if ln.adapt != nil {
+		ln.adapt.NewPath()
+	}
 }
