@@ -107,12 +107,8 @@ func (t *yipTopo) FEC() (fecStats, bool) {
 		f.ParityOut += sh.Counters["parity_out"]
 		f.UDPOut += sh.Counters["udp_out"]
 	}
-	for _, sh := range b.Shards {
-		f.Recovered += sh.Counters["fec_recovered"]
-	}
-	for _, p := range b.Peers {
-		f.Unrecovered += p.FECLost
-	}
+	rx := receiverFEC(b)
+	f.Recovered, f.Unrecovered = rx.recovered, rx.lost
 	return f, true
 }
 
@@ -144,21 +140,30 @@ func (t *yipTopo) PathState() (pathSample, bool) {
 	return s, true
 }
 
-// rxFEC is what the receiving router's decoders did so far: data symbols
-// recovered, lost for good, groups given up at the byte cap and symbols
-// not kept at it (counters since start: a -series file shows when a
-// group failed by where they rise).
-func rxFEC(st *router.Status) string {
-	var rec, evicted, notStored, lost uint64
+// rxFECCounts is what a receiving router's decoders did so far (counters
+// since start): data symbols recovered, lost for good, groups given up at
+// the byte cap and symbols not kept at it.
+type rxFECCounts struct{ recovered, lost, evicted, notStored uint64 }
+
+// receiverFEC sums st's shards' and peers' FEC counters.
+func receiverFEC(st *router.Status) rxFECCounts {
+	var c rxFECCounts
 	for _, sh := range st.Shards {
-		rec += sh.Counters["fec_recovered"]
-		evicted += sh.Counters["fec_evicted"]
-		notStored += sh.Counters["fec_not_stored"]
+		c.recovered += sh.Counters["fec_recovered"]
+		c.evicted += sh.Counters["fec_evicted"]
+		c.notStored += sh.Counters["fec_not_stored"]
 	}
 	for _, p := range st.Peers {
-		lost += p.FECLost
+		c.lost += p.FECLost
 	}
-	return fmt.Sprintf("rx recovered %d lost %d evicted %d not_stored %d", rec, lost, evicted, notStored)
+	return c
+}
+
+// rxFEC is receiverFEC for a -series file's detail: where the counts rise
+// shows when a group failed.
+func rxFEC(st *router.Status) string {
+	c := receiverFEC(st)
+	return fmt.Sprintf("rx recovered %d lost %d evicted %d not_stored %d", c.recovered, c.lost, c.evicted, c.notStored)
 }
 
 // busiestLane is the lane of A's that sent the most since the last call:
