@@ -129,104 +129,8 @@ func (s *Shard) control(ln *lane, body []byte) {
 		}
 		return
 	case ctlLossReport:
-	default:
-		return
+		s.lossReport(ln, body[1:])
 	}
-	b := body[1:]
-	if len(b) > fec.LossReportLen {
-		b = b[:fec.LossReportLen] // padded (FeaturePadding), or a delay echo
-	}
-	rep, err := fec.ParseLossReport(b)
-	if err != nil {
-		s.count(DropBadHeader)
-		return
-	}
-	echo := ln.echoes()
-	var split splitCounts
-	splitOK := false
-	if echo && len(b) == fec.LossReportLen {
-		split, splitOK = s.readExtensions(ln, body[1+fec.LossReportLen:])
-	}
-	if rep.Expected == 0 {
-		return // a stamp only (delay.go): nothing for the adapter
-	}
-	if splitOK {
-		ln.lastSplit = split
-	}
-	ln.delay.stampDue = echo
-	if ln.adapt == nil {
-		return
-	}
-	if dt := s.now.Sub(ln.reportAt); ln.reportAt.IsZero() || dt >= minRateInterval {
-		if !ln.reportAt.IsZero() {
-			ln.adapt.SetFill(float64(ln.txPackets-ln.reportTx) * ln.cur.enc.FlushTimeout().Seconds() / dt.Seconds())
-		}
-		ln.reportAt, ln.reportTx = s.now, ln.txPackets
-	}
-	s.observeHeld(ln) // one held still: its judgement is due now
-	ln.held, ln.heldAt = rep, s.now
-	if r, st, ok := ln.channel.report(rep, split, splitOK, s.now); ok {
-		// The peer split the loss: the adapter hears it at once.
-		ln.held = r
-		s.observeNow(ln, st, echo)
-		return
-	}
-	if !echo {
-		s.observeHeld(ln) // no samples to wait for
-		return
-	}
-	if _, known := ln.adapt.Loss(); !known {
-		// Until the adapter has acted on a loss, a queue counts
-		// against nothing (a queued path's ceiling is a share of the
-		// loss it acted on): it hears the report at once, the path's
-		// state unknown (its loss counts in full, runs as the
-		// channel's), and the sooner its start-up guess gives way, the
-		// less of a slow start runs in it.
-		s.observeNow(ln, fec.PathUnknown, echo)
-		return
-	}
-	// The samples that show the queue the report's losses met arrive
-	// after it (delayjudge.go): the adapter hears it once they have.
-	ln.heldUntil = s.now.Add(ln.delay.judgeLag())
-}
-
-// observeHeld gives ln's adapter the loss report it holds (if any),
-// judged by the round-trip samples taken up to now.
-func (s *Shard) observeHeld(ln *lane) {
-	if ln.held.Expected == 0 || ln.adapt == nil {
-		return
-	}
-	s.observeAs(ln, ln.delay.judge(s.now, ln.heldAt, ln.echoes()))
-}
-
-// observeNow gives ln's adapter the report it holds at once, judged st
-// without waiting for samples: the next report's span starts here.
-func (s *Shard) observeNow(ln *lane, st fec.PathState, echo bool) {
-	ln.delay.judge(s.now, s.now, echo)
-	s.observeAs(ln, st)
-}
-
-// observeAs gives ln's adapter the report it holds, the path judged st.
-func (s *Shard) observeAs(ln *lane, st fec.PathState) {
-	ln.adapt.SetPath(st)
-	ln.adapt.Observe(ln.held)
-	ln.held = fec.LossReport{}
-	ln.applyFEC()
-}
-
-// readExtensions reads what follows a loss report of the peer's (b):
-// the delay echo and the loss split, which it counts a slice by; split
-// and ok: the report's split, if it carried one.
-func (s *Shard) readExtensions(ln *lane, b []byte) (split splitCounts, ok bool) {
-	if !ln.delay.readEcho(b, s.now) || !ln.splits() {
-		return splitCounts{}, false
-	}
-	sent, c, ok := readSplit(b[delayEchoLen:])
-	if ok {
-		// rxDgrams counted this frame too.
-		ln.split.note(s.now, ln.delay.peerStamp, sent, ln.rxDgrams-1)
-	}
-	return c, ok
 }
 
 // controlTimers sends what ln's timers call for: its loss report (which
@@ -296,39 +200,6 @@ func (s *Shard) controlTimers(ln *lane) {
 			ln.helloDue = false
 		}
 	}
-}
-
-// sendReport sends rep on ln, with the delay echo if echo (an empty rep
-// with it: a stamp only).
-func (s *Shard) sendReport(ln *lane, rep fec.LossReport, echo bool) bool {
-	var buf [1 + fec.LossReportLen + delayEchoLen + splitLen]byte
-	b, ok := ln.reportBody(buf[:0], rep, echo, s.now)
-	return ok && s.sendControl(ln, b)
-}
-
-// reportBody appends the body of a loss report sent at now to b: what
-// the peer's features let it read (control.go's frame format).
-func (ln *lane) reportBody(b []byte, rep fec.LossReport, echo bool, now time.Time) ([]byte, bool) {
-	start := len(b)
-	b, err := rep.AppendBinary(append(b, ctlLossReport))
-	if err != nil {
-		return nil, false
-	}
-	if ln.peerFeatures&FeatureLossRuns == 0 {
-		return b[:start+1+fec.LossReportLenV1], true // a peer that reads no runs
-	}
-	if !echo {
-		return b, true
-	}
-	b = ln.delay.appendEcho(b, now)
-	if ln.splits() {
-		var c splitCounts
-		if rep.Expected > 0 {
-			c = ln.split.take()
-		}
-		b = appendSplit(b, ln.txDgrams, c)
-	}
-	return b, true
 }
 
 // checkSilence reports (Config.Silent) a lane that kept sending what asks
@@ -490,55 +361,4 @@ func (ln *lane) keepalive(b []byte) []byte {
 	}
 	ms := min((ln.rtt+time.Millisecond-1)/time.Millisecond, 0xffff)
 	return binary.BigEndian.AppendUint16(append(b, ctlKeepalive, f), uint16(ms))
-}
-
-// Control-frame lengths when the lane has sent no data yet: small packets
-// (TCP ACKs and handshakes of the inner flows are 40..120 bytes).
-const padMinDefault, padMaxDefault = 40, 120
-
-// sizeEvery is how many packets a full sizes ring samples one of.
-const sizeEvery = 8
-
-// noteSize records the length of an inner packet ln sends or receives, for
-// padLen: every packet until the ring is full, then one in sizeEvery at
-// random. On the data path: a few shifts, no allocation.
-func (ln *lane) noteSize(n int) {
-	// From the network: a peer (or FEC) may send symbols shorter than a
-	// sealed packet; they say nothing about data lengths.
-	n = min(n, MaxInner)
-	if n <= 0 {
-		return
-	}
-	if ln.sizeN >= uint32(len(ln.sizes)) {
-		x := ln.sizeRand
-		x ^= x << 13
-		x ^= x >> 17
-		x ^= x << 5
-		ln.sizeRand = x
-		if x%sizeEvery != 0 {
-			return
-		}
-	}
-	ln.sizes[ln.sizeN%uint32(len(ln.sizes))] = uint16(n)
-	ln.sizeN++
-}
-
-// padLen is the plaintext length a control frame on ln is padded to: the
-// length of one of the peer's recent data packets (over all its lanes,
-// both directions: cfg.Lens), or of the lane's own before its shard has
-// published any, picked at random, so control datagrams are as long as
-// data datagrams are. The peer's, because its lanes often carry different
-// traffic (one a bulk flow, another only pings), and frames drawn from an
-// idle lane's few small packets would stand out among the bulk flow's.
-func (ln *lane) padLen() int {
-	if ln.cfg.Lens != nil {
-		if n, ok := ln.cfg.Lens.Draw(); ok {
-			return n - crypto.DataOverhead
-		}
-	}
-	n := min(int(ln.sizeN), len(ln.sizes))
-	if n == 0 {
-		return padMinDefault + rand.IntN(padMaxDefault-padMinDefault+1)
-	}
-	return int(ln.sizes[rand.IntN(n)])
 }
