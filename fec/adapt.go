@@ -139,7 +139,9 @@ const maxKs = 4
 // is Target until SetRTT gives the path's round-trip time, then
 // TCPResidual of it, within [MinTarget, Target].
 // A path whose last cleanReports reports lost nothing gets no parity at
-// all (trackClean); its first loss brings back MinR at once.
+// all (trackClean); its first loss brings back MinR at once, and if the
+// run came before any interval was acted on (pings before a flow), Busy
+// brings back the start-up guess when a flow starts.
 // Loss reported while the path queues (SetPath(PathQueued)) is
 // congestion, not the channel's: each such interval counts as losing at
 // most a quarter of the p the rule last acted on, or the floor if that is
@@ -186,8 +188,11 @@ type Adapter struct {
 	partial   [MaxK]uint8
 	partialOK bool
 	// clean counts the reports in a row that lost nothing; from
-	// cleanReports on the lane sends no parity.
-	clean int
+	// cleanReports on the lane sends no parity. guessOff: such a run
+	// took the start-up guess off before the rule acted on any
+	// interval (Busy).
+	clean    int
+	guessOff bool
 	// long: the peer's decoder reads long groups (SetLongGroups).
 	long bool
 	// path is what the round trip says (SetPath); p is the loss the
@@ -289,8 +294,7 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 		// ~7e-4, and a slow start sends thousands before the first
 		// report is heard); a clean path's first report (a fraction of
 		// a second) takes it down.
-		a.k = slices.Min(cfg.Ks)
-		a.r = a.maxR(a.k)
+		a.startGuess()
 	}
 	return a, nil
 }

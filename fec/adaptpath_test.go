@@ -43,6 +43,49 @@ func TestAdapterParityOffWhenClean(t *testing.T) {
 	}
 }
 
+// Clean pings before any interval was acted on take the start-up guess
+// off, and a flow that starts then (Busy) gets it back, full R for early
+// groups too, once; after the rule acted on an interval, a clean run's
+// verdict stands.
+func TestAdapterBusyBringsGuessBack(t *testing.T) {
+	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k0, r0 := a.Ratio()
+	if a.Busy() {
+		t.Fatal("Busy changed a lane still at its start-up guess")
+	}
+	for range cleanReports {
+		a.Observe(LossReport{Expected: 2, Received: 2})
+	}
+	if _, r := a.Ratio(); r != 0 {
+		t.Fatalf("after %d clean pings: R %d", cleanReports, r)
+	}
+	if !a.Busy() {
+		t.Fatal("a flow after clean pings: the guess did not come back")
+	}
+	if k, r := a.Ratio(); k != k0 || r != r0 || a.Partial() != nil || a.Depth() != 1 {
+		t.Fatalf("guess back as %d:%d depth %d, partial %v; want %d:%d, depth 1, full R for early groups", k, r, a.Depth(), a.Partial(), k0, r0)
+	}
+	if a.Busy() {
+		t.Fatal("Busy changed the ratio twice")
+	}
+	// The flow's first interval sizes R; a clean run then takes parity
+	// off for good: the rule measured the path.
+	a.Observe(LossReport{Expected: 4000, Received: 3960})
+	for range cleanReports {
+		a.Observe(LossReport{Expected: 2, Received: 2})
+	}
+	if _, r := a.Ratio(); r != 0 || a.Busy() {
+		t.Fatalf("a measured path clean again: R %d, or Busy brought the guess back", r)
+	}
+	fixed, _ := NewAdapter(Mode{Kind: ModeFixed, K: 16, R: 4}, AdaptConfig{})
+	if fixed.Busy() {
+		t.Fatal("Busy changed a fixed ratio")
+	}
+}
+
 // Loss reported while the path queues is congestion: it raises no parity,
 // parity falls each report while the queue stands, down to none, and runs
 // are not taken as bursts; the same reports on a path that does not queue

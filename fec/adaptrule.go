@@ -221,7 +221,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if congested {
 		p = min(p, ceiling)
 	}
-	a.p, a.pOK = p, true
+	a.p, a.pOK, a.guessOff = p, true, false
 	if !congested {
 		a.queued = 0
 	}
@@ -310,9 +310,34 @@ func (a *Adapter) trackClean(rep LossReport) {
 		}
 	case rep.Expected > 0:
 		if a.clean++; a.clean >= cleanReports {
+			a.guessOff = a.guessOff || !a.pOK && a.r > 0
 			a.parityOff()
 		}
 	}
+}
+
+// startGuess is the ratio until the first interval the rule acts on: the
+// smallest K with the most parity the rule spends on it (NewAdapter says
+// why), full R for groups that close early.
+func (a *Adapter) startGuess() {
+	a.k = slices.Min(a.cfg.Ks)
+	a.r, a.d, a.partialOK = a.maxR(a.k), 1, false
+}
+
+// Busy tells the rule that the lane now sends a flow: more packets within
+// a timer tick than pings or a lone ACK stream send. If clean reports took
+// the start-up guess off before the rule acted on any interval (reports
+// of a ping or two, which size nothing: a path that lost none of six
+// symbols may still lose 5%), the guess comes back for the flow's slow
+// start, until the rule acts on the flow's first interval. It reports
+// whether the ratio changed.
+func (a *Adapter) Busy() bool {
+	if !a.guessOff || a.pOK || a.mode.Kind != ModeAuto {
+		return false
+	}
+	a.guessOff, a.clean = false, 0
+	a.startGuess()
+	return true
 }
 
 // sparse reports whether the lane's groups close early with a packet or

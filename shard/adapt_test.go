@@ -259,3 +259,45 @@ func TestLossReportSetsPartialParity(t *testing.T) {
 		t.Fatalf("a lone packet's group sent %d parity, want the table's %d (R=%d)", got, tbl[1], r)
 	}
 }
+
+// Clean reports of a few pings take the start-up guess off the encoder
+// before the adapter acted on any interval; pings a tick apart leave it
+// off, and a flow's first window (flowPackets or more within a tick)
+// brings it back at the next tick, before any report of the flow could.
+func TestFlowAfterPingsGetsStartGuess(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sa := a.shards[0]
+	installAuto(t, a, b, 50*time.Millisecond)
+	la := sa.table.lanes[addrB]
+	k0, r0 := la.adapt.Ratio() // the start-up guess
+	body, err := fec.LossReport{Expected: 2, Received: 2}.AppendBinary([]byte{ctlLossReport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		sa.control(la, body)
+	}
+	if _, r := la.cur.enc.Ratio(); r != 0 {
+		t.Fatalf("after three clean ping reports: R %d, want none", r)
+	}
+	seq := 0
+	send := func(n int) {
+		for range n {
+			seq++
+			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1000, seq))
+		}
+		sa.now = sa.now.Add(idlePoll)
+		sa.tick()
+		sa.flushAll()
+	}
+	for range 2 * flowPackets {
+		send(1)
+	}
+	if _, r := la.cur.enc.Ratio(); r != 0 {
+		t.Fatalf("pings a tick apart brought parity back: R %d", r)
+	}
+	send(flowPackets)
+	if k, r := la.cur.enc.Ratio(); k != k0 || r != r0 {
+		t.Fatalf("a flow's first window: %d:%d, want the start-up guess %d:%d", k, r, k0, r0)
+	}
+}

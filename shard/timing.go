@@ -97,6 +97,13 @@ const (
 	stampEvery  = 100 * time.Millisecond
 	busyPackets = 32
 
+	// flowPackets is how many packets a lane must have sent since its
+	// last timer tick (idlePoll, 50 ms, apart while it is in use) for its
+	// adapter to hear that a flow started (fec.Adapter.Busy): more than
+	// pings or one flow's ACKs send in that time, and no more than a TCP
+	// flow's first window (10 segments).
+	flowPackets = 8
+
 	// jitterFraction spreads every control-frame wait (loss reports, both
 	// keepalives) uniformly over ±25% of its nominal value, drawn afresh
 	// each time: no fixed period for a classifier to find.
