@@ -62,6 +62,11 @@ func TestAdapterBusyBringsGuessBack(t *testing.T) {
 	if _, r := a.Ratio(); r != 0 {
 		t.Fatalf("after %d clean pings: R %d", cleanReports, r)
 	}
+	// A lost ping brings MinR back, for early groups too; a flow then
+	// gets the whole guess.
+	if _, r := a.Observe(LossReport{Expected: 2, Received: 1, Runs: 1}); r != DefaultAdaptConfig.MinR || a.Partial() == nil {
+		t.Fatalf("a lost ping after the clean run: R %d, partial %v", r, a.Partial())
+	}
 	if !a.Busy() {
 		t.Fatal("a flow after clean pings: the guess did not come back")
 	}
@@ -80,9 +85,13 @@ func TestAdapterBusyBringsGuessBack(t *testing.T) {
 	if _, r := a.Ratio(); r != 0 || a.Busy() {
 		t.Fatalf("a measured path clean again: R %d, or Busy brought the guess back", r)
 	}
-	fixed, _ := NewAdapter(Mode{Kind: ModeFixed, K: 16, R: 4}, AdaptConfig{})
-	if fixed.Busy() {
-		t.Fatal("Busy changed a fixed ratio")
+	for _, m := range []Mode{{Kind: ModeFixed, K: 16, R: 4}, {Kind: ModeOff}} {
+		b, _ := NewAdapter(m, AdaptConfig{})
+		b.guessOff = true // as if: only auto mode ever sets it
+		k1, r1 := b.Ratio()
+		if k, r := b.Ratio(); b.Busy() || k != k1 || r != r1 {
+			t.Fatalf("Busy changed mode %v's ratio", m)
+		}
 	}
 }
 

@@ -325,7 +325,7 @@ func (a *Adapter) startGuess() {
 }
 
 // Busy tells the rule that the lane now sends a flow: more packets within
-// a timer tick than pings or a lone ACK stream send. If clean reports took
+// a timer tick than pings send. If clean reports took
 // the start-up guess off before the rule acted on any interval (reports
 // of a ping or two, which size nothing: a path that lost none of six
 // symbols may still lose 5%), the guess comes back for the flow's slow

@@ -293,11 +293,23 @@ func TestFlowAfterPingsGetsStartGuess(t *testing.T) {
 	for range 2 * flowPackets {
 		send(1)
 	}
+	send(flowPackets - 1)
 	if _, r := la.cur.enc.Ratio(); r != 0 {
-		t.Fatalf("pings a tick apart brought parity back: R %d", r)
+		t.Fatalf("pings a tick apart, or %d packets in one, brought parity back: R %d", flowPackets-1, r)
 	}
-	send(flowPackets)
-	if k, r := la.cur.enc.Ratio(); k != k0 || r != r0 {
-		t.Fatalf("a flow's first window: %d:%d, want the start-up guess %d:%d", k, r, k0, r0)
+	// A flow's first window: from its flowPackets-th packet on, at once.
+	before := sa.stats.c[ParityOut]
+	for range flowPackets {
+		seq++
+		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1000, seq))
+	}
+	if k, r := la.cur.enc.Ratio(); k != k0 || r != r0 || la.cur.enc.Depth() != 1 {
+		t.Fatalf("a flow's first window: %d:%d depth %d, want the start-up guess %d:%d", k, r, la.cur.enc.Depth(), k0, r0)
+	}
+	sa.now = sa.now.Add(time.Second)
+	sa.tick()
+	sa.flushAll()
+	if got := sa.stats.c[ParityOut] - before; got != uint64(r0) {
+		t.Fatalf("the window's group closed early with %d parity, want the guess's full %d", got, r0)
 	}
 }

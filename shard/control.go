@@ -140,9 +140,7 @@ func (s *Shard) control(ln *lane, body []byte) {
 // the peer sent something that asks for an answer (data, or a control
 // frame other than a keepalive) since the lane last sent and it has been
 // quiet for the passive wait (as WireGuard: else the peer's liveness check would
-// re-handshake on one-way traffic). It tells the adapter when the lane
-// starts sending a flow (fec.Adapter.Busy). tick calls it for every owned
-// lane.
+// re-handshake on one-way traffic). tick calls it for every owned lane.
 func (s *Shard) controlTimers(ln *lane) {
 	if ln.held.Expected > 0 && !s.now.Before(ln.heldUntil) {
 		s.observeHeld(ln)
@@ -178,11 +176,7 @@ func (s *Shard) controlTimers(ln *lane) {
 			reported = s.sendReport(ln, rep, echo)
 		}
 	}
-	if ln.adapt != nil && ln.txPackets-ln.tickTx >= flowPackets && ln.adapt.Busy() {
-		// A flow started after clean pings took the start-up guess off.
-		ln.applyFEC()
-	}
-	ln.tickTx = ln.txPackets
+	ln.tickTx = ln.txPackets // sendData counts a flow's packets from here
 	if ln.splits() && !s.now.Before(ln.stampAt) {
 		// A busy lane's stamps between reports (delayjudge.go).
 		pk := ln.txPackets + ln.rxPackets

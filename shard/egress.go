@@ -74,6 +74,9 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 		return
 	}
 	s.noteBusy(ln, ks) // a group may be open: tickFEC flushes it
+	if ln.txPackets-ln.tickTx == flowPackets-1 && ln.adapt != nil && ln.adapt.Busy() {
+		ln.applyFEC() // a flow after clean pings: this packet on, the start-up guess
+	}
 	m, err := ks.enc.Add(sym, s.now)
 	if err != nil {
 		s.count(DropOversize)

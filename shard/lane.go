@@ -134,7 +134,8 @@ type lane struct {
 	stampAt             time.Time
 	stampPkts           uint64
 	kaWait, passiveWait time.Duration
-	// tickTx is txPackets at the lane's last timer tick (flowPackets).
+	// tickTx is txPackets at the lane's last timer tick (flowPackets,
+	// sendData).
 	tickTx uint64
 
 	// slot is the lane's index in laneTable.owned (-1: not there); moves

@@ -97,12 +97,14 @@ const (
 	stampEvery  = 100 * time.Millisecond
 	busyPackets = 32
 
-	// flowPackets is how many packets a lane must have sent since its
-	// last timer tick (idlePoll, 50 ms, apart while it is in use) for its
-	// adapter to hear that a flow started (fec.Adapter.Busy): more than
-	// pings or one flow's ACKs send in that time, and no more than a TCP
-	// flow's first window (10 segments).
-	flowPackets = 8
+	// flowPackets is the packet within one timer tick (idlePoll, 50 ms,
+	// apart while a lane is in use) at which sendData tells the lane's
+	// adapter that a flow started (fec.Adapter.Busy), and which the
+	// start-up guess then protects, with the rest of the window: more
+	// than pings send in a tick, and early in a TCP flow's first window
+	// (10 segments). A slow flow's ACKs may count as one too; the guess
+	// then protects them until the rule's first interval.
+	flowPackets = 4
 
 	// jitterFraction spreads every control-frame wait (loss reports, both
 	// keepalives) uniformly over ±25% of its nominal value, drawn afresh
