@@ -43,6 +43,10 @@ type config struct {
 	// TCPBuf is the ceiling of TCP buffer autotuning set in both
 	// gateway namespaces (bytes; 0: the host's settings).
 	TCPBuf int `json:"tcp_buf,omitempty"`
+	// PingsFirst is how many pings, a second apart, go through the
+	// tunnel before each iperf3 run (a user checking the tunnel before
+	// a transfer).
+	PingsFirst int `json:"pings_first,omitempty"`
 	// Placement keeps one placement ("unpinned" or "pinned"; empty:
 	// both).
 	Placement string `json:"placement,omitempty"`
@@ -77,6 +81,7 @@ func main() {
 	flag.IntVar(&c.UDPLen, "udp-len", 1360, "UDP datagram payload bytes (+28 must fit the inner MTU)")
 	flag.StringVar(&ccs, "cc", "cubic,bbr", "inner TCP congestion controls, comma-separated (iperf3 -C)")
 	flag.IntVar(&c.Pings, "pings", 200, "pings at 10 ms intervals")
+	flag.IntVar(&c.PingsFirst, "pings-first", 0, "pings, 1 s apart, through the tunnel before each iperf3 run")
 	flag.StringVar(&c.YipFEC, "fec", "auto", "yip-router FEC mode")
 	flag.StringVar(&c.YipExtra, "yip-extra", "", "lines added to both yip-router configs' [Interface] (e.g. 'DisableOffload = all'; \\n separates lines)")
 	flag.StringVar(&tcpBufFlag, "tcp-buf", "", "ceiling of the endpoints' TCP buffers (tcp_rmem/tcp_wmem max, e.g. 32M; 0: the host's; default 32M with a WAN flag, else 0)")

@@ -144,6 +144,11 @@ func runTest1(ctx context.Context, c *config, t topology, p placement, spec test
 		}
 		r.FloodPackets = len(pkts)
 	}
+	if c.PingsFirst > 0 && !spec.ping {
+		// Replies lost to a lossy path are no error.
+		_ = inNS(ctx, p, t.NS(lab.A), "ping", "-n", "-q", "-c", fmt.Sprint(c.PingsFirst), "-i", "1", "-W", "1",
+			t.Inner(lab.B).String()).Run()
+	}
 	before, err := snapshot(t, false)
 	if err != nil {
 		return r, err
