@@ -92,6 +92,25 @@ func TestAdapterRTTAndRekey(t *testing.T) {
 	if got, want := sa.table.lanes[addrB].adapt.Target(), fec.TCPResidual(80*time.Millisecond); got != want {
 		t.Fatalf("the initiator's rekey did not take the new round trip: %g, want %g", got, want)
 	}
+	// Until A uses the new keys, B sends under the old ones: a ratio
+	// the next report asks for reaches that encoder too.
+	if nb.sendKeys() != nb.prev {
+		t.Fatal("the rekey responder does not send under its old keys")
+	}
+	body, err := fec.LossReport{Expected: 10000, Received: 8000}.AppendBinary([]byte{ctlLossReport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sb.control(nb, body)
+	sb.now = sb.now.Add(time.Second)
+	sb.tick()
+	wk, wr := nb.adapt.Ratio()
+	if wk == k && wr == r {
+		t.Fatalf("20%% loss left the ratio at %d:%d", k, r)
+	}
+	if gk, gr := nb.sendKeys().enc.Ratio(); gk != wk || gr != wr {
+		t.Fatalf("the encoder B sends with runs %d:%d, the adapter asks %d:%d", gk, gr, wk, wr)
+	}
 }
 
 // A loss report carries its runs of lost symbols only to a peer whose

@@ -17,22 +17,30 @@ func (ln *lane) setPeerFeatures(f uint8) {
 	ln.applyFEC()
 }
 
-// applyFEC gives the current keys' encoder the ratio, depth and
-// partial-parity table of the lane's adapter (auto mode) or the configured
-// ratio (fixed), within what the peer's decoder reads: groups beyond
+// applyFEC gives the lane's encoders the ratio, depth and partial-parity
+// table of the lane's adapter (auto mode) or the configured ratio (fixed),
+// within what the peer's decoder reads: groups beyond
 // fec.LegacyMaxK:LegacyMaxR only once it announced FeatureLongGroups
-// (fec.FitRatio).
+// (fec.FitRatio). The previous keys' encoder too: a rekey responder sends
+// under them until the peer uses the new ones (sendKeys).
 func (ln *lane) applyFEC() {
 	long := ln.peerFeatures&FeatureLongGroups != 0
-	if ln.adapt == nil {
-		if m := ln.cfg.Mode; m.Kind == fec.ModeFixed {
-			_ = ln.cur.enc.SetRatio(fec.FitRatio(m.K, m.R, long))
-		}
-		return
+	if ln.adapt != nil {
+		ln.adapt.SetLongGroups(long)
 	}
-	ln.adapt.SetLongGroups(long)
-	enc := ln.cur.enc
-	_ = enc.SetRatio(ln.adapt.Ratio())
-	enc.SetDepth(ln.adapt.Depth())
-	enc.SetPartialParity(ln.adapt.Partial())
+	for _, ks := range ln.keysets() {
+		if ks == nil {
+			continue
+		}
+		enc := ks.enc
+		if ln.adapt == nil {
+			if m := ln.cfg.Mode; m.Kind == fec.ModeFixed {
+				_ = enc.SetRatio(fec.FitRatio(m.K, m.R, long))
+			}
+			continue
+		}
+		_ = enc.SetRatio(ln.adapt.Ratio())
+		enc.SetDepth(ln.adapt.Depth())
+		enc.SetPartialParity(ln.adapt.Partial())
+	}
 }
