@@ -280,9 +280,10 @@ func TestLossReportSetsPartialParity(t *testing.T) {
 }
 
 // Clean reports of a few pings take the start-up guess off the encoder
-// before the adapter acted on any interval; pings a tick apart leave it
-// off, and a flow's first window (flowPackets or more within a tick)
-// brings it back at the next tick, before any report of the flow could.
+// before the adapter acted on any interval; pings a tick apart, or fewer
+// than flowPackets packets within one, leave it off, and a flow's first
+// window brings it back at its flowPackets-th packet, before any report
+// of the flow could.
 func TestFlowAfterPingsGetsStartGuess(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	sa := a.shards[0]
