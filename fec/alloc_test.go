@@ -80,7 +80,7 @@ func precomputeWire(t testing.TB, k, r, groups, size int, lose int) []wireSym {
 // scratch is made once per decoder, erasures.solve).
 func TestDecoderZeroAlloc(t *testing.T) {
 	var delivered int
-	deliver := func(b []byte) bool { delivered += len(b); return true }
+	deliver := func(b []byte, _ bool) bool { delivered += len(b); return true }
 	run := func(k, r, lose int) float64 {
 		// About 12,800 symbols: the race detector slows the multiply-adds
 		// of long groups tenfold.

@@ -78,7 +78,7 @@ func BenchmarkDecode(b *testing.B) {
 				wire := precomputeWire(b, kr[0], kr[1], groups, 1400, lose)
 				d := NewDecoder(DecoderConfig{})
 				sink := 0
-				deliver := func(p []byte) bool { sink += len(p); return true }
+				deliver := func(p []byte, _ bool) bool { sink += len(p); return true }
 				perGroup := len(wire) / groups
 				// Warm the arena and codec cache, as on a running lane.
 				for _, w := range wire[:perGroup*8] {
@@ -225,7 +225,7 @@ func BenchmarkDecodeRandomLoss(b *testing.B) {
 				}
 			}
 			d := NewDecoder(DecoderConfig{})
-			deliver := func([]byte) bool { return true }
+			deliver := func([]byte, bool) bool { return true }
 			pos, cycle := 0, 0
 			b.ReportAllocs()
 			for b.Loop() {
@@ -254,7 +254,7 @@ func BenchmarkTickExpiry(b *testing.B) {
 	for i := range ds {
 		ds[i] = NewDecoder(DecoderConfig{})
 	}
-	deliver := func([]byte) bool { return true }
+	deliver := func([]byte, bool) bool { return true }
 	sym := []byte("ping")
 	g := uint32(0)
 	for b.Loop() {

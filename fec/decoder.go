@@ -223,12 +223,13 @@ func (d *Decoder) Trim() bool {
 // CapBytes is the effective storage cap (MaxBytes, raised to one full group).
 func (d *Decoder) CapBytes() int { return d.maxSlabs * slabLen }
 
-// Deliver takes one data symbol (received, or recovered) and reports
-// whether it accepted it: false means the symbol is not what its sender
+// Deliver takes one data symbol, received (recovered false) or
+// reconstructed from parity (recovered true), and reports whether it
+// accepted it: false means the symbol is not what its sender
 // sent (it failed its AEAD open), so the decoder forgets a received one as
 // an erasure that parity may still recover. It may modify the slice in
 // place but must not keep it: the decoder copies what it needs first.
-type Deliver func(sym []byte) bool
+type Deliver func(sym []byte, recovered bool) bool
 
 // Push accepts one symbol whose header and length are authenticated (the
 // datagram tag covers them, not the payload: see crypto/frame.go). Data
@@ -308,7 +309,7 @@ func (d *Decoder) pushData(s *slot, m Meta, sym []byte, deliver Deliver) bool {
 		}
 	}
 	// Copy first, deliver second: deliver may decrypt in place.
-	if !deliver(sym) {
+	if !deliver(sym, false) {
 		// Changed on the path: an erasure, so the copy must not take
 		// part in a reconstruction.
 		d.stats.Rejected++

@@ -233,7 +233,7 @@ func TestInvalidMeta(t *testing.T) {
 		{Meta{Kind(2), 1, 0, 4, 1}, 10}, // control never reaches FEC
 	}
 	for _, b := range bad {
-		d.Push(b.m, make([]byte, b.n), t0, func([]byte) bool { t.Fatalf("delivered invalid %+v", b.m); return false })
+		d.Push(b.m, make([]byte, b.n), t0, func([]byte, bool) bool { t.Fatalf("delivered invalid %+v", b.m); return false })
 	}
 	if st := d.Stats(); st.Invalid != uint64(len(bad)) || d.StoredBytes() != 0 {
 		t.Fatalf("stats %+v stored %d", st, d.StoredBytes())
@@ -245,7 +245,7 @@ func TestInvalidMeta(t *testing.T) {
 func TestInconsistentGroup(t *testing.T) {
 	d := NewDecoder(DecoderConfig{})
 	n := 0
-	count := func([]byte) bool { n++; return true }
+	count := func([]byte, bool) bool { n++; return true }
 	d.Push(Meta{KindData, 7, 3, 8, 2}, []byte("abcd"), t0, count)
 	// Parity claims K=2, but index 3 was already seen as data.
 	d.Push(Meta{KindParity, 7, 2, 2, 2}, []byte("xxxxxx"), t0, count)

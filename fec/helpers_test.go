@@ -76,7 +76,7 @@ func newSink(t testing.TB) *sink {
 
 func (s *sink) expect(b []byte) { s.sent[binary.BigEndian.Uint64(b)] = b }
 
-func (s *sink) deliver(b []byte) bool {
+func (s *sink) deliver(b []byte, _ bool) bool {
 	s.t.Helper()
 	if s.authenticate {
 		if want, ok := s.sent[binary.BigEndian.Uint64(b[:min(len(b), 8)])]; len(b) < 8 || !ok || !bytes.Equal(b, want) {

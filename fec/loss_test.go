@@ -48,7 +48,7 @@ func TestDecoderLossReport(t *testing.T) {
 	wire := precomputeWire(t, 8, 2, 100, 100, 5) // 1 of 10 lost per group
 	d := NewDecoder(DecoderConfig{MaxGroups: 8})
 	for _, w := range wire {
-		d.Push(w.m, w.b, t0, func([]byte) bool { return true })
+		d.Push(w.m, w.b, t0, func([]byte, bool) bool { return true })
 	}
 	rep := d.TakeLossReport()
 	// Groups still in the window are not reported yet.
@@ -128,7 +128,7 @@ func TestLossReportPartialGroupWithoutParity(t *testing.T) {
 		}
 		for _, w := range emitGroup(t, e, syms, t0) {
 			if w.m.Kind == KindData {
-				d.Push(w.m, w.b, t0, func([]byte) bool { return true })
+				d.Push(w.m, w.b, t0, func([]byte, bool) bool { return true })
 			}
 		}
 	}
@@ -137,7 +137,7 @@ func TestLossReportPartialGroupWithoutParity(t *testing.T) {
 		_ = g
 		b := payload(rng, 1000+uint64(g), 200)
 		m, _ := e.Add(b, t0)
-		d.Push(m, b, t0, func([]byte) bool { return true })
+		d.Push(m, b, t0, func([]byte, bool) bool { return true })
 		e.Flush()
 		for {
 			if _, _, ok := e.NextParity(); !ok {
@@ -159,7 +159,7 @@ func TestLossReportPartialGroupWithoutParity(t *testing.T) {
 // before the first one seen do not count.
 func TestDecoderCountsUnseenGroups(t *testing.T) {
 	d := NewDecoder(DecoderConfig{MaxGroups: 8, MaxAhead: 32})
-	ok := func([]byte) bool { return true }
+	ok := func([]byte, bool) bool { return true }
 	push := func(g uint32) {
 		d.Push(Meta{Kind: KindData, Group: g, Index: 0, K: 16, R: 0}, []byte{byte(g), 1, 2, 3}, t0, ok)
 	}
@@ -189,7 +189,7 @@ func TestDecoderCountsUnseenGroups(t *testing.T) {
 // seconds away); one that arrives within the TTL (reordered) does not.
 func TestDecoderCountsSkippedGroupAtTTL(t *testing.T) {
 	d := NewDecoder(DecoderConfig{MaxGroups: 64})
-	ok := func([]byte) bool { return true }
+	ok := func([]byte, bool) bool { return true }
 	push := func(g uint32, at time.Time) {
 		d.Push(Meta{Kind: KindData, Group: g, Index: 0, K: 16, R: 0}, []byte{byte(g), 1, 2, 3}, at, ok)
 	}
@@ -232,7 +232,7 @@ func TestEncoderNoParityBlockEnds(t *testing.T) {
 // counted again; group ids wrap.
 func TestDecoderSkippedGroupLateAndWrap(t *testing.T) {
 	d := NewDecoder(DecoderConfig{MaxGroups: 64})
-	ok := func([]byte) bool { return true }
+	ok := func([]byte, bool) bool { return true }
 	push := func(g uint32, at time.Time) {
 		d.Push(Meta{Kind: KindData, Group: g, Index: 0, K: 16, R: 0}, []byte{byte(g), 1, 2, 3}, at, ok)
 	}

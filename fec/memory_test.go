@@ -59,7 +59,7 @@ func TestAdversarialMemoryCap(t *testing.T) {
 			d.Tick(now)
 			base += 8
 		}
-		d.Push(m, sym[:n], now, func([]byte) bool { return true })
+		d.Push(m, sym[:n], now, func([]byte, bool) bool { return true })
 		peak = max(peak, d.StoredBytes())
 	}
 	runtime.GC()
@@ -196,7 +196,7 @@ func TestUnusedKeysCarryNoWindow(t *testing.T) {
 		t.Fatalf("a new decoder holds %d slots, %d free-list entries of room, %d slabs", len(d.slots), cap(d.free), len(d.arena))
 	}
 	var got [][]byte
-	d.Push(Meta{Kind: KindData, Group: 7, Index: 0, K: 2, R: 1}, []byte("abc"), t0, func(p []byte) bool { got = append(got, slices.Clone(p)); return true })
+	d.Push(Meta{Kind: KindData, Group: 7, Index: 0, K: 2, R: 1}, []byte("abc"), t0, func(p []byte, _ bool) bool { got = append(got, slices.Clone(p)); return true })
 	if len(d.slots) != DefaultMaxGroups || len(got) != 1 {
 		t.Fatalf("after the first symbol: %d slots, %d delivered", len(d.slots), len(got))
 	}

@@ -82,7 +82,7 @@ func (d *Decoder) tryRecover(s *slot, deliver Deliver) {
 			refused = true
 			continue
 		}
-		if !deliver(b[lenPrefix : lenPrefix+n]) {
+		if !deliver(b[lenPrefix:lenPrefix+n], true) {
 			// Reconstructed from a symbol changed on the path. Not
 			// marked delivered: a late original is still taken.
 			d.stats.Rejected++

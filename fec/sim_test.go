@@ -132,7 +132,7 @@ func simRun(t testing.TB, c simConfig) simResult {
 	got := make([]bool, n)
 	wireLost := make([]bool, n)
 	sent := 0
-	deliver := func(b []byte) bool {
+	deliver := func(b []byte, _ bool) bool {
 		seq := int(binary.BigEndian.Uint64(b))
 		if got[seq] {
 			t.Fatalf("packet %d delivered twice", seq)

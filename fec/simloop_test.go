@@ -38,7 +38,7 @@ func simAdaptive(t testing.TB, p, burst float64, step time.Duration, n, warm, ma
 	d := NewDecoder(DecoderConfig{})
 	var res loopResult
 	got := make([]bool, n)
-	deliver := func(b []byte) bool { got[binary.BigEndian.Uint64(b)] = true; return true }
+	deliver := func(b []byte, _ bool) bool { got[binary.BigEndian.Uint64(b)] = true; return true }
 	buf := make([]byte, MaxSymbolLen)
 	now, nextReport := t0, t0.Add(time.Second)
 	counting := false

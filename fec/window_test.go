@@ -15,7 +15,7 @@ import (
 func TestWindowBounds(t *testing.T) {
 	d := NewDecoder(DecoderConfig{MaxGroups: 8, GroupTTL: 100 * time.Millisecond})
 	var n int
-	count := func([]byte) bool { n++; return true }
+	count := func([]byte, bool) bool { n++; return true }
 	data := func(g uint32, i uint8) Meta { return Meta{KindData, g, i, 4, 2} }
 
 	d.Push(data(100, 0), []byte("a"), t0, count)
@@ -65,7 +65,7 @@ func TestWindowBounds(t *testing.T) {
 func TestResyncOnlyForwards(t *testing.T) {
 	d := NewDecoder(DecoderConfig{}) // 32 groups, 250 ms TTL
 	var got []string
-	deliver := func(b []byte) bool { got = append(got, string(b)); return true }
+	deliver := func(b []byte, _ bool) bool { got = append(got, string(b)); return true }
 	data := func(g uint32) Meta { return Meta{KindData, g, 0, 1, 0} }
 	const first = ^uint32(0) - 40 // the lane's groups cross the wrap
 	now := t0
@@ -113,7 +113,7 @@ func TestHead(t *testing.T) {
 	if _, ok := d.Head(); ok {
 		t.Fatal("head before the first symbol")
 	}
-	nop := func([]byte) bool { return true }
+	nop := func([]byte, bool) bool { return true }
 	for _, c := range []struct {
 		group, want uint32
 	}{{7, 7}, {9, 9}, {8, 9}, {100, 9}, {0xFFFFFFF0, 9}, {12, 12}} {
@@ -129,7 +129,7 @@ func TestHead(t *testing.T) {
 func TestTickExpiresEachGroupOnTime(t *testing.T) {
 	d := NewDecoder(DecoderConfig{GroupTTL: 100 * time.Millisecond})
 	push := func(g uint32, at time.Duration) {
-		d.Push(Meta{Kind: KindData, Group: g, Index: 0, K: 4, R: 1}, []byte("x"), t0.Add(at), func([]byte) bool { return true })
+		d.Push(Meta{Kind: KindData, Group: g, Index: 0, K: 4, R: 1}, []byte("x"), t0.Add(at), func([]byte, bool) bool { return true })
 	}
 	push(1, 0)
 	push(2, 30*time.Millisecond)

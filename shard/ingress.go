@@ -146,6 +146,9 @@ func (s *Shard) receive(ln *lane, keys *keyset, h crypto.Header, sym []byte) {
 		ln.noteSize(len(sym) - crypto.SymbolOverhead)
 		s.table.stir(ln) // its groups expire, a confirmed key's hello is due
 		keys.decDirty = true
+		if h.Kind == crypto.KindParity {
+			s.sawParity(ln)
+		}
 		keys.dec.Push(fec.Meta{Kind: fec.Kind(h.Kind), Group: h.Group, Index: h.Index, K: h.K, R: h.R}, sym, s.now, keys.deliver)
 	case crypto.KindControl:
 		body, err := keys.opener.OpenSymbol(controlAD[:], sym)
@@ -195,16 +198,18 @@ func (s *Shard) handIngress(owner int, data []byte, from netip.AddrPort) {
 // keys of lane ln: at install, and when the lane moves here from another
 // shard.
 func (s *Shard) bindDeliver(ln *lane, ks *keyset) {
-	ks.deliver = func(sym []byte) bool { return s.deliverSymbol(ln, ks, sym) }
+	ks.deliver = func(sym []byte, recovered bool) bool { return s.deliverSymbol(ln, ks, sym, recovered) }
 }
 
 // deliverSymbol opens a data symbol (as received, or recovered by FEC) and
-// writes the packet to the TUN queue if its source belongs to the peer.
+// writes the packet to the TUN queue if its source belongs to the peer,
+// a recovered TCP segment's timestamp raised where its host would drop
+// it (timestamps.go).
 // Each keyset's decoder calls it through the keyset's deliver (bindDeliver).
 // It reports false when the symbol does not open: the tag does not cover
 // a data symbol's payload, so one changed on the path arrives here, and
 // the decoder then treats it as an erasure (fec.Deliver).
-func (s *Shard) deliverSymbol(ln *lane, ks *keyset, sym []byte) bool {
+func (s *Shard) deliverSymbol(ln *lane, ks *keyset, sym []byte, recovered bool) bool {
 	pt, err := ks.opener.OpenSymbol(nil, sym)
 	switch err {
 	case nil:
@@ -221,6 +226,9 @@ func (s *Shard) deliverSymbol(ln *lane, ks *keyset, sym []byte) bool {
 	if s.cfg.Table.Load().LookupPacket(pt, true) != ln.cfg.Peer {
 		s.count(DropNotAllowed)
 		return true
+	}
+	if ln.tsOn {
+		s.timestamps(ln, pt, recovered)
 	}
 	if s.vnet != nil {
 		// Copied into the coalescer; written (and counted) by flushTun.

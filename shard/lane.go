@@ -8,6 +8,7 @@ import (
 
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
+	"github.com/yip-router/yip-router/shard/tcpts"
 )
 
 // Lanes: one lane's path and what it learnt (its keys are keyset.go), and
@@ -84,6 +85,13 @@ type lane struct {
 	// flight under them still open (nil: none).
 	cur, prev *keyset
 	adapt     *fec.Adapter
+	// ts is the newest TCP timestamp per flow the lane delivered, which
+	// recovered segments are raised to, noted while tsOn: until tsKeep
+	// after the last parity arrived (parityAt); nil before the lane's
+	// first parity (timestamps.go).
+	ts       *tcpts.Table
+	parityAt time.Time
+	tsOn     bool
 	// reportAt and reportTx are when the last loss report arrived and
 	// txPackets then: the lane's rate, which tells the adapter how much a
 	// group can hold before its flush timeout.

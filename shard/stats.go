@@ -52,6 +52,7 @@ const (
 	LaneMoveRefused                // authenticated datagrams from an address another peer's lane holds: the lane did not move
 	StrangersIn                    // datagrams read from the strangers' socket (sources no lane is steered for)
 	KnownIn                        // datagrams read from the known socket (no lane's, from an address a peer is known at)
+	TSRaised                       // FEC-recovered TCP segments whose timestamp was raised to their flow's newest (shard/tcpts)
 	numCounters
 )
 
@@ -66,6 +67,7 @@ var counterNames = [numCounters]string{
 	"tun_super_in", "tun_super_out", "drop_tun_bad", "udp_super_in",
 	"roam_trials", "lane_moved", "lane_adopted", "steer_refused",
 	"fec_evicted", "fec_not_stored", "lane_move_refused", "strangers_in", "known_in",
+	"fec_tcp_ts_raised",
 }
 
 // IsGauge reports whether c is a level (a high-water mark) rather than a

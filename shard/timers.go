@@ -47,6 +47,7 @@ func (s *Shard) tick() time.Time {
 			}
 		}
 		s.expireKeys(ln)
+		s.expireTimestamps(ln)
 		if s.table.owned[i] == ln { // the timers only queue what removes lanes
 			s.table.wakes[i] = s.idleWake(ln)
 		}

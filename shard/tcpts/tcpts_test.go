@@ -1,0 +1,213 @@
+package tcpts
+
+import (
+	"encoding/binary"
+	"net/netip"
+	"testing"
+)
+
+// segment builds a TCP segment from src to dst (ports 40000 → 5201) with
+// the given options (padded to 4 bytes with NOPs), a payload of n bytes
+// and a valid checksum. flags is the TCP flags byte (ACK if 0).
+func segment(src, dst string, opts []byte, n int, flags byte) []byte {
+	s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
+	for len(opts)%4 != 0 {
+		opts = append(opts, optNOP)
+	}
+	tl := tcpLen + len(opts) + n
+	var p []byte
+	if s.Is4() {
+		p = make([]byte, ipv4Len+tl)
+		p[0], p[8], p[9] = 0x45, 64, protoTCP
+		binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+		copy(p[12:], s.AsSlice())
+		copy(p[16:], d.AsSlice())
+	} else {
+		p = make([]byte, ipv6Len+tl)
+		p[0], p[6], p[7] = 0x60, protoTCP, 64
+		binary.BigEndian.PutUint16(p[4:], uint16(tl))
+		copy(p[8:], s.AsSlice())
+		copy(p[24:], d.AsSlice())
+	}
+	th := p[len(p)-tl:]
+	binary.BigEndian.PutUint16(th, 40000)
+	binary.BigEndian.PutUint16(th[2:], 5201)
+	th[12] = byte((tcpLen+len(opts))/4) << 4
+	if flags == 0 {
+		flags = 0x10
+	}
+	th[13] = flags
+	copy(th[tcpLen:], opts)
+	for i := range n {
+		th[tcpLen+len(opts)+i] = byte(i * 7)
+	}
+	binary.BigEndian.PutUint16(th[tcpCsum:], ^fold(pseudo(p)+sumAll(th)))
+	return p
+}
+
+// tsOption is NOP NOP TS(tsval, tsecr), as Linux sends it; lead NOPs
+// before it (1 puts TSval at an odd offset).
+func tsOption(lead int, tsval uint32) []byte {
+	o := make([]byte, lead, lead+optTSLen)
+	for i := range o {
+		o[i] = optNOP
+	}
+	o = append(o, optTS, optTSLen)
+	o = binary.BigEndian.AppendUint32(o, tsval)
+	return binary.BigEndian.AppendUint32(o, 77)
+}
+
+// pseudo is the unfolded sum of p's pseudo-header.
+func pseudo(p []byte) uint32 {
+	if p[0]>>4 == 6 {
+		return sumAll(p[8:40]) + protoTCP + uint32(len(p)-ipv6Len)
+	}
+	return sumAll(p[12:20]) + protoTCP + uint32(len(p)-ipv4Len)
+}
+
+func sumAll(b []byte) uint32 {
+	var s uint32
+	for i := 0; i < len(b); i += 2 {
+		w := uint32(b[i]) << 8
+		if i+1 < len(b) {
+			w |= uint32(b[i+1])
+		}
+		s += w
+	}
+	return s
+}
+
+// valid reports whether p's TCP checksum verifies, computed from scratch.
+func valid(p []byte) bool {
+	off := ipv6Len
+	if p[0]>>4 == 4 {
+		off = int(p[0]&0x0f) * 4
+	}
+	return fold(pseudo(p)+sumAll(p[off:])) == 0xffff
+}
+
+func tsvalOf(t *testing.T, p []byte) uint32 {
+	t.Helper()
+	o, ok := parse(p)
+	if !ok {
+		t.Fatal("no timestamp found")
+	}
+	return binary.BigEndian.Uint32(p[o.tsval:])
+}
+
+// A recovered segment older than its flow's newest delivered takes the
+// newest, with a checksum that still verifies; one newer stays and
+// becomes the newest. IPv4 and IPv6, TSval at an even and an odd offset.
+func TestRaise(t *testing.T) {
+	for _, c := range []struct {
+		name, src, dst string
+		lead, n        int
+	}{
+		{"v4", "10.1.0.5", "10.2.0.9", 2, 1000},
+		{"v4-odd", "10.1.0.5", "10.2.0.9", 1, 999},
+		{"v6", "fd00::5", "fd00:2::9", 2, 1200},
+		{"v6-odd", "fd00::5", "fd00:2::9", 3, 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var tb Table
+			tb.Note(segment(c.src, c.dst, tsOption(c.lead, 5000), c.n, 0))
+			old := segment(c.src, c.dst, tsOption(c.lead, 4988), c.n, 0)
+			if !tb.Raise(old) {
+				t.Fatal("an older recovered segment was not raised")
+			}
+			if got := tsvalOf(t, old); got != 5000 {
+				t.Fatalf("TSval %d, want 5000", got)
+			}
+			if !valid(old) {
+				t.Fatal("checksum does not verify after the raise")
+			}
+			fresh := segment(c.src, c.dst, tsOption(c.lead, 5010), c.n, 0)
+			if tb.Raise(fresh) || tsvalOf(t, fresh) != 5010 || !valid(fresh) {
+				t.Fatal("a newer recovered segment was changed")
+			}
+			next := segment(c.src, c.dst, tsOption(c.lead, 5004), c.n, 0)
+			if !tb.Raise(next) || tsvalOf(t, next) != 5010 || !valid(next) {
+				t.Fatalf("after a newer recovered one, TSval %d, want 5010", tsvalOf(t, next))
+			}
+		})
+	}
+}
+
+// Timestamps compare modulo 2^32: a flow whose clock wrapped is newer.
+func TestRaiseAcrossWrap(t *testing.T) {
+	var tb Table
+	tb.Note(segment("10.1.0.5", "10.2.0.9", tsOption(2, 5), 100, 0))
+	p := segment("10.1.0.5", "10.2.0.9", tsOption(2, 0xfffffff0), 100, 0)
+	if !tb.Raise(p) || tsvalOf(t, p) != 5 || !valid(p) {
+		t.Fatalf("TSval %#x before the wrap not raised to 5", tsvalOf(t, p))
+	}
+}
+
+// Nothing else is touched: another flow (or the reverse direction), a
+// flow never noted, a SYN or RST, a fragment, a segment without
+// timestamps or with malformed options, non-TCP.
+func TestRaiseLeavesOthers(t *testing.T) {
+	var tb Table
+	tb.Note(segment("10.1.0.5", "10.2.0.9", tsOption(2, 5000), 100, 0))
+	frag := segment("10.1.0.5", "10.2.0.9", tsOption(2, 10), 100, 0)
+	binary.BigEndian.PutUint16(frag[6:], 0x2000) // more fragments
+	udp := segment("10.1.0.5", "10.2.0.9", tsOption(2, 10), 100, 0)
+	udp[9] = 17
+	for name, p := range map[string][]byte{
+		"reverse":   segment("10.2.0.9", "10.1.0.5", tsOption(2, 10), 100, 0),
+		"other src": segment("10.1.0.6", "10.2.0.9", tsOption(2, 10), 100, 0),
+		"v6":        segment("fd00::5", "fd00:2::9", tsOption(2, 10), 100, 0),
+		"syn":       segment("10.1.0.5", "10.2.0.9", tsOption(2, 10), 0, 0x02),
+		"rst":       segment("10.1.0.5", "10.2.0.9", tsOption(2, 10), 0, 0x14),
+		"no ts":     segment("10.1.0.5", "10.2.0.9", []byte{2, 4, 5, 0xb4}, 100, 0),
+		"end first": segment("10.1.0.5", "10.2.0.9", append([]byte{optEnd}, tsOption(2, 10)...), 100, 0),
+		"bad len":   segment("10.1.0.5", "10.2.0.9", []byte{optTS, 9, 0, 0, 0, 10, 0, 0, 0}, 100, 0),
+		"fragment":  frag,
+		"udp":       udp,
+	} {
+		before := string(p)
+		if tb.Raise(p) || string(p) != before {
+			t.Errorf("%s: changed", name)
+		}
+	}
+}
+
+// Raise and Note allocate nothing: they run for every packet a lane
+// delivers while it receives parity.
+func TestNoAllocs(t *testing.T) {
+	var tb Table
+	n := segment("10.1.0.5", "10.2.0.9", tsOption(2, 5000), 1300, 0)
+	r := segment("10.1.0.5", "10.2.0.9", tsOption(2, 4000), 1300, 0)
+	if a := testing.AllocsPerRun(100, func() { tb.Note(n); tb.Raise(r) }); a != 0 {
+		t.Fatalf("%v allocations per Note and Raise", a)
+	}
+}
+
+// Any bytes: no panic, and a segment is changed only in its TSval and
+// checksum, with the checksum still verifying if it did.
+func FuzzRaise(f *testing.F) {
+	f.Add(segment("10.1.0.5", "10.2.0.9", tsOption(2, 5000), 10, 0), segment("10.1.0.5", "10.2.0.9", tsOption(1, 4000), 10, 0))
+	f.Add(segment("fd00::5", "fd00:2::9", tsOption(3, 9), 1, 0), segment("fd00::5", "fd00:2::9", tsOption(0, 8), 0, 0))
+	f.Add([]byte{0x45, 0, 0, 20}, []byte{0x60})
+	f.Fuzz(func(t *testing.T, noted, recovered []byte) {
+		var tb Table
+		tb.Note(noted)
+		wasValid := len(recovered) >= ipv4Len && (recovered[0]>>4 == 4 || recovered[0]>>4 == 6 && len(recovered) >= ipv6Len) && valid(recovered)
+		before := string(recovered)
+		if !tb.Raise(recovered) {
+			if string(recovered) != before {
+				t.Fatal("changed without reporting it")
+			}
+			return
+		}
+		o, _ := parse(recovered)
+		for i := range recovered {
+			if (i < o.tsval || i >= o.tsval+4) && i != o.tcp+tcpCsum && i != o.tcp+tcpCsum+1 && recovered[i] != before[i] {
+				t.Fatalf("byte %d changed", i)
+			}
+		}
+		if wasValid && !valid(recovered) {
+			t.Fatal("a valid checksum no longer verifies")
+		}
+	})
+}
