@@ -79,7 +79,7 @@ func shardFamily(name string) (family, label, value, help string) {
 	case "fec_recovered":
 		return "yip_shard_fec_recovered_total", "", "", "Data symbols recovered from FEC parity."
 	case "fec_tcp_ts_raised":
-		return "yip_shard_fec_tcp_timestamps_raised_total", "", "", "FEC-recovered TCP segments whose timestamp value was raised to the newest the router delivered for their flow, so the receiving host's PAWS check (RFC 7323) does not drop them as older than a retransmission it already took."
+		return "yip_shard_fec_tcp_timestamps_raised_total", "", "", "FEC-recovered TCP segments whose timestamp value was raised to that of the latest retransmission the router delivered for their flow, so the receiving host's PAWS check (RFC 7323) does not drop them as older than a retransmission it already took."
 	case "handed_off":
 		return "yip_shard_handed_off_total", "", "", "Inner packets passed to the shard owning the lane."
 	case "taken_over":

@@ -161,7 +161,7 @@ func BenchmarkIngress(b *testing.B) {
 // segment is noted in its flow table (timestamps.go), the most the
 // per-flow timestamp costs a packet.
 func BenchmarkIngressTCP(b *testing.B) {
-	pkt := tcpSegment(1000, 1400-20-32)
+	pkt := tcpSegment(1, 1000, 1400-20-32)
 	set := newIngressSetOf(b, pkt, 4096)
 	b.ReportAllocs()
 	i := 0

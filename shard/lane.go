@@ -85,8 +85,8 @@ type lane struct {
 	// flight under them still open (nil: none).
 	cur, prev *keyset
 	adapt     *fec.Adapter
-	// ts is the newest TCP timestamp per flow the lane delivered, which
-	// recovered segments are raised to, noted while tsOn: until tsKeep
+	// ts is what the lane delivered of each TCP flow, the timestamp
+	// recovered segments are raised to among it, noted while tsOn: until tsKeep
 	// after the last parity arrived (parityAt); nil before the lane's
 	// first parity (timestamps.go).
 	ts       *tcpts.Table

@@ -52,7 +52,7 @@ const (
 	LaneMoveRefused                // authenticated datagrams from an address another peer's lane holds: the lane did not move
 	StrangersIn                    // datagrams read from the strangers' socket (sources no lane is steered for)
 	KnownIn                        // datagrams read from the known socket (no lane's, from an address a peer is known at)
-	TSRaised                       // FEC-recovered TCP segments whose timestamp was raised to their flow's newest (shard/tcpts)
+	TSRaised                       // FEC-recovered TCP segments whose timestamp was raised to their flow's latest retransmission's (shard/tcpts)
 	numCounters
 )
 

@@ -10,14 +10,15 @@ import (
 // sender retransmitted meanwhile, the receiving host's PAWS check drops it
 // as older than the retransmission it already took, and the sender then
 // sees the loss FEC had repaired (shard/tcpts says how, and what raising
-// its timestamp costs). So while a lane receives parity, it notes each TCP
-// flow's newest timestamp value among the packets it delivers, and raises
-// a recovered segment's to it.
+// its timestamp costs). So while a lane receives parity, it notes for each
+// TCP flow the packets it delivers - the highest sequence, and the newest
+// timestamp value of a segment below it (a retransmission) - and raises a
+// recovered segment's timestamp to that.
 
 // tsKeep is how long after a lane's last parity symbol it keeps noting
 // timestamps: longer than a group stays open for recovery
-// (fec.DefaultGroupTTL), so every recovered packet finds its flow's
-// newest. A lane that receives no parity (a clean path, FEC off) pays one
+// (fec.DefaultGroupTTL), so every recovered packet finds what its flow's
+// retransmissions carried. A lane that receives no parity (a clean path, FEC off) pays one
 // flag test per packet; the lanes' timer ends the noting (tick, at most
 // idleTick late).
 const tsKeep = 2 * time.Second

@@ -18,11 +18,13 @@ const (
 	ipv4Frags = 0x3fff // more-fragments flag and fragment offset
 )
 
-// parse finds pkt's TCP timestamp option. ok is false for anything else:
+// parse finds pkt's TCP timestamp option, sequence number and payload
+// length (pkt is one whole packet as delivered). ok is false for anything
+// else:
 // not IPv4 or IPv6 with TCP right after the fixed header (IPv6 extension
 // headers are not followed), a fragment, a SYN (whose TSval starts the
 // connection's) or RST, a header that does not fit, or no timestamps.
-func parse(pkt []byte) (o tsOpt, ok bool) {
+func parse(pkt []byte) (o seg, ok bool) {
 	if len(pkt) < ipv4Len {
 		return o, false
 	}
@@ -54,6 +56,7 @@ func parse(pkt []byte) (o tsOpt, ok bool) {
 		return o, false
 	}
 	o.key.ports = binary.BigEndian.Uint32(th)
+	o.seq, o.n = binary.BigEndian.Uint32(th[4:]), uint32(len(th)-doff)
 	opts := th[tcpLen:doff]
 	for i := 0; i < len(opts); {
 		switch opts[i] {
@@ -81,7 +84,7 @@ func parse(pkt []byte) (o tsOpt, ok bool) {
 // setTSval writes ts as pkt's TSval and updates the TCP checksum by the
 // difference (RFC 1624), over the 16-bit words of the TCP segment the
 // four bytes fall in: the option may start at an odd offset.
-func setTSval(pkt []byte, o tsOpt, ts uint32) {
+func setTSval(pkt []byte, o seg, ts uint32) {
 	from := o.tcp + (o.tsval-o.tcp)&^1 // first word touched
 	to := o.tcp + (o.tsval-o.tcp+4+1)&^1
 	old := wordSum(pkt[from:to])

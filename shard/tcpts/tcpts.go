@@ -4,27 +4,33 @@
 //
 // Why: a recovered packet reaches the host later than the packets sent
 // after it (the rest of its group, then the parity). On its own that is
-// harmless: the host moves its ts_recent only with in-order data, which
-// stops at the hole the recovered packet fills. But once the sender
-// retransmits anything (after a slow start overflowed the bottleneck's
-// queue), a retransmission that fills the host's left edge moves ts_recent
-// to the time it was sent, and every recovered packet still on its way,
-// sent earlier, then fails PAWS and is dropped (nstat PAWSEstab) - without
-// a DSACK, so the sender sees real loss, retransmits, cuts its window, and
+// harmless: the host moves its ts_recent only with data at its left edge,
+// which stops at the hole the recovered packet fills. But once the sender
+// retransmits (after a slow start overflowed the bottleneck's queue), a
+// retransmission that fills the host's left edge moves ts_recent to the
+// time it was sent, and every recovered packet still on its way, sent
+// earlier, then fails PAWS and is dropped (nstat PAWSEstab) - without a
+// DSACK, so the sender sees real loss, retransmits, cuts its window, and
 // the next retransmission does it again. Measured: one CUBIC flow through
 // 5% loss and a 200 Mbit/s bottleneck, 50 ms: 4 to 8 window cuts, each
 // with PAWS rejections, from 1,338 packets down to 157 (docs/BENCHMARKS.md).
 //
-// Table remembers, per TCP flow, the newest timestamp value (TSval) the
-// router delivered to its host; Raise writes it into a recovered segment
-// whose own is older. The host's ts_recent is the TSval of a segment it
-// took, so never newer than that: the raised segment passes PAWS. The
-// sender reads back only the value echoed to it (TSecr), which then
-// belongs to a segment sent later: its timestamp round-trip samples, used
-// only for acknowledgements of retransmitted data, come out short by the
-// recovery delay, and its check that a retransmission was spurious does
-// not fire for such a packet - where without Raise the packet would have
-// been dropped.
+// What can move ts_recent past a recovered segment's TSval: only a segment
+// taken at the host's left edge while the recovered one's hole was open,
+// so one below it in sequence, sent after it - a segment that filled a
+// hole (a retransmission), since new data goes out in sequence order. So
+// Table keeps, per TCP flow, the highest sequence delivered and the newest
+// TSval of a segment delivered below it (a filler); Raise writes that
+// into a recovered segment whose own is older. The host's ts_recent is
+// never newer, so the raised segment passes. Segments delivered in
+// sequence are never the raise: a raise to one of them, above a recovered
+// segment, would fail a segment the path reordered behind it.
+//
+// The sender reads back only the value echoed (TSecr), which then belongs
+// to a segment sent later: its timestamp round-trip samples, used only for
+// acknowledgements of retransmitted data, come out short by the recovery
+// delay, and its check that a retransmission was spurious does not fire
+// for such a segment - which without Raise would have been dropped.
 package tcpts
 
 import "encoding/binary"
@@ -41,9 +47,11 @@ type Table struct {
 }
 
 type slot struct {
-	key  flowKey
-	ts   uint32
-	used bool
+	key   flowKey
+	high  uint32 // sequence after the highest data delivered
+	fill  uint32 // newest TSval of a segment delivered below high
+	used  bool
+	filed bool // fill holds one
 }
 
 // flowKey is a flow's direction: version, addresses, ports.
@@ -53,50 +61,71 @@ type flowKey struct {
 	ports    uint32
 }
 
-// tsOpt is where a segment's TSval is.
-type tsOpt struct {
+// seg is what a segment tells the table.
+type seg struct {
 	key   flowKey
 	tcp   int // TCP header's offset in the packet
 	tsval int // TSval's offset in the packet
+	seq   uint32
+	n     uint32 // payload bytes
 }
 
-// Note records pkt, a packet delivered as received, as its flow's newest
-// TSval if it is one.
+// Note records pkt, a packet delivered as received: its sequence, and its
+// TSval if it filled a hole.
 func (t *Table) Note(pkt []byte) {
-	o, ok := parse(pkt)
+	g, ok := parse(pkt)
 	if !ok {
 		return
 	}
-	ts := binary.BigEndian.Uint32(pkt[o.tsval:])
-	s := &t.slots[o.key.hash()]
-	if !s.used || s.key != o.key || newer(ts, s.ts) {
-		*s = slot{key: o.key, ts: ts, used: true}
-	}
+	t.slotFor(&g).note(&g, binary.BigEndian.Uint32(pkt[g.tsval:]))
 }
 
-// Raise writes its flow's newest TSval into pkt, a packet FEC recovered,
-// if pkt's own is older, and fixes the TCP checksum to match. It reports
-// whether it changed pkt. A segment newer than the flow's newest is noted.
+// Raise writes its flow's newest hole-filling TSval into pkt, a packet FEC
+// recovered, if pkt's own is older, and fixes the TCP checksum to match.
+// It reports whether it changed pkt.
 func (t *Table) Raise(pkt []byte) bool {
-	o, ok := parse(pkt)
+	g, ok := parse(pkt)
 	if !ok {
 		return false
 	}
-	ts := binary.BigEndian.Uint32(pkt[o.tsval:])
-	s := &t.slots[o.key.hash()]
-	if !s.used || s.key != o.key || !newer(s.ts, ts) {
-		if !s.used || s.key != o.key || newer(ts, s.ts) {
-			*s = slot{key: o.key, ts: ts, used: true}
-		}
+	s := t.slotFor(&g)
+	ts := binary.BigEndian.Uint32(pkt[g.tsval:])
+	if !s.filed || !newer(s.fill, ts) {
+		s.note(&g, ts)
 		return false
 	}
-	setTSval(pkt, o, s.ts)
+	setTSval(pkt, g, s.fill)
+	s.note(&g, s.fill)
 	return true
 }
 
-// newer reports whether TSval a is after b in serial arithmetic (RFC 7323
-// compares timestamps modulo 2^32).
-func newer(a, b uint32) bool { return int32(a-b) > 0 }
+// slotFor is g's flow's slot, taken over (emptied) if another flow had it.
+func (t *Table) slotFor(g *seg) *slot {
+	s := &t.slots[g.key.hash()]
+	if !s.used || s.key != g.key {
+		*s = slot{key: g.key, high: g.seq, used: true}
+	}
+	return s
+}
+
+// note takes segment g, with TSval ts as delivered, into s.
+func (s *slot) note(g *seg, ts uint32) {
+	if g.n == 0 {
+		return // no data: neither fills a hole nor moves the sequence
+	}
+	if before(g.seq, s.high) && (!s.filed || newer(ts, s.fill)) {
+		s.fill, s.filed = ts, true
+	}
+	if end := g.seq + g.n; before(s.high, end) {
+		s.high = end
+	}
+}
+
+// newer reports whether TSval a is after b, and before whether sequence a
+// is before b, in serial arithmetic (RFC 7323 and RFC 9293 compare modulo
+// 2^32).
+func newer(a, b uint32) bool  { return int32(a-b) > 0 }
+func before(a, b uint32) bool { return int32(a-b) < 0 }
 
 // hash picks key's slot from the low address bytes and the ports; every
 // flow of a lane shares the peer's prefixes, so the high bytes say little.

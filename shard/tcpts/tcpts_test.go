@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// segment builds a TCP segment from src to dst (ports 40000 → 5201) with
-// the given options (padded to 4 bytes with NOPs), a payload of n bytes
-// and a valid checksum. flags is the TCP flags byte (ACK if 0).
-func segment(src, dst string, opts []byte, n int, flags byte) []byte {
+// segment builds a TCP segment from src to dst (ports 40000 → 5201) at
+// sequence seq with the given options (padded to 4 bytes with NOPs), a
+// payload of n bytes and a valid checksum. flags is the TCP flags byte
+// (ACK if 0).
+func segment(src, dst string, seq uint32, opts []byte, n int, flags byte) []byte {
 	s, d := netip.MustParseAddr(src), netip.MustParseAddr(dst)
 	for len(opts)%4 != 0 {
 		opts = append(opts, optNOP)
@@ -32,6 +33,7 @@ func segment(src, dst string, opts []byte, n int, flags byte) []byte {
 	th := p[len(p)-tl:]
 	binary.BigEndian.PutUint16(th, 40000)
 	binary.BigEndian.PutUint16(th[2:], 5201)
+	binary.BigEndian.PutUint32(th[4:], seq)
 	th[12] = byte((tcpLen+len(opts))/4) << 4
 	if flags == 0 {
 		flags = 0x10
@@ -95,9 +97,19 @@ func tsvalOf(t *testing.T, p []byte) uint32 {
 	return binary.BigEndian.Uint32(p[o.tsval:])
 }
 
-// A recovered segment older than its flow's newest delivered takes the
-// newest, with a checksum that still verifies; one newer stays and
-// becomes the newest. IPv4 and IPv6, TSval at an even and an odd offset.
+// flow notes, for src → dst, a segment at 0, one at 2n (the one at n is
+// the hole FEC recovers) and a retransmission of the first sent at
+// fillTS: the hole filler whose TSval the host may have taken.
+func flow(tb *Table, src, dst string, lead, n int, fillTS uint32) {
+	tb.Note(segment(src, dst, 0, tsOption(lead, fillTS-100), n, 0))
+	tb.Note(segment(src, dst, uint32(2*n), tsOption(lead, fillTS-98), n, 0))
+	tb.Note(segment(src, dst, 0, tsOption(lead, fillTS), n, 0))
+}
+
+// A recovered segment older than its flow's newest hole filler takes the
+// filler's TSval, with a checksum that still verifies; one newer stays,
+// and if it filled a hole itself it becomes the value to raise to. IPv4
+// and IPv6, TSval at an even and an odd offset.
 func TestRaise(t *testing.T) {
 	for _, c := range []struct {
 		name, src, dst string
@@ -110,8 +122,9 @@ func TestRaise(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var tb Table
-			tb.Note(segment(c.src, c.dst, tsOption(c.lead, 5000), c.n, 0))
-			old := segment(c.src, c.dst, tsOption(c.lead, 4988), c.n, 0)
+			flow(&tb, c.src, c.dst, c.lead, c.n, 5000)
+			hole := uint32(c.n)
+			old := segment(c.src, c.dst, hole, tsOption(c.lead, 4901), c.n, 0)
 			if !tb.Raise(old) {
 				t.Fatal("an older recovered segment was not raised")
 			}
@@ -121,47 +134,78 @@ func TestRaise(t *testing.T) {
 			if !valid(old) {
 				t.Fatal("checksum does not verify after the raise")
 			}
-			fresh := segment(c.src, c.dst, tsOption(c.lead, 5010), c.n, 0)
+			fresh := segment(c.src, c.dst, hole, tsOption(c.lead, 5010), c.n, 0)
 			if tb.Raise(fresh) || tsvalOf(t, fresh) != 5010 || !valid(fresh) {
 				t.Fatal("a newer recovered segment was changed")
 			}
-			next := segment(c.src, c.dst, tsOption(c.lead, 5004), c.n, 0)
+			next := segment(c.src, c.dst, hole, tsOption(c.lead, 5004), c.n, 0)
 			if !tb.Raise(next) || tsvalOf(t, next) != 5010 || !valid(next) {
-				t.Fatalf("after a newer recovered one, TSval %d, want 5010", tsvalOf(t, next))
+				t.Fatalf("after a newer recovered filler, TSval %d, want 5010", tsvalOf(t, next))
 			}
 		})
 	}
 }
 
-// Timestamps compare modulo 2^32: a flow whose clock wrapped is newer.
-func TestRaiseAcrossWrap(t *testing.T) {
+// Segments delivered in sequence are not what a recovered one is raised
+// to: the host took none of them at its left edge while the hole was
+// open, and a raise to one would fail a segment the path reordered
+// behind it. Pure ACKs fill nothing either.
+func TestRaiseOnlyToFillers(t *testing.T) {
 	var tb Table
-	tb.Note(segment("10.1.0.5", "10.2.0.9", tsOption(2, 5), 100, 0))
-	p := segment("10.1.0.5", "10.2.0.9", tsOption(2, 0xfffffff0), 100, 0)
+	tb.Note(segment("10.1.0.5", "10.2.0.9", 0, tsOption(2, 100), 500, 0))
+	tb.Note(segment("10.1.0.5", "10.2.0.9", 1000, tsOption(2, 102), 500, 0))
+	tb.Note(segment("10.1.0.5", "10.2.0.9", 0, tsOption(2, 150), 0, 0)) // an ACK
+	p := segment("10.1.0.5", "10.2.0.9", 500, tsOption(2, 101), 500, 0)
+	if tb.Raise(p) || tsvalOf(t, p) != 101 {
+		t.Fatalf("raised to %d with no hole filled", tsvalOf(t, p))
+	}
+}
+
+// Timestamps and sequence numbers compare modulo 2^32: new data past the
+// wrap fills no hole, a retransmission before it does.
+func TestRaiseAcrossWrap(t *testing.T) {
+	var in Table
+	var top uint32 = 0xffffff38
+	for i, ts := range []uint32{0xfffffff0, 0xfffffff1, 3} {
+		in.Note(segment("10.1.0.5", "10.2.0.9", top+uint32(i*200), tsOption(2, ts), 200, 0))
+	}
+	q := segment("10.1.0.5", "10.2.0.9", top+200, tsOption(2, 0xfffffff1), 200, 0)
+	if in.Raise(q) {
+		t.Fatalf("raised to %#x by data in sequence past the wrap", tsvalOf(t, q))
+	}
+	var tb Table
+	var base uint32 = 0xffffff00 // the sequence wraps within the flow
+	tb.Note(segment("10.1.0.5", "10.2.0.9", base, tsOption(2, 0xfffffff0), 200, 0))
+	tb.Note(segment("10.1.0.5", "10.2.0.9", base+400, tsOption(2, 0xfffffff1), 200, 0))
+	tb.Note(segment("10.1.0.5", "10.2.0.9", base, tsOption(2, 5), 200, 0))
+	p := segment("10.1.0.5", "10.2.0.9", base+200, tsOption(2, 0xfffffff0), 200, 0)
 	if !tb.Raise(p) || tsvalOf(t, p) != 5 || !valid(p) {
 		t.Fatalf("TSval %#x before the wrap not raised to 5", tsvalOf(t, p))
 	}
 }
 
 // Nothing else is touched: another flow (or the reverse direction), a
-// flow never noted, a SYN or RST, a fragment, a segment without
-// timestamps or with malformed options, non-TCP.
+// SYN or RST, a fragment, a segment without timestamps or with malformed
+// options, non-TCP.
 func TestRaiseLeavesOthers(t *testing.T) {
 	var tb Table
-	tb.Note(segment("10.1.0.5", "10.2.0.9", tsOption(2, 5000), 100, 0))
-	frag := segment("10.1.0.5", "10.2.0.9", tsOption(2, 10), 100, 0)
+	flow(&tb, "10.1.0.5", "10.2.0.9", 2, 100, 5000)
+	seg := func(src, dst string, opts []byte, n int, flags byte) []byte {
+		return segment(src, dst, 100, opts, n, flags)
+	}
+	frag := seg("10.1.0.5", "10.2.0.9", tsOption(2, 10), 100, 0)
 	binary.BigEndian.PutUint16(frag[6:], 0x2000) // more fragments
-	udp := segment("10.1.0.5", "10.2.0.9", tsOption(2, 10), 100, 0)
+	udp := seg("10.1.0.5", "10.2.0.9", tsOption(2, 10), 100, 0)
 	udp[9] = 17
 	for name, p := range map[string][]byte{
-		"reverse":   segment("10.2.0.9", "10.1.0.5", tsOption(2, 10), 100, 0),
-		"other src": segment("10.1.0.6", "10.2.0.9", tsOption(2, 10), 100, 0),
-		"v6":        segment("fd00::5", "fd00:2::9", tsOption(2, 10), 100, 0),
-		"syn":       segment("10.1.0.5", "10.2.0.9", tsOption(2, 10), 0, 0x02),
-		"rst":       segment("10.1.0.5", "10.2.0.9", tsOption(2, 10), 0, 0x14),
-		"no ts":     segment("10.1.0.5", "10.2.0.9", []byte{2, 4, 5, 0xb4}, 100, 0),
-		"end first": segment("10.1.0.5", "10.2.0.9", append([]byte{optEnd}, tsOption(2, 10)...), 100, 0),
-		"bad len":   segment("10.1.0.5", "10.2.0.9", []byte{optTS, 9, 0, 0, 0, 10, 0, 0, 0}, 100, 0),
+		"reverse":   seg("10.2.0.9", "10.1.0.5", tsOption(2, 10), 100, 0),
+		"other src": seg("10.1.0.6", "10.2.0.9", tsOption(2, 10), 100, 0),
+		"v6":        seg("fd00::5", "fd00:2::9", tsOption(2, 10), 100, 0),
+		"syn":       seg("10.1.0.5", "10.2.0.9", tsOption(2, 10), 0, 0x02),
+		"rst":       seg("10.1.0.5", "10.2.0.9", tsOption(2, 10), 0, 0x14),
+		"no ts":     seg("10.1.0.5", "10.2.0.9", []byte{2, 4, 5, 0xb4}, 100, 0),
+		"end first": seg("10.1.0.5", "10.2.0.9", append([]byte{optEnd}, tsOption(2, 10)...), 100, 0),
+		"bad len":   seg("10.1.0.5", "10.2.0.9", []byte{optTS, 9, 0, 0, 0, 10, 0, 0, 0}, 100, 0),
 		"fragment":  frag,
 		"udp":       udp,
 	} {
@@ -170,14 +214,20 @@ func TestRaiseLeavesOthers(t *testing.T) {
 			t.Errorf("%s: changed", name)
 		}
 	}
+	// The flow itself still raises: none of the above took its slot.
+	p := seg("10.1.0.5", "10.2.0.9", tsOption(2, 10), 100, 0)
+	if !tb.Raise(p) || tsvalOf(t, p) != 5000 {
+		t.Fatalf("the flow's own segment raised to %d, want 5000", tsvalOf(t, p))
+	}
 }
 
 // Raise and Note allocate nothing: they run for every packet a lane
 // delivers while it receives parity.
 func TestNoAllocs(t *testing.T) {
 	var tb Table
-	n := segment("10.1.0.5", "10.2.0.9", tsOption(2, 5000), 1300, 0)
-	r := segment("10.1.0.5", "10.2.0.9", tsOption(2, 4000), 1300, 0)
+	flow(&tb, "10.1.0.5", "10.2.0.9", 2, 1300, 5000)
+	n := segment("10.1.0.5", "10.2.0.9", 2600, tsOption(2, 5001), 1300, 0)
+	r := segment("10.1.0.5", "10.2.0.9", 1300, tsOption(2, 4000), 1300, 0)
 	if a := testing.AllocsPerRun(100, func() { tb.Note(n); tb.Raise(r) }); a != 0 {
 		t.Fatalf("%v allocations per Note and Raise", a)
 	}
@@ -186,11 +236,12 @@ func TestNoAllocs(t *testing.T) {
 // Any bytes: no panic, and a segment is changed only in its TSval and
 // checksum, with the checksum still verifying if it did.
 func FuzzRaise(f *testing.F) {
-	f.Add(segment("10.1.0.5", "10.2.0.9", tsOption(2, 5000), 10, 0), segment("10.1.0.5", "10.2.0.9", tsOption(1, 4000), 10, 0))
-	f.Add(segment("fd00::5", "fd00:2::9", tsOption(3, 9), 1, 0), segment("fd00::5", "fd00:2::9", tsOption(0, 8), 0, 0))
+	f.Add(segment("10.1.0.5", "10.2.0.9", 0, tsOption(2, 5000), 10, 0), segment("10.1.0.5", "10.2.0.9", 0, tsOption(1, 4000), 10, 0))
+	f.Add(segment("fd00::5", "fd00:2::9", 7, tsOption(3, 9), 1, 0), segment("fd00::5", "fd00:2::9", 5, tsOption(0, 8), 0, 0))
 	f.Add([]byte{0x45, 0, 0, 20}, []byte{0x60})
 	f.Fuzz(func(t *testing.T, noted, recovered []byte) {
 		var tb Table
+		tb.Note(noted)
 		tb.Note(noted)
 		wasValid := len(recovered) >= ipv4Len && (recovered[0]>>4 == 4 || recovered[0]>>4 == 6 && len(recovered) >= ipv6Len) && valid(recovered)
 		before := string(recovered)
