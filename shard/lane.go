@@ -86,9 +86,9 @@ type lane struct {
 	cur, prev *keyset
 	adapt     *fec.Adapter
 	// ts is what the lane delivered of each TCP flow, the timestamp
-	// recovered segments are raised to among it, noted while tsOn: until tsKeep
-	// after the last parity arrived (parityAt); nil before the lane's
-	// first parity (timestamps.go).
+	// recovered segments are raised to among it, noted while tsOn:
+	// until tsKeep after the last parity arrived (parityAt); nil while
+	// not (timestamps.go).
 	ts       *tcpts.Table
 	parityAt time.Time
 	tsOn     bool

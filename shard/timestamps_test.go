@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
+	"time"
 
 	"github.com/yip-router/yip-router/fec"
 	"github.com/yip-router/yip-router/shard/offload"
@@ -44,7 +45,10 @@ func tcpChecksum(p []byte) uint16 {
 // A TCP segment FEC recovers after a retransmission of its flow (a
 // segment below the highest delivered, sent later) goes to the TUN queue
 // with the retransmission's timestamp and a checksum that verifies, and is
-// counted; the segments delivered as received are untouched.
+// counted; the segments delivered as received are untouched, one with an
+// older timestamp after the retransmission too. The retransmission's
+// timestamp is forgotten with time, and tsKeep after the last parity the
+// lane stops noting and lets its table go.
 func TestRecoveredSegmentTakesFillersTimestamp(t *testing.T) {
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
@@ -63,46 +67,65 @@ func TestRecoveredSegmentTakesFillersTimestamp(t *testing.T) {
 			feed(sb, addrA, d.data)
 		}
 	}
-	// Group 1 loses its second segment; its parity waits.
-	var parity []byte
+	// Group 1 (timestamps 110-113) loses its second segment. A
+	// retransmission of segment 1, sent later, arrives before the
+	// group's last segment and its parity.
+	var g1 []wireDgram
 	for i := 4; i < 8; i++ {
-		d := send(i, uint32(106+i))
-		if i != 5 {
-			feed(sb, addrA, d[0].data)
-		}
-		if len(d) == 2 {
-			parity = d[1].data
-		}
+		g1 = append(g1, send(i, uint32(106+i))...)
 	}
-	if parity == nil {
-		t.Fatal("group 1 sent no parity")
+	if len(g1) != 5 {
+		t.Fatalf("group 1 sent %d datagrams, want 4 and parity", len(g1))
 	}
-	// A retransmission of segment 1, sent later, is delivered before the
-	// parity.
-	feed(sb, addrA, send(1, 200)[0].data)
-	feed(sb, addrA, parity)
+	retrans := send(1, 200)[0]
+	for _, d := range []wireDgram{g1[0], g1[2], retrans, g1[3], g1[4]} {
+		feed(sb, addrA, d.data)
+	}
 	got := b.tun[0]
-	if len(got) != 4+3+1+1 {
-		t.Fatalf("delivered %d packets, want 9", len(got))
+	want := []uint32{100, 101, 102, 103, 110, 112, 200, 113, 200}
+	if len(got) != len(want) {
+		t.Fatalf("delivered %d packets, want %d", len(got), len(want))
 	}
-	for i, p := range got[:8] {
+	for i, p := range got {
+		if ts := binary.BigEndian.Uint32(p[20+24:]); ts != want[i] {
+			t.Errorf("packet %d: TSval %d, want %d", i, ts, want[i])
+		}
 		if tcpChecksum(p) != 0 {
-			t.Fatalf("packet %d: checksum does not verify", i)
+			t.Errorf("packet %d: checksum does not verify", i)
 		}
 	}
-	rec := got[8]
-	if ts := binary.BigEndian.Uint32(rec[20+24:]); ts != 200 {
-		t.Fatalf("recovered segment's TSval %d, want 200 (the flow's newest)", ts)
-	}
-	if seq := binary.BigEndian.Uint32(rec[20+4:]); seq != 5*n {
+	if seq := binary.BigEndian.Uint32(got[8][20+4:]); seq != 5*n {
 		t.Fatalf("recovered segment at %d, want %d", seq, 5*n)
-	}
-	if tcpChecksum(rec) != 0 {
-		t.Fatal("recovered segment's checksum does not verify")
 	}
 	sb.publish()
 	sn := sb.Snapshot()
 	if n := sn.Get(TSRaised); n != 1 {
 		t.Fatalf("fec_tcp_ts_raised %d, want 1", n)
+	}
+	// Half a second of the lane's timer ticks later, the retransmission's
+	// timestamp is no longer raised to: group 2 (the retransmission, then
+	// segments 8-10) loses segment 9, which stays as it was sent.
+	ln := sb.ownedLane(1, 0)
+	for range 11 {
+		sb.now = sb.now.Add(50 * time.Millisecond)
+		sb.expireTimestamps(ln)
+	}
+	var g2 []wireDgram
+	for i := 8; i < 11; i++ {
+		g2 = append(g2, send(i, uint32(112+i))...)
+	}
+	for _, d := range []wireDgram{g2[0], g2[2], g2[3]} {
+		feed(sb, addrA, d.data)
+	}
+	if got := b.tun[0]; len(got) != 12 || binary.BigEndian.Uint32(got[11][20+24:]) != 121 {
+		t.Fatalf("%d delivered; the last, segment 9 recovered, has TSval %d, want 121 as sent", len(got), binary.BigEndian.Uint32(got[len(got)-1][20+24:]))
+	}
+	sb.now = sb.now.Add(tsKeep - time.Millisecond)
+	if sb.expireTimestamps(ln); !ln.tsOn || ln.ts == nil {
+		t.Fatal("stopped noting before tsKeep")
+	}
+	sb.now = sb.now.Add(2 * time.Millisecond)
+	if sb.expireTimestamps(ln); ln.tsOn || ln.ts != nil {
+		t.Fatal("still noting tsKeep after the last parity")
 	}
 }

@@ -34,6 +34,13 @@ const (
 	idleAfter = time.Second
 	idleTick  = 250 * time.Millisecond
 
+	// tsKeep is how long after a lane's last parity symbol it keeps
+	// noting TCP timestamps for the segments FEC recovers
+	// (timestamps.go): longer than a group stays open for recovery
+	// (fec.DefaultGroupTTL); the lanes' timers end it, at most idleTick
+	// late.
+	tsKeep = 2 * time.Second
+
 	// waitMaxAge is how long a packet waits for its peer's handshake
 	// before it is dropped: long enough for an initiation and its first
 	// retries (the control core retries after 1 s, then 2 s more), while the

@@ -106,3 +106,15 @@ func skipIPv6Ext(pkt []byte, ip ipInfo) (ipInfo, bool) {
 	}
 	return ip, ip.proto != ipv6HopByHop && ip.proto != ipv6DstOpts
 }
+
+// Transport finds pkt's transport header: its offset and protocol, and
+// whether pkt is IPv6 (whose hop-by-hop and destination-options headers it
+// skips). ok is false for anything that is not a well-formed IPv4 or IPv6
+// header within pkt. It does not look at IPv4 fragmentation.
+func Transport(pkt []byte) (off int, proto uint8, v6, ok bool) {
+	ip, ok := parseIP(pkt)
+	if ok && ip.v6 {
+		ip, ok = skipIPv6Ext(pkt, ip)
+	}
+	return ip.hlen, ip.proto, ip.v6, ok
+}

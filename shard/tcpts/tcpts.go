@@ -20,17 +20,26 @@
 // so one below it in sequence, sent after it - a segment that filled a
 // hole (a retransmission), since new data goes out in sequence order. So
 // Table keeps, per TCP flow, the highest sequence delivered and the newest
-// TSval of a segment delivered below it (a filler); Raise writes that
-// into a recovered segment whose own is older. The host's ts_recent is
-// never newer, so the raised segment passes. Segments delivered in
-// sequence are never the raise: a raise to one of them, above a recovered
-// segment, would fail a segment the path reordered behind it.
+// TSval of a segment delivered below it (a filler) within the last
+// fillAge ticks; Raise writes that into a recovered segment whose own is
+// older. A retransmission the host took at its left edge before the
+// recovered segment went through the table just before it, so the host's
+// ts_recent is no newer and the raised segment passes (one that did not -
+// taken before the lane noted, or on another lane - leaves the segment
+// as it is, as without the table). Segments delivered in sequence are
+// never the raise: a raise to one of them, above a recovered segment,
+// would fail a segment the path reordered behind it. A filler's TSval is
+// forgotten after fillAge, and a SYN empties its flow's slot: a raise must
+// never carry a value from a connection before (a host restarted, a
+// 4-tuple reused), which the host could take as its ts_recent and then
+// fail every segment of the connection.
 //
 // The sender reads back only the value echoed (TSecr), which then belongs
-// to a segment sent later: its timestamp round-trip samples, used only for
-// acknowledgements of retransmitted data, come out short by the recovery
-// delay, and its check that a retransmission was spurious does not fire
-// for such a segment - which without Raise would have been dropped.
+// to a segment sent later: its timestamp round-trip samples (Linux takes
+// them only for acknowledgements of retransmitted data, other stacks from
+// every ACK) come out short by the recovery delay, and its check that a
+// retransmission was spurious does not fire for such a segment - which
+// without Raise would have been dropped.
 package tcpts
 
 import "encoding/binary"
@@ -44,12 +53,20 @@ const Size = 64
 // for concurrent use (one lane, one shard).
 type Table struct {
 	slots [Size]slot
+	now   uint32 // ticks (Tick)
 }
+
+// fillAge is how many ticks a filler's TSval is raised to. The lane ticks
+// its table every 50 ms, or 250 ms while idle, so 0.5 to 2.5 s: longer
+// than a group stays open for recovery (250 ms), and a retransmission the
+// host took before a recovered segment arrived within that.
+const fillAge = 10
 
 type slot struct {
 	key   flowKey
 	high  uint32 // sequence after the highest data delivered
 	fill  uint32 // newest TSval of a segment delivered below high
+	at    uint32 // tick fill was noted at
 	used  bool
 	filed bool // fill holds one
 }
@@ -68,6 +85,17 @@ type seg struct {
 	tsval int // TSval's offset in the packet
 	seq   uint32
 	n     uint32 // payload bytes
+	flags byte
+}
+
+// Tick advances the table's clock, which ages the fillers' TSvals.
+func (t *Table) Tick() { t.now++ }
+
+// MaybeTCP reports whether pkt may be TCP, the test a lane makes inline
+// before Note or Raise: most of what is not TCP costs it no call.
+func MaybeTCP(pkt []byte) bool {
+	return len(pkt) >= 40 && (pkt[0]>>4 == 4 && pkt[9] == protoTCP ||
+		pkt[0]>>4 == 6 && (pkt[6] == protoTCP || pkt[6] == 0 || pkt[6] == 60))
 }
 
 // Note records pkt, a packet delivered as received: its sequence, and its
@@ -77,7 +105,11 @@ func (t *Table) Note(pkt []byte) {
 	if !ok {
 		return
 	}
-	t.slotFor(&g).note(&g, binary.BigEndian.Uint32(pkt[g.tsval:]))
+	if g.flags&tcpSYN != 0 {
+		t.slots[g.key.hash()] = slot{key: g.key, high: g.seq + 1, used: true}
+		return
+	}
+	t.slotFor(&g).note(&g, binary.BigEndian.Uint32(pkt[g.tsval:]), t.now)
 }
 
 // Raise writes its flow's newest hole-filling TSval into pkt, a packet FEC
@@ -85,17 +117,17 @@ func (t *Table) Note(pkt []byte) {
 // It reports whether it changed pkt.
 func (t *Table) Raise(pkt []byte) bool {
 	g, ok := parse(pkt)
-	if !ok {
+	if !ok || g.flags&(tcpSYN|tcpRST) != 0 {
 		return false
 	}
 	s := t.slotFor(&g)
 	ts := binary.BigEndian.Uint32(pkt[g.tsval:])
-	if !s.filed || !newer(s.fill, ts) {
-		s.note(&g, ts)
+	if !s.filed || t.now-s.at > fillAge || !newer(s.fill, ts) {
+		s.note(&g, ts, t.now)
 		return false
 	}
 	setTSval(pkt, g, s.fill)
-	s.note(&g, s.fill)
+	s.note(&g, s.fill, t.now)
 	return true
 }
 
@@ -108,13 +140,13 @@ func (t *Table) slotFor(g *seg) *slot {
 	return s
 }
 
-// note takes segment g, with TSval ts as delivered, into s.
-func (s *slot) note(g *seg, ts uint32) {
+// note takes segment g, with TSval ts as delivered at tick now, into s.
+func (s *slot) note(g *seg, ts, now uint32) {
 	if g.n == 0 {
 		return // no data: neither fills a hole nor moves the sequence
 	}
-	if before(g.seq, s.high) && (!s.filed || newer(ts, s.fill)) {
-		s.fill, s.filed = ts, true
+	if before(g.seq, s.high) && (!s.filed || now-s.at > fillAge || newer(ts, s.fill)) {
+		s.fill, s.at, s.filed = ts, now, true
 	}
 	if end := g.seq + g.n; before(s.high, end) {
 		s.high = end

@@ -43,7 +43,17 @@ func segment(src, dst string, seq uint32, opts []byte, n int, flags byte) []byte
 	for i := range n {
 		th[tcpLen+len(opts)+i] = byte(i * 7)
 	}
-	binary.BigEndian.PutUint16(th[tcpCsum:], ^fold(pseudo(p)+sumAll(th)))
+	binary.BigEndian.PutUint16(th[tcpCsum:], ^fold(pseudo(p, len(p)-tl)+sumAll(th)))
+	return p
+}
+
+// reseal sets p's (IPv4, no IP options) source port and recomputes its
+// TCP checksum.
+func reseal(p []byte, port uint16) []byte {
+	th := p[ipv4Len:]
+	binary.BigEndian.PutUint16(th, port)
+	th[tcpCsum], th[tcpCsum+1] = 0, 0
+	binary.BigEndian.PutUint16(th[tcpCsum:], ^fold(pseudo(p, ipv4Len)+sumAll(th)))
 	return p
 }
 
@@ -59,12 +69,17 @@ func tsOption(lead int, tsval uint32) []byte {
 	return binary.BigEndian.AppendUint32(o, 77)
 }
 
-// pseudo is the unfolded sum of p's pseudo-header.
-func pseudo(p []byte) uint32 {
+const (
+	ipv4Len = 20
+	ipv6Len = 40
+)
+
+// pseudo is the unfolded sum of p's pseudo-header, its TCP header at off.
+func pseudo(p []byte, off int) uint32 {
 	if p[0]>>4 == 6 {
-		return sumAll(p[8:40]) + protoTCP + uint32(len(p)-ipv6Len)
+		return sumAll(p[8:40]) + protoTCP + uint32(len(p)-off)
 	}
-	return sumAll(p[12:20]) + protoTCP + uint32(len(p)-ipv4Len)
+	return sumAll(p[12:20]) + protoTCP + uint32(len(p)-off)
 }
 
 func sumAll(b []byte) uint32 {
@@ -79,13 +94,16 @@ func sumAll(b []byte) uint32 {
 	return s
 }
 
-// valid reports whether p's TCP checksum verifies, computed from scratch.
+// valid reports whether p is IPv4 or IPv6 with a TCP checksum that
+// verifies, computed from scratch.
 func valid(p []byte) bool {
 	off := ipv6Len
-	if p[0]>>4 == 4 {
+	if len(p) >= ipv4Len && p[0]>>4 == 4 {
 		off = int(p[0]&0x0f) * 4
+	} else if len(p) < ipv6Len || p[0]>>4 != 6 {
+		return false
 	}
-	return fold(pseudo(p)+sumAll(p[off:])) == 0xffff
+	return off >= ipv4Len && off+tcpLen <= len(p) && fold(pseudo(p, off)+sumAll(p[off:])) == 0xffff
 }
 
 func tsvalOf(t *testing.T, p []byte) uint32 {
@@ -221,6 +239,77 @@ func TestRaiseLeavesOthers(t *testing.T) {
 	}
 }
 
+// A flow that takes another's slot empties it: the other's next recovered
+// segment is not raised to what the slot held.
+func TestRaiseSlotTaken(t *testing.T) {
+	var tb Table
+	flow(&tb, "10.1.0.5", "10.2.0.9", 2, 100, 5000)
+	other := reseal(segment("10.1.0.5", "10.2.0.9", 0, tsOption(2, 7000), 100, 0), 40047)
+	a, _ := parse(segment("10.1.0.5", "10.2.0.9", 0, tsOption(2, 1), 100, 0))
+	b, _ := parse(other)
+	if a.key.hash() != b.key.hash() || a.key == b.key {
+		t.Fatal("the two flows do not share a slot: pick another port")
+	}
+	tb.Note(other)
+	tb.Note(reseal(segment("10.1.0.5", "10.2.0.9", 0, tsOption(2, 7001), 100, 0), 40047))
+	p := segment("10.1.0.5", "10.2.0.9", 100, tsOption(2, 4900), 100, 0)
+	if tb.Raise(p) {
+		t.Fatalf("raised to %d from the flow that took the slot", tsvalOf(t, p))
+	}
+}
+
+// A SYN starts its flow anew, and a filler's TSval is forgotten after
+// fillAge ticks: a raise never carries a value of a connection before.
+func TestRaiseForgets(t *testing.T) {
+	var tb Table
+	flow(&tb, "10.1.0.5", "10.2.0.9", 2, 100, 5000)
+	tb.Note(segment("10.1.0.5", "10.2.0.9", 9000, tsOption(2, 10), 0, 0x02))
+	p := segment("10.1.0.5", "10.2.0.9", 9001, tsOption(2, 11), 100, 0)
+	if tb.Raise(p) {
+		t.Fatalf("a new connection's segment raised to %d", tsvalOf(t, p))
+	}
+	flow(&tb, "10.1.0.5", "10.2.0.9", 2, 100, 5000)
+	for range fillAge + 1 {
+		tb.Tick()
+	}
+	p = segment("10.1.0.5", "10.2.0.9", 100, tsOption(2, 4900), 100, 0)
+	if tb.Raise(p) {
+		t.Fatalf("raised to %d after %d ticks", tsvalOf(t, p), fillAge+1)
+	}
+	flow(&tb, "10.1.0.5", "10.2.0.9", 2, 100, 6000) // fills again: raised again
+	p = segment("10.1.0.5", "10.2.0.9", 100, tsOption(2, 5900), 100, 0)
+	if !tb.Raise(p) || tsvalOf(t, p) != 6000 {
+		t.Fatalf("after a new filler, TSval %d, want 6000", tsvalOf(t, p))
+	}
+}
+
+// TCP-AO's MAC covers the options: such a segment is never changed. Nor
+// is one whose timestamp option runs past its header, and an IPv4 header
+// with options is read past them.
+func TestRaiseHeaders(t *testing.T) {
+	var tb Table
+	flow(&tb, "10.1.0.5", "10.2.0.9", 2, 100, 5000)
+	ao := segment("10.1.0.5", "10.2.0.9", 100, append(tsOption(2, 4900), optAO, 4, 0, 0), 100, 0)
+	short := segment("10.1.0.5", "10.2.0.9", 100, tsOption(2, 4900), 100, 0)
+	short[ipv4Len+12] = 7 << 4 // 28 bytes: the option ends past them
+	for name, p := range map[string][]byte{"tcp-ao": ao, "option past header": short} {
+		before := string(p)
+		if tb.Raise(p) || string(p) != before {
+			t.Errorf("%s: changed", name)
+		}
+	}
+	p := segment("10.1.0.5", "10.2.0.9", 100, tsOption(1, 4900), 100, 0)
+	p = append(p[:ipv4Len:ipv4Len], append([]byte{1, 1, 1, 0}, p[ipv4Len:]...)...)
+	p[0] = 0x46
+	binary.BigEndian.PutUint16(p[2:], uint16(len(p)))
+	if !valid(p) {
+		t.Fatal("test packet with IP options does not verify")
+	}
+	if !tb.Raise(p) || tsvalOf(t, p) != 5000 || !valid(p) {
+		t.Fatalf("behind IP options: TSval %d, want 5000", tsvalOf(t, p))
+	}
+}
+
 // Raise and Note allocate nothing: they run for every packet a lane
 // delivers while it receives parity.
 func TestNoAllocs(t *testing.T) {
@@ -243,7 +332,7 @@ func FuzzRaise(f *testing.F) {
 		var tb Table
 		tb.Note(noted)
 		tb.Note(noted)
-		wasValid := len(recovered) >= ipv4Len && (recovered[0]>>4 == 4 || recovered[0]>>4 == 6 && len(recovered) >= ipv6Len) && valid(recovered)
+		wasValid := valid(recovered)
 		before := string(recovered)
 		if !tb.Raise(recovered) {
 			if string(recovered) != before {
@@ -261,4 +350,24 @@ func FuzzRaise(f *testing.F) {
 			t.Fatal("a valid checksum no longer verifies")
 		}
 	})
+}
+
+// MaybeTCP passes every packet Raise could change and turns away the
+// rest of what it can tell by two bytes.
+func TestMaybeTCP(t *testing.T) {
+	v4 := segment("10.1.0.5", "10.2.0.9", 0, tsOption(2, 1), 100, 0)
+	v6 := segment("fd00::5", "fd00:2::9", 0, tsOption(2, 1), 100, 0)
+	udp := append([]byte(nil), v4...)
+	udp[9] = 17
+	hbh := append([]byte(nil), v6...)
+	hbh[6] = 0
+	for _, c := range []struct {
+		name string
+		p    []byte
+		want bool
+	}{{"v4", v4, true}, {"v6", v6, true}, {"v6 hop-by-hop", hbh, true}, {"udp", udp, false}, {"short", v4[:39], false}} {
+		if got := MaybeTCP(c.p); got != c.want {
+			t.Errorf("%s: %v, want %v", c.name, got, c.want)
+		}
+	}
 }
