@@ -19,10 +19,15 @@
 // taken at the host's left edge while the recovered one's hole was open,
 // so one below it in sequence, sent after it - a segment that filled a
 // hole (a retransmission), since new data goes out in sequence order. So
-// Table keeps, per TCP flow, the highest sequence delivered and the newest
-// TSval of a segment delivered below it (a filler) within the last
-// fillAge ticks; Raise writes that into a recovered segment whose own is
-// older. A retransmission the host took at its left edge before the
+// Table keeps, per TCP flow, the highest sequence delivered with the
+// TSval of the segment that reached it, and the newest TSval of a filler
+// noted within the last fillAge ticks: a segment delivered below the
+// highest that was sent no earlier than the one that reached it (a
+// retransmission, not an original the path reordered), or one FEC
+// recovered below it (which may be a retransmission: it arrives after
+// data sent later, so its TSval says nothing; an original taken so only
+// matters if the path reorders). Raise writes the filler's TSval into a
+// recovered segment whose own is older. A retransmission the host took at its left edge before the
 // recovered segment went through the table just before it, so the host's
 // ts_recent is no newer and the raised segment passes (one that did not -
 // taken before the lane noted, or on another lane - leaves the segment
@@ -32,7 +37,8 @@
 // forgotten after fillAge, and a SYN empties its flow's slot: a raise must
 // never carry a value from a connection before (a host restarted, a
 // 4-tuple reused), which the host could take as its ts_recent and then
-// fail every segment of the connection.
+// fail every segment of the connection. A SYN FEC recovered empties it
+// too.
 //
 // The sender reads back only the value echoed (TSecr), which then belongs
 // to a segment sent later: its timestamp round-trip samples (Linux takes
@@ -56,19 +62,21 @@ type Table struct {
 	now   uint32 // ticks (Tick)
 }
 
-// fillAge is how many ticks a filler's TSval is raised to. The lane ticks
-// its table every 50 ms, or 250 ms while idle, so 0.5 to 2.5 s: longer
-// than a group stays open for recovery (250 ms), and a retransmission the
-// host took before a recovered segment arrived within that.
+// fillAge is how many ticks a filler's TSval is raised to (11: it goes
+// once more than fillAge passed). The lane ticks its table at least 50
+// ms apart, 250 ms while idle, so at least 0.5 s: longer than a group
+// stays open for recovery (250 ms), and a retransmission the host took
+// before a recovered segment arrived within that.
 const fillAge = 10
 
 type slot struct {
-	key   flowKey
-	high  uint32 // sequence after the highest data delivered
-	fill  uint32 // newest TSval of a segment delivered below high
-	at    uint32 // tick fill was noted at
-	used  bool
-	filed bool // fill holds one
+	key    flowKey
+	high   uint32 // sequence after the highest data delivered
+	highTS uint32 // TSval of the segment that moved high last
+	fill   uint32 // newest TSval of a filler
+	at     uint32 // tick fill was noted at
+	used   bool
+	filed  bool // fill holds one
 }
 
 // flowKey is a flow's direction: version, addresses, ports.
@@ -105,11 +113,17 @@ func (t *Table) Note(pkt []byte) {
 	if !ok {
 		return
 	}
+	ts := binary.BigEndian.Uint32(pkt[g.tsval:])
 	if g.flags&tcpSYN != 0 {
-		t.slots[g.key.hash()] = slot{key: g.key, high: g.seq + 1, used: true}
+		t.syn(&g, ts)
 		return
 	}
-	t.slotFor(&g).note(&g, binary.BigEndian.Uint32(pkt[g.tsval:]), t.now)
+	t.slotFor(&g, ts).note(&g, ts, t.now, false)
+}
+
+// syn starts g's flow anew: a new connection (or its SYN-ACK's answer).
+func (t *Table) syn(g *seg, ts uint32) {
+	t.slots[g.key.hash()] = slot{key: g.key, high: g.seq + 1, highTS: ts, used: true}
 }
 
 // Raise writes its flow's newest hole-filling TSval into pkt, a packet FEC
@@ -117,39 +131,50 @@ func (t *Table) Note(pkt []byte) {
 // It reports whether it changed pkt.
 func (t *Table) Raise(pkt []byte) bool {
 	g, ok := parse(pkt)
-	if !ok || g.flags&(tcpSYN|tcpRST) != 0 {
+	if !ok {
 		return false
 	}
-	s := t.slotFor(&g)
 	ts := binary.BigEndian.Uint32(pkt[g.tsval:])
+	switch {
+	case g.flags&tcpSYN != 0:
+		t.syn(&g, ts)
+		return false
+	case g.flags&tcpRST != 0:
+		return false
+	}
+	s := t.slotFor(&g, ts)
 	if !s.filed || t.now-s.at > fillAge || !newer(s.fill, ts) {
-		s.note(&g, ts, t.now)
+		s.note(&g, ts, t.now, true)
 		return false
 	}
 	setTSval(pkt, g, s.fill)
-	s.note(&g, s.fill, t.now)
+	s.note(&g, s.fill, t.now, true)
 	return true
 }
 
-// slotFor is g's flow's slot, taken over (emptied) if another flow had it.
-func (t *Table) slotFor(g *seg) *slot {
+// slotFor is g's flow's slot, taken over (emptied, from g, TSval ts) if
+// another flow had it.
+func (t *Table) slotFor(g *seg, ts uint32) *slot {
 	s := &t.slots[g.key.hash()]
 	if !s.used || s.key != g.key {
-		*s = slot{key: g.key, high: g.seq, used: true}
+		*s = slot{key: g.key, high: g.seq, highTS: ts, used: true}
 	}
 	return s
 }
 
-// note takes segment g, with TSval ts as delivered at tick now, into s.
-func (s *slot) note(g *seg, ts, now uint32) {
+// note takes segment g, with TSval ts as delivered at tick now (recovered
+// by FEC or not), into s.
+func (s *slot) note(g *seg, ts, now uint32, recovered bool) {
 	if g.n == 0 {
 		return // no data: neither fills a hole nor moves the sequence
 	}
-	if before(g.seq, s.high) && (!s.filed || now-s.at > fillAge || newer(ts, s.fill)) {
+	// Below high, and recovered or sent no earlier than the segment that
+	// reached high: a filler (see the package comment).
+	if before(g.seq, s.high) && (recovered || !newer(s.highTS, ts)) && (!s.filed || now-s.at > fillAge || newer(ts, s.fill)) {
 		s.fill, s.at, s.filed = ts, now, true
 	}
 	if end := g.seq + g.n; before(s.high, end) {
-		s.high = end
+		s.high, s.highTS = end, ts
 	}
 }
 

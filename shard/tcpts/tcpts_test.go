@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"net/netip"
 	"testing"
+
+	"github.com/yip-router/yip-router/shard/offload"
 )
 
 // segment builds a TCP segment from src to dst (ports 40000 → 5201) at
@@ -94,16 +96,11 @@ func sumAll(b []byte) uint32 {
 	return s
 }
 
-// valid reports whether p is IPv4 or IPv6 with a TCP checksum that
+// valid reports whether p is IPv4 or IPv6 TCP with a checksum that
 // verifies, computed from scratch.
 func valid(p []byte) bool {
-	off := ipv6Len
-	if len(p) >= ipv4Len && p[0]>>4 == 4 {
-		off = int(p[0]&0x0f) * 4
-	} else if len(p) < ipv6Len || p[0]>>4 != 6 {
-		return false
-	}
-	return off >= ipv4Len && off+tcpLen <= len(p) && fold(pseudo(p, off)+sumAll(p[off:])) == 0xffff
+	off, proto, _, ok := offload.Transport(p)
+	return ok && proto == protoTCP && off+tcpLen <= len(p) && fold(pseudo(p, off)+sumAll(p[off:])) == 0xffff
 }
 
 func tsvalOf(t *testing.T, p []byte) uint32 {
@@ -179,6 +176,37 @@ func TestRaiseOnlyToFillers(t *testing.T) {
 	}
 }
 
+// A segment delivered below the highest that was sent before the one
+// that reached it - an original the path reordered - fills nothing:
+// raising to it would fail a segment reordered behind it. A retransmission
+// does, received or recovered (a recovered one arrives after data sent
+// later, so its timestamp cannot tell it from an original).
+func TestRaiseNotToReordered(t *testing.T) {
+	var tb Table
+	const n = 500
+	tb.Note(segment("10.1.0.5", "10.2.0.9", 0, tsOption(2, 100), n, 0))
+	tb.Note(segment("10.1.0.5", "10.2.0.9", 3*n, tsOption(2, 103), n, 0))
+	tb.Note(segment("10.1.0.5", "10.2.0.9", 2*n, tsOption(2, 102), n, 0)) // reordered
+	p := segment("10.1.0.5", "10.2.0.9", n, tsOption(2, 101), n, 0)
+	if tb.Raise(p) {
+		t.Fatalf("raised to %d, a reordered original's", tsvalOf(t, p))
+	}
+	tb.Note(segment("10.1.0.5", "10.2.0.9", 0, tsOption(2, 103), n, 0)) // a retransmission, sent as late as the newest
+	p = segment("10.1.0.5", "10.2.0.9", n, tsOption(2, 101), n, 0)
+	if !tb.Raise(p) || tsvalOf(t, p) != 103 {
+		t.Fatalf("after a retransmission: TSval %d, want 103", tsvalOf(t, p))
+	}
+	tb.Note(segment("10.1.0.5", "10.2.0.9", 6*n, tsOption(2, 400), n, 0)) // new data, sent later
+	r := segment("10.1.0.5", "10.2.0.9", 0, tsOption(2, 300), n, 0)       // a retransmission FEC recovered
+	if tb.Raise(r) {
+		t.Fatal("a recovered segment newer than the filler was changed")
+	}
+	p = segment("10.1.0.5", "10.2.0.9", 4*n, tsOption(2, 104), n, 0)
+	if !tb.Raise(p) || tsvalOf(t, p) != 300 {
+		t.Fatalf("after a recovered retransmission: TSval %d, want 300", tsvalOf(t, p))
+	}
+}
+
 // Timestamps and sequence numbers compare modulo 2^32: new data past the
 // wrap fills no hole, a retransmission before it does.
 func TestRaiseAcrossWrap(t *testing.T) {
@@ -219,7 +247,7 @@ func TestRaiseLeavesOthers(t *testing.T) {
 		"reverse":   seg("10.2.0.9", "10.1.0.5", tsOption(2, 10), 100, 0),
 		"other src": seg("10.1.0.6", "10.2.0.9", tsOption(2, 10), 100, 0),
 		"v6":        seg("fd00::5", "fd00:2::9", tsOption(2, 10), 100, 0),
-		"syn":       seg("10.1.0.5", "10.2.0.9", tsOption(2, 10), 0, 0x02),
+		"syn":       seg("10.1.0.7", "10.2.0.9", tsOption(2, 10), 0, 0x02),
 		"rst":       seg("10.1.0.5", "10.2.0.9", tsOption(2, 10), 0, 0x14),
 		"no ts":     seg("10.1.0.5", "10.2.0.9", []byte{2, 4, 5, 0xb4}, 100, 0),
 		"end first": seg("10.1.0.5", "10.2.0.9", append([]byte{optEnd}, tsOption(2, 10)...), 100, 0),
@@ -269,6 +297,15 @@ func TestRaiseForgets(t *testing.T) {
 		t.Fatalf("a new connection's segment raised to %d", tsvalOf(t, p))
 	}
 	flow(&tb, "10.1.0.5", "10.2.0.9", 2, 100, 5000)
+	syn := segment("10.1.0.5", "10.2.0.9", 9000, tsOption(2, 10), 0, 0x02)
+	if tb.Raise(syn) { // a SYN FEC recovered: not changed, and the slot empties
+		t.Fatal("a recovered SYN was changed")
+	}
+	p = segment("10.1.0.5", "10.2.0.9", 9001, tsOption(2, 11), 100, 0)
+	if tb.Raise(p) {
+		t.Fatalf("after a recovered SYN, a segment raised to %d", tsvalOf(t, p))
+	}
+	flow(&tb, "10.1.0.5", "10.2.0.9", 2, 100, 5000)
 	for range fillAge + 1 {
 		tb.Tick()
 	}
@@ -307,6 +344,18 @@ func TestRaiseHeaders(t *testing.T) {
 	}
 	if !tb.Raise(p) || tsvalOf(t, p) != 5000 || !valid(p) {
 		t.Fatalf("behind IP options: TSval %d, want 5000", tsvalOf(t, p))
+	}
+	// IPv6 with a hop-by-hop header (8 bytes) before TCP.
+	flow(&tb, "fd00::5", "fd00:2::9", 2, 100, 7000)
+	v6 := segment("fd00::5", "fd00:2::9", 100, tsOption(1, 6900), 100, 0)
+	hbh := append(append(append([]byte(nil), v6[:ipv6Len]...), protoTCP, 0, 1, 4, 0, 0, 0, 0), v6[ipv6Len:]...)
+	hbh[6] = 0
+	binary.BigEndian.PutUint16(hbh[4:], uint16(len(hbh)-ipv6Len))
+	if !valid(hbh) {
+		t.Fatal("test packet with a hop-by-hop header does not verify")
+	}
+	if !tb.Raise(hbh) || tsvalOf(t, hbh) != 7000 || !valid(hbh) {
+		t.Fatalf("behind a hop-by-hop header: TSval %d, want 7000", tsvalOf(t, hbh))
 	}
 }
 
@@ -361,11 +410,13 @@ func TestMaybeTCP(t *testing.T) {
 	udp[9] = 17
 	hbh := append([]byte(nil), v6...)
 	hbh[6] = 0
+	dst := append([]byte(nil), v6...)
+	dst[6] = 60
 	for _, c := range []struct {
 		name string
 		p    []byte
 		want bool
-	}{{"v4", v4, true}, {"v6", v6, true}, {"v6 hop-by-hop", hbh, true}, {"udp", udp, false}, {"short", v4[:39], false}} {
+	}{{"v4", v4, true}, {"v6", v6, true}, {"v6 hop-by-hop", hbh, true}, {"v6 destination options", dst, true}, {"udp", udp, false}, {"short", v4[:39], false}} {
 		if got := MaybeTCP(c.p); got != c.want {
 			t.Errorf("%s: %v, want %v", c.name, got, c.want)
 		}
