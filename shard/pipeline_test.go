@@ -156,39 +156,49 @@ func TestPipelineHandoff(t *testing.T) {
 
 // The steady-state per-packet path allocates nothing: a batch through
 // egress (route, seal, FEC, frame, pad, stage) and ingress (lane lookup,
-// tag, unmask, FEC, open, source check, TUN write), in every padding mode.
+// tag, unmask, FEC, open, source check, TCP timestamps noted while parity
+// arrives, TUN write), in every padding mode, for UDP and TCP packets.
 func TestPipelineZeroAlloc(t *testing.T) {
-	for _, mode := range []PadMode{PadOff, PadLight, PadFull} {
-		t.Run(mode.String(), func(t *testing.T) {
-			a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-			connect(t, a, b, fec.EncoderConfig{K: 8, R: 2})
-			sa, sb := a.shards[0], b.shards[0]
-			sa.cfg.Padding = Padding{Mode: mode, MaxWire: 1500}
-			sa.table.lanes[addrB].peerFeatures, sa.table.lanes[addrB].heardPeer = Features, true
-			pkt := ipPacket("10.1.0.5", "10.2.0.9", 1400, 1)
-			const batch = 32
-			rl := newRelay(sa, 2*batch)
-			delivered := 0
-			sb.tunOut = func([]byte) error { delivered++; return nil }
-			round := func() {
-				for range batch {
-					p := sa.pool.Get()
-					p.N = copy(p.Buf[headroom:], pkt)
-					sa.egress(p)
-				}
-				sa.flushAll()
-				rl.deliver(sb)
-			}
-			round() // warm up
-			allocs := testing.AllocsPerRun(50, round)
-			if allocs != 0 {
-				t.Fatalf("%.1f allocations per batch of %d", allocs, batch)
-			}
-			if delivered != 51*batch+batch {
-				t.Fatalf("delivered %d packets", delivered)
-			}
-		})
+	pkts := map[string][]byte{
+		"udp": ipPacket("10.1.0.5", "10.2.0.9", 1400, 1),
+		"tcp": tcpSegment(1, 1000, 1400-20-32),
 	}
+	for _, mode := range []PadMode{PadOff, PadLight, PadFull} {
+		for kind, pkt := range pkts {
+			testPipelineZeroAlloc(t, mode, kind, pkt)
+		}
+	}
+}
+
+func testPipelineZeroAlloc(t *testing.T, mode PadMode, kind string, pkt []byte) {
+	t.Run(mode.String()+"/"+kind, func(t *testing.T) {
+		a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+		connect(t, a, b, fec.EncoderConfig{K: 8, R: 2})
+		sa, sb := a.shards[0], b.shards[0]
+		sa.cfg.Padding = Padding{Mode: mode, MaxWire: 1500}
+		sa.table.lanes[addrB].peerFeatures, sa.table.lanes[addrB].heardPeer = Features, true
+		const batch = 32
+		rl := newRelay(sa, 2*batch)
+		delivered := 0
+		sb.tunOut = func([]byte) error { delivered++; return nil }
+		round := func() {
+			for range batch {
+				p := sa.pool.Get()
+				p.N = copy(p.Buf[headroom:], pkt)
+				sa.egress(p)
+			}
+			sa.flushAll()
+			rl.deliver(sb)
+		}
+		round() // warm up
+		allocs := testing.AllocsPerRun(50, round)
+		if allocs != 0 {
+			t.Fatalf("%.1f allocations per batch of %d", allocs, batch)
+		}
+		if delivered != 51*batch+batch {
+			t.Fatalf("delivered %d packets", delivered)
+		}
+	})
 }
 
 // Packets for a peer without lanes wait (bounded) and go out once the
