@@ -83,3 +83,12 @@ func pseudoSum(ip []byte, v6 bool, proto uint8, length int) uint64 {
 func transportValid(pkt []byte, v6 bool, proto uint8, off int) bool {
 	return fold(sum(pkt[off:], pseudoSum(pkt, v6, proto, len(pkt)-off))) == 0xffff
 }
+
+// Update is the stored Internet checksum c after the checksummed bytes
+// old became new: the incremental update of RFC 1624 (eqn. 3), so a
+// field rewritten in a forwarded packet costs its own words, not the
+// packet's. old and new are the same span, starting at an even offset of
+// the checksummed data.
+func Update(c uint16, old, new []byte) uint16 {
+	return ^fold(uint64(^c) + uint64(^fold(sum(old, 0))) + sum(new, 0))
+}

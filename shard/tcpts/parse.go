@@ -77,31 +77,14 @@ func parse(pkt []byte) (g seg, ok bool) {
 }
 
 // setTSval writes ts as pkt's TSval and updates the TCP checksum by the
-// difference (RFC 1624), over the 16-bit words of the TCP segment the
-// four bytes fall in: the option may start at an odd offset.
+// difference (offload.Update), over the 16-bit words of the TCP segment
+// the four bytes fall in: the option may start at an odd offset.
 func setTSval(pkt []byte, g seg, ts uint32) {
 	from := g.tcp + ((g.tsval - g.tcp) &^ 1) // first word touched
 	to := g.tcp + ((g.tsval - g.tcp + 4 + 1) &^ 1)
-	old := wordSum(pkt[from:to])
+	var old [6]byte
+	n := copy(old[:], pkt[from:to])
 	binary.BigEndian.PutUint32(pkt[g.tsval:], ts)
 	cs := pkt[g.tcp+tcpCsum:]
-	// HC' = ~(~HC + ~m + m'), with m and m' the sums of the words.
-	sum := uint32(^binary.BigEndian.Uint16(cs)) + uint32(^old) + uint32(wordSum(pkt[from:to]))
-	binary.BigEndian.PutUint16(cs, ^fold(sum))
-}
-
-// wordSum is the folded one's-complement sum of b's 16-bit words (len(b)
-// even).
-func wordSum(b []byte) uint16 {
-	var s uint32
-	for i := 0; i+1 < len(b); i += 2 {
-		s += uint32(binary.BigEndian.Uint16(b[i:]))
-	}
-	return fold(s)
-}
-
-func fold(s uint32) uint16 {
-	s = s>>16 + s&0xffff
-	s = s>>16 + s&0xffff
-	return uint16(s)
+	binary.BigEndian.PutUint16(cs, offload.Update(binary.BigEndian.Uint16(cs), old[:n], pkt[from:to]))
 }

@@ -84,6 +84,13 @@ func pseudo(p []byte, off int) uint32 {
 	return sumAll(p[12:20]) + protoTCP + uint32(len(p)-off)
 }
 
+// fold reduces a one's-complement sum to 16 bits.
+func fold(s uint32) uint16 {
+	s = s>>16 + s&0xffff
+	s = s>>16 + s&0xffff
+	return uint16(s)
+}
+
 func sumAll(b []byte) uint32 {
 	var s uint32
 	for i := 0; i < len(b); i += 2 {
