@@ -175,14 +175,16 @@ type Adapter struct {
 	window  [lossWindow]LossReport
 	winN    int
 	pending LossReport
-	// burstPend gathers reports with runs until they saw minBurstSample
-	// lost symbols; burstSkip is how many reports after a change of
-	// depth it leaves out.
-	burstPend LossReport
-	burstSkip int
-	target    float64
-	rtt       time.Duration
-	fill      float64 // data symbols per flush timeout (SetFill; 0: unknown)
+	// burstPend gathers reports with runs until they saw burstSample
+	// lost symbols, splitPend those judged PathSplit; burstSkip is how
+	// many reports after a change of depth they leave out.
+	burstPend, splitPend LossReport
+	burstSkip            int
+	assumed              int  // split reports while unmeasured (burstLen)
+	noRuns               bool // a report lost symbols and counted no runs
+	target               float64
+	rtt                  time.Duration
+	fill                 float64 // data symbols per flush timeout (SetFill; 0: unknown)
 	// partial[n] is the parity for a group that closes early with n data
 	// symbols (Partial), set from the first report on.
 	partial   [MaxK]uint8
@@ -381,8 +383,10 @@ const (
 	// under PathQueued, but the queue did not stand (floorReports).
 	PathDrained
 	// PathSplit: the peer split the loss it reports by the queue its
-	// datagrams met, and the report counts the channel's alone (the
-	// loss while the queue stood is left out): judged as clear.
+	// datagrams met, the queue overflowed, and the report counts the
+	// channel's loss alone (the loss while the queue stood is left
+	// out): judged as clear, but its runs are not taken as bursts (the
+	// overflows' runs are still in them).
 	PathSplit
 )
 
@@ -425,6 +429,13 @@ func (a *Adapter) SetPath(s PathState) { a.path = s }
 // path's reports move them.
 func (a *Adapter) NewPath() {
 	a.clearP, a.floorKnown, a.queued, a.unclear = math.Inf(1), false, 0, 0
+}
+
+// Burst is the mean length of a loss burst on the wire the rule
+// predicts with (Loss's): measured (ok), or unknownBurst until it is
+// (not ok); 1 or less is independent loss.
+func (a *Adapter) Burst() (b float64, ok bool) {
+	return max(a.burstLen(a.p), 1), a.burst > 0 || a.noRuns
 }
 
 // Target is the residual loss the rule currently aims for.

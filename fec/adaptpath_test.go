@@ -70,8 +70,8 @@ func TestAdapterBusyBringsGuessBack(t *testing.T) {
 	if !a.Busy() {
 		t.Fatal("a flow after clean pings: the guess did not come back")
 	}
-	if k, r := a.Ratio(); k != k0 || r != r0 || a.Partial() != nil || a.Depth() != 1 {
-		t.Fatalf("guess back as %d:%d depth %d, partial %v; want %d:%d, depth 1, full R for early groups", k, r, a.Depth(), a.Partial(), k0, r0)
+	if k, r := a.Ratio(); k != k0 || r != r0 || a.Partial() != nil || a.Depth() != MaxDepth {
+		t.Fatalf("guess back as %d:%d depth %d, partial %v; want %d:%d, depth %d, full R for early groups", k, r, a.Depth(), a.Partial(), k0, r0, MaxDepth)
 	}
 	if a.Busy() {
 		t.Fatal("Busy changed the ratio twice")
@@ -196,21 +196,23 @@ func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
 	if k, r := o.Ratio(); r != 0 {
 		t.Fatalf("a start-up's overshoot stayed a floor for congestion: %d:%d", k, r)
 	}
-	bursts := func(queued bool) float64 {
+	bursts := func(st PathState) float64 {
 		a := mustAdapter(t)
-		if queued {
-			a.SetPath(PathQueued)
-		}
+		a.SetPath(st)
 		for range 4 {
 			a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 100}) // runs of 10
 		}
 		return a.burst
 	}
-	if b := bursts(true); b != 0 {
-		t.Fatalf("tail drops in runs while queued taken as bursts of %v", b)
+	for _, st := range []PathState{PathQueued, PathDrained, PathSplit} {
+		if b := bursts(st); b != 0 {
+			t.Fatalf("tail drops in runs (path %v) taken as bursts of %v", st, b)
+		}
 	}
-	if b := bursts(false); b < 5 {
-		t.Fatalf("runs of 10 on a path that does not queue: burst estimate %v", b)
+	for _, st := range []PathState{PathUnknown, PathClear} {
+		if b := bursts(st); b < 5 {
+			t.Fatalf("runs of 10 on a path %v: burst estimate %v", st, b)
+		}
 	}
 }
 
@@ -219,8 +221,17 @@ func TestLossAtMost(t *testing.T) {
 	if got := r.AtMost(0.2); got != r {
 		t.Fatalf("within the ceiling: %+v", got)
 	}
-	if got, want := r.AtMost(0.05), (LossReport{Expected: 1000, Received: 950, Unrecovered: 40, Runs: 50}); got != want {
+	if got, want := r.AtMost(0.05), (LossReport{Expected: 1000, Received: 950, Unrecovered: 40, Runs: 30}); got != want {
 		t.Fatalf("5%%: %+v, want %+v", got, want)
+	}
+	// The mean burst stays: 100 lost in runs of 4 cut to 20 are 5 runs
+	// (cut to the 20 kept, the runs said independent loss).
+	b := LossReport{Expected: 1000, Received: 900, Runs: 25}
+	if got := b.AtMost(0.02); got.Burst() != 4 {
+		t.Fatalf("bursts of 4 cut to 2%%: %+v, burst %v", got, got.Burst())
+	}
+	if got := b.AtMost(0.001); got.Runs != 1 || got.Received != 999 {
+		t.Fatalf("one symbol kept: %+v, want one run", got)
 	}
 	if got := r.AtMost(0); got.Loss() != 0 || got.Unrecovered != 0 || got.Runs != 0 {
 		t.Fatalf("none: %+v", got)

@@ -38,6 +38,22 @@ func wireBurst(p, measured float64, d int) float64 {
 	return 1 / ((1 - p) * (1 - lambda))
 }
 
+// respaced is r, whose runs were counted within groups interleaved from
+// deep, with its runs as groups interleaved to deep would have counted
+// them on the same channel: a sample gathered across a change of depth
+// goes on at the new one (a sample too small to measure is still what
+// the assumed burst is shrunk toward).
+func (r LossReport) respaced(from, to int) LossReport {
+	lost := r.Expected - r.Received
+	if r.Runs == 0 || from == to {
+		return r
+	}
+	p := r.Loss()
+	within := spacedBurst(p, wireBurst(p, float64(lost)/float64(r.Runs), from), to)
+	r.Runs = uint32(min(max(math.Round(float64(lost)/within), 1), float64(lost)))
+	return r
+}
+
 // Path assumptions of TCPResidual: one inner flow of full-size segments
 // (MSS 1360 bytes, what a 1410-byte inner MTU carries over IPv6) should
 // still reach tcpGoal bits per second.

@@ -323,8 +323,8 @@ func TestFlowAfterPingsGetsStartGuess(t *testing.T) {
 		seq++
 		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1000, seq))
 	}
-	if k, r := la.cur.enc.Ratio(); k != k0 || r != r0 || la.cur.enc.Depth() != 1 {
-		t.Fatalf("a flow's first window: %d:%d depth %d, want the start-up guess %d:%d", k, r, la.cur.enc.Depth(), k0, r0)
+	if k, r := la.cur.enc.Ratio(); k != k0 || r != r0 || la.cur.enc.Depth() != fec.MaxDepth {
+		t.Fatalf("a flow's first window: %d:%d depth %d, want the start-up guess %d:%d depth %d", k, r, la.cur.enc.Depth(), k0, r0, fec.MaxDepth)
 	}
 	sa.now = sa.now.Add(time.Second)
 	sa.tick()

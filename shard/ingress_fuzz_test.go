@@ -109,7 +109,9 @@ func newIngressFuzz(t *testing.T, in *fuzzIn) *ingressFuzz {
 	h.fc = fec.EncoderConfig{K: 1 + int(c&7), R: int(c>>3) & 3}
 	switch c >> 5 & 3 {
 	case 1:
-		h.win = fec.DecoderConfig{MaxGroups: 2, MaxBytes: 1, MaxAhead: 1, GroupTTL: 20 * time.Millisecond}
+		// The fewest groups a sender interleaving fec.MaxDepth deep (an
+		// auto lane's start-up guess) fits in.
+		h.win = fec.DecoderConfig{MaxGroups: fec.MaxDepth, MaxBytes: 1, MaxAhead: fec.MaxDepth - 1, GroupTTL: 20 * time.Millisecond}
 	case 2:
 		h.win = fec.DecoderConfig{MaxGroups: 8, MaxBytes: 1}
 	case 3:
@@ -152,6 +154,13 @@ func (h *ingressFuzz) connect(holdB bool) {
 			}); err != nil {
 				t.Fatal(err)
 			}
+			// The session starts at the fuzzed ratio, not at the
+			// adapter's start-up guess InstallLane gives it.
+			enc := x.sd.shards[i].table.peers[x.peer].local[i].cur.enc
+			if err := enc.SetRatio(h.fc.K, h.fc.R); err != nil {
+				t.Fatal(err)
+			}
+			enc.SetDepth(1)
 			for j, s := range x.sd.shards {
 				if j != i {
 					recv := x.keys.RecvLane(i)

@@ -297,6 +297,11 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 		ln.reportDue = s.now.Add(jitter(lossReportEvery))
 		ln.drawWaits()
 		s.bindDeliver(ln, ks)
+		// The adapter's depth and partial table from the first packet
+		// (cfg.FEC holds a ratio only): a flow's first window sent at
+		// depth 1 until the peer's first hello lost 8 of 10 packets to
+		// one burst.
+		ln.applyFEC()
 		ln.offered = offered
 		s.table.install(pl, ln, p, s.now)
 	} else {

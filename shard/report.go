@@ -49,7 +49,8 @@ func (s *Shard) lossReport(ln *lane, body []byte) {
 	}
 	s.observeHeld(ln) // one held still: its judgement is due now
 	ln.held, ln.heldAt = rep, s.now
-	if r, st, ok := ln.channel.report(rep, split, splitOK, s.now); ok {
+	burst, _ := ln.adapt.Burst()
+	if r, st, ok := ln.channel.report(rep, split, splitOK, s.now, burst); ok {
 		// The peer split the loss: the adapter hears it at once.
 		ln.held = r
 		s.observeNow(ln, st, echo)

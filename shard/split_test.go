@@ -123,7 +123,7 @@ func TestLossSplitSlices(t *testing.T) {
 func TestSplitOnlyWithTheFeature(t *testing.T) {
 	a, _, la, _ := echoPair(t, 50*time.Millisecond)
 	sa := a.shards[0]
-	rep := fec.LossReport{Expected: 1000, Received: 900, Runs: 5}
+	rep := fec.LossReport{Expected: 1000, Received: 900, Runs: 100}
 	la.adapt.Observe(rep) // a loss acted on: the next reports wait for their judgement
 	full := 1 + fec.LossReportLen + delayEchoLen + splitLen
 	for _, c := range []struct {
@@ -208,7 +208,8 @@ func TestSplitExtension(t *testing.T) {
 
 // The adapter hears the channel's loss when the clear slices hold enough:
 // the report as it is when nothing was lost in a queue, cut to the clear
-// slices' rate when something was; not at all without enough.
+// slices' rate when something was (its runs in proportion); not at all
+// without enough. Split when the queued slices lost beyond that rate.
 func TestSplitReport(t *testing.T) {
 	rep := fec.LossReport{Expected: 1000, Received: 900, Unrecovered: 50, Runs: 20}
 	now := stampEpoch.Add(time.Hour)
@@ -225,15 +226,38 @@ func TestSplitReport(t *testing.T) {
 		{"too few clear, none lost queued", splitCounts{clearExp: 10, clearLost: 1, queuedExp: 990}, true, rep, fec.PathUnknown, false},
 		{"nothing lost queued", splitCounts{clearExp: 1000, clearLost: 100, queuedExp: 50}, true, rep, fec.PathClear, true},
 		{"fewer lost by the slices", splitCounts{clearExp: 1000, clearLost: 50}, true,
-			fec.LossReport{Expected: 1000, Received: 950, Unrecovered: 50, Runs: 20}, fec.PathClear, true},
+			fec.LossReport{Expected: 1000, Received: 950, Unrecovered: 50, Runs: 10}, fec.PathClear, true},
 		{"queued losses left out", splitCounts{clearExp: 800, clearLost: 8, queuedExp: 200, queuedLost: 92}, true,
-			fec.LossReport{Expected: 1000, Received: 990, Unrecovered: 10, Runs: 10}, fec.PathSplit, true},
+			fec.LossReport{Expected: 1000, Received: 990, Unrecovered: 10, Runs: 2}, fec.PathSplit, true},
+		{"queued slices lost the channel's share", splitCounts{clearExp: 800, clearLost: 40, queuedExp: 200, queuedLost: 12}, true,
+			fec.LossReport{Expected: 1000, Received: 950, Unrecovered: 50, Runs: 10}, fec.PathClear, true},
 	} {
 		var ch channelLoss
-		got, st, use := ch.report(rep, c.split, c.ok, now)
+		got, st, use := ch.report(rep, c.split, c.ok, now, 1)
 		if got != c.want || st != c.st || use != c.use {
 			t.Errorf("%s: %+v %v %v, want %+v %v %v", c.name, got, st, use, c.want, c.st, c.use)
 		}
+	}
+}
+
+// On a bursty channel the clear slices must hold more datagrams before
+// their rate is taken: minSplitExpected per datagram of a mean burst.
+func TestSplitNeedsMoreOnBurstyChannel(t *testing.T) {
+	rep := fec.LossReport{Expected: 1000, Received: 900, Runs: 25}
+	now := stampEpoch.Add(time.Hour)
+	c := splitCounts{clearExp: 3 * minSplitExpected, clearLost: 4, queuedExp: 100, queuedLost: 90}
+	var ch channelLoss
+	if _, _, use := ch.report(rep, c, true, now, 4); use {
+		t.Fatalf("%d clear datagrams taken as the rate of a channel losing in bursts of 4", c.clearExp)
+	}
+	ch = channelLoss{}
+	if got, _, use := ch.report(rep, c, true, now, 1); !use || got.Loss() > 0.014 {
+		t.Fatalf("independent loss: %+v %v, want the clear slices' rate", got, use)
+	}
+	c.clearExp = 4 * minSplitExpected
+	ch = channelLoss{}
+	if _, _, use := ch.report(rep, c, true, now, 4); !use {
+		t.Fatalf("%d clear datagrams not taken in bursts of 4", c.clearExp)
 	}
 }
 
@@ -241,7 +265,7 @@ func TestSplitReport(t *testing.T) {
 // that stands (too few clear slices) the last rate stands, lowered to the
 // queued slices' rate when that is lower.
 func TestSplitRateAcrossReports(t *testing.T) {
-	rep := fec.LossReport{Expected: 1000, Received: 900, Unrecovered: 50, Runs: 20}
+	rep := fec.LossReport{Expected: 1000, Received: 900, Unrecovered: 50, Runs: 100}
 	lossOf := func(n uint32) fec.LossReport {
 		return fec.LossReport{Expected: 1000, Received: 1000 - n, Unrecovered: n, Runs: n}
 	}
@@ -256,7 +280,8 @@ func TestSplitRateAcrossReports(t *testing.T) {
 	}{
 		// Half a burst in this report's split, half in the next's.
 		{0, splitCounts{clearExp: 1000, clearLost: 15}, lossOf(15), fec.PathClear},
-		{time.Second, splitCounts{clearExp: 1000, clearLost: 5, queuedExp: 10, queuedLost: 1}, lossOf(10), fec.PathSplit},
+		// One of 10 queued lost: the channel's share, not an overflow.
+		{time.Second, splitCounts{clearExp: 1000, clearLost: 5, queuedExp: 10, queuedLost: 1}, lossOf(10), fec.PathClear},
 		// The queue stands: the splits before still hold enough.
 		{time.Second, queued, lossOf(9), fec.PathSplit}, // 20 of 2,050
 		{time.Second, queued, lossOf(4), fec.PathSplit}, // 5 of 1,100
@@ -264,11 +289,11 @@ func TestSplitRateAcrossReports(t *testing.T) {
 		{time.Second, queued, lossOf(4), fec.PathSplit},
 		{time.Minute, queued, lossOf(4), fec.PathSplit},
 		// The queued slices lost less than that: the channel got better.
-		{time.Second, splitCounts{queuedExp: 1000, queuedLost: 2}, lossOf(2), fec.PathSplit},
+		{time.Second, splitCounts{queuedExp: 1000, queuedLost: 2}, lossOf(2), fec.PathClear},
 		{time.Second, splitCounts{queuedExp: 1000}, lossOf(0), fec.PathClear},
 	} {
 		now = now.Add(c.after)
-		got, st, use := ch.report(rep, c.split, true, now)
+		got, st, use := ch.report(rep, c.split, true, now, 1)
 		if got != c.want || st != c.st || !use {
 			t.Errorf("report %d: %+v %v %v, want %+v %v true", i, got, st, use, c.want, c.st)
 		}
