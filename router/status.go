@@ -117,9 +117,16 @@ type LaneStatus struct {
 	// what the lane's round trip says of the path's queue (clear, queued
 	// or unknown), from RTTms, its latest sample, against RTTLeastMs.
 	FECLossPct *float64 `json:"fec_loss_pct,omitempty"`
-	Path       string   `json:"path,omitempty"`
-	RTTms      float64  `json:"rtt_ms,omitempty"`
-	RTTLeastMs float64  `json:"rtt_least_ms,omitempty"`
+	// FECBurst is the mean length of a loss burst on the wire, in
+	// datagrams, that it was sized for (1: independent loss), and
+	// FECBurstMeasured whether the peer's reports measured it (until
+	// they have lost enough, the rule assumes bursts); both absent with
+	// FECLossPct.
+	FECBurst         *float64 `json:"fec_burst,omitempty"`
+	FECBurstMeasured bool     `json:"fec_burst_measured,omitempty"`
+	Path             string   `json:"path,omitempty"`
+	RTTms            float64  `json:"rtt_ms,omitempty"`
+	RTTLeastMs       float64  `json:"rtt_least_ms,omitempty"`
 	// Split is how the peer's last loss report split what this lane
 	// sent by the queue it met (absent from an older peer);
 	// QueueLimitMs the queue above which this lane counts the peer's
@@ -205,6 +212,8 @@ func (r *Router) Status() Status {
 				if l.LossOK {
 					pct := 100 * l.Loss
 					ls.FECLossPct = &pct
+					b := l.Burst
+					ls.FECBurst, ls.FECBurstMeasured = &b, l.BurstOK
 				}
 				if l.RTT > 0 {
 					ls.Path = l.Path.String()

@@ -35,10 +35,13 @@ type LaneStatus struct {
 	// (LossOK: it has had one; congestion counted as the rule counts
 	// it), the path's state, and the round trip's latest and least
 	// samples (0: none).
-	Loss       float64
-	LossOK     bool
-	Path       fec.PathState
-	RTT, RTTLo time.Duration
+	// Burst is the mean wire loss burst it predicts with (BurstOK:
+	// measured; else assumed).
+	Loss            float64
+	LossOK, BurstOK bool
+	Burst           float64
+	Path            fec.PathState
+	RTT, RTTLo      time.Duration
 	// The loss split (split.go): the peer's last report's, of what we
 	// sent (datagrams expected and lost in clear and queued slices), and
 	// the queue above which we count a slice of the peer's queued.
@@ -58,10 +61,12 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 			k, r := ln.cur.enc.Ratio()
 			rec, lost := ln.fecCounts()
 			var loss float64
-			var lossOK bool
+			var lossOK, burstOK bool
+			var burst float64
 			var path fec.PathState
 			if ln.adapt != nil {
 				loss, lossOK = ln.adapt.Loss()
+				burst, burstOK = ln.adapt.Burst()
 				path = ln.adapt.Path()
 			}
 			out = append(out, LaneStatus{
@@ -71,7 +76,7 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 				Recovered: rec, Unrecov: lost,
 				Confirmed: ln.cur.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
 				Padded: s.cfg.Padding.Mode != PadOff && ln.padded(),
-				Loss:   loss, LossOK: lossOK, Path: path, RTT: ln.delay.latest(), RTTLo: ln.delay.least(),
+				Loss:   loss, LossOK: lossOK, Burst: burst, BurstOK: burstOK, Path: path, RTT: ln.delay.latest(), RTTLo: ln.delay.least(),
 				SplitClearExp: ln.lastSplit.clearExp, SplitClearLost: ln.lastSplit.clearLost,
 				SplitQueuedExp: ln.lastSplit.queuedExp, SplitQueuedLost: ln.lastSplit.queuedLost,
 				QueueLimit: ln.split.limit(),

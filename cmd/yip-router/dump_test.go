@@ -153,8 +153,8 @@ func TestShowJSONOneShape(t *testing.T) {
 	}
 }
 
-// A lane's FEC in show's text: the ratio, the loss it was sized for, the
-// path, and the peer's split when it counted loss in a queue.
+// A lane's FEC in show's text: the ratio, the loss it was sized for and
+// its bursts (measured or assumed), the path, and the peer's split when it counted loss in a queue.
 func TestShowFECText(t *testing.T) {
 	loss := 1.02
 	l := router.LaneStatus{FEC: "192:11", FECLossPct: &loss, Path: "split", RTTms: 74.2, RTTLeastMs: 51.1,
@@ -165,6 +165,19 @@ func TestShowFECText(t *testing.T) {
 	}
 	l.Split.QueuedLost, l.Path = 0, "clear"
 	if got, want := fecText(l), "192:11 for 1.02% loss, path clear (rtt 74.2 ms, least 51.1)"; got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	one, four := 1.0, 3.84
+	l.FECBurst = &one // independent: not printed
+	if got, want := fecText(l), "192:11 for 1.02% loss, path clear (rtt 74.2 ms, least 51.1)"; got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	l.FECBurst = &four
+	if got, want := fecText(l), "192:11 for 1.02% loss in bursts of 3.8 (assumed), path clear (rtt 74.2 ms, least 51.1)"; got != want {
+		t.Fatalf("got  %q\nwant %q", got, want)
+	}
+	l.FECBurstMeasured = true
+	if got, want := fecText(l), "192:11 for 1.02% loss in bursts of 3.8, path clear (rtt 74.2 ms, least 51.1)"; got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 	if got := fecText(router.LaneStatus{FEC: "off"}); got != "off" {

@@ -270,6 +270,12 @@ func fecText(l router.LaneStatus) string {
 	fec := l.FEC
 	if l.FECLossPct != nil {
 		fec += fmt.Sprintf(" for %.2f%% loss", *l.FECLossPct)
+		if b := l.FECBurst; b != nil && *b > 1 && *l.FECLossPct > 0 {
+			fec += fmt.Sprintf(" in bursts of %.1f", *b)
+			if !l.FECBurstMeasured {
+				fec += " (assumed)"
+			}
+		}
 	}
 	if l.Path != "" {
 		fec += fmt.Sprintf(", path %s (rtt %.1f ms, least %.1f", l.Path, l.RTTms, l.RTTLeastMs)
