@@ -119,9 +119,11 @@ const maxKs = 4
 // Rule (ModeAuto): p is the wire loss over the last lossWindow intervals
 // (each of at least MinExpected symbols, about a second), or the latest
 // interval's if that is higher; b, the mean length of a loss burst on the
-// wire, is taken over reports with runs until they saw ≥ 10 lost symbols
-// (an exponentially weighted average, weight ½), and forgotten once a whole
-// window saw no loss. Among the group sizes Ks, R in [MinR, min(MaxR,
+// wire, is taken over reports with runs until they saw burstSample lost
+// symbols (10 per depth of interleaving; an exponentially weighted
+// average, weight ½), and forgotten once a whole window saw no loss or
+// the path changed; until measured it is assumed unknownBurst, and only
+// the deepest interleave is weighed (burstLen). Among the group sizes Ks, R in [MinR, min(MaxR,
 // K·MaxOverhead)] and, for bursty loss, depths 1, 2 and 4, choose the one
 // with the smallest parity share R/K whose predicted post-FEC loss
 // ResidualLossBurst(K, R, p, b at that depth) is ≤ the target (ties: the
@@ -162,7 +164,8 @@ const maxKs = 4
 // full. While the path's state is unknown (no delay samples: an older
 // peer, the first seconds) loss counts in full. A report the peer split
 // by the queue its datagrams met (PathSplit) counts as on a clear path:
-// its caller has already cut the queue's share out.
+// its caller has already cut the queue's share out; but its runs, which
+// took in the queue's overflows, may only lower the burst estimate.
 // ModeFixed and ModeOff ignore reports.
 type Adapter struct {
 	mode  Mode
@@ -296,6 +299,7 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 		// ~7e-4, and a slow start sends thousands before the first
 		// report is heard); a clean path's first report (a fraction of
 		// a second) takes it down.
+		a.d = a.deepest() // no report counted at another depth yet
 		a.startGuess()
 	}
 	return a, nil
@@ -425,17 +429,23 @@ func (a *Adapter) SetPath(s PathState) { a.path = s }
 // peer's address changed, or the lane is new): what the old path's clear
 // intervals lost says nothing of the new one's channel, so the floor for
 // congestion is the least loss of the intervals until one is judged
-// clear again. The ratio and the loss the rule acts on stay: the new
-// path's reports move them.
+// clear again, and its bursts are assumed until measured. The ratio and
+// the loss the rule acts on stay: the new path's reports move them.
 func (a *Adapter) NewPath() {
 	a.clearP, a.floorKnown, a.queued, a.unclear = math.Inf(1), false, 0, 0
+	a.forgetBursts()
 }
 
-// Burst is the mean length of a loss burst on the wire the rule
-// predicts with (Loss's): measured (ok), or unknownBurst until it is
-// (not ok); 1 or less is independent loss.
-func (a *Adapter) Burst() (b float64, ok bool) {
-	return max(a.burstLen(a.p), 1), a.burst > 0 || a.noRuns
+// Burst is the mean length of a loss burst on the wire the rule predicts
+// with at the loss it acted on last (Loss): the measured one (measured),
+// or unknownBurst while it is assumed; 1 for independent loss (no loss
+// acted on, a peer that counts no runs, an assumption that ended, or a
+// measured burst within noise of independent loss).
+func (a *Adapter) Burst() (b float64, measured bool) {
+	if b = a.burstLen(a.p); b < burstyAbove {
+		b = 1
+	}
+	return b, a.burst > 0
 }
 
 // Target is the residual loss the rule currently aims for.

@@ -36,7 +36,7 @@ func TestAdapterAssumesBurstsUntilMeasured(t *testing.T) {
 	// What the same interval got rated as independent loss (a peer that
 	// counts no runs): a group the assumed bursts take far more often.
 	ind := first(LossReport{Expected: 240, Received: 232})
-	if b, ok := ind.Burst(); !ok || b != 1 || ind.Depth() != 1 {
+	if b, ok := ind.Burst(); ok || b != 1 || ind.Depth() != 1 {
 		t.Fatalf("no runs: burst %v (measured %v), depth %d; want independent", b, ok, ind.Depth())
 	}
 	k1, r1 := ind.Ratio()
@@ -113,7 +113,7 @@ func TestAdapterSplitRunsOnlyLower(t *testing.T) {
 	for range 6 {
 		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950}) // one by one
 	}
-	if b, _ := a.Burst(); b > 1.2 {
+	if b, _ := a.Burst(); b > 1 {
 		t.Fatalf("split reports losing one by one left the estimate at %v", b)
 	}
 }
@@ -130,6 +130,7 @@ func TestAdapterAssumptionEndsUnderStandingQueue(t *testing.T) {
 	a.SetPath(PathSplit)
 	rep := LossReport{Expected: 20000, Received: 19000, Runs: 100} // runs of 10
 	for i := range assumeReports {
+		// (Before any loss is acted on, Burst says independent.)
 		if b, ok := a.Burst(); i > 0 && (ok || b != unknownBurst) {
 			t.Fatalf("after %d split reports: burst %v (measured %v), want %v assumed", i, b, ok, unknownBurst)
 		}
@@ -140,5 +141,52 @@ func TestAdapterAssumptionEndsUnderStandingQueue(t *testing.T) {
 	}
 	if k, r := a.Observe(rep); a.Depth() != 1 || float64(r)/float64(k) > 0.25 {
 		t.Fatalf("independent loss of 5%%: %d:%d at depth %d", k, r, a.Depth())
+	}
+	// Shorter runs, still lengthened by the queue, do not bring bursts
+	// back once the assumption ended.
+	for range 6 {
+		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 400}) // runs of 2.5
+	}
+	if b, ok := a.Burst(); ok || b != 1 {
+		t.Fatalf("split runs of 2.5 after the assumption ended: burst %v (measured %v)", b, ok)
+	}
+}
+
+// A report without runs (a peer that has not heard our features yet
+// sends the short one) rates that loss independent; the next with runs
+// brings the assumption back and measures.
+func TestAdapterNoRunsOnlyForThatReport(t *testing.T) {
+	a := mustAdapter(t)
+	a.SetRTT(50 * time.Millisecond)
+	a.Observe(LossReport{Expected: 20000, Received: 19000})
+	if b, ok := a.Burst(); ok || b != 1 {
+		t.Fatalf("a report without runs: burst %v (measured %v), want independent", b, ok)
+	}
+	a.Observe(LossReport{Expected: 300, Received: 295, Runs: 2})
+	if b, ok := a.Burst(); ok || b != unknownBurst {
+		t.Fatalf("then one with runs, too few to measure: burst %v (measured %v), want %v assumed", b, ok, unknownBurst)
+	}
+	for range 4 {
+		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 250}) // runs of 4
+	}
+	if b, ok := a.Burst(); !ok || b < 3 {
+		t.Fatalf("then runs of 4: burst %v (measured %v)", b, ok)
+	}
+}
+
+// A new path's bursts are assumed until measured: the old path's say
+// nothing of it.
+func TestAdapterNewPathForgetsBursts(t *testing.T) {
+	a := mustAdapter(t)
+	a.SetRTT(50 * time.Millisecond)
+	for range 4 {
+		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950})
+	}
+	if b, ok := a.Burst(); !ok || b != 1 {
+		t.Fatalf("independent loss: burst %v (measured %v)", b, ok)
+	}
+	a.NewPath()
+	if b, ok := a.Burst(); ok || b != unknownBurst {
+		t.Fatalf("after NewPath: burst %v (measured %v), want %v assumed", b, ok, unknownBurst)
 	}
 }

@@ -159,8 +159,10 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	}
 	a.pending = a.pending.Add(rep)
 	a.trackClean(rep)
-	if rep.Runs == 0 && rep.Received < rep.Expected {
-		a.noRuns = true // a peer that counts no runs
+	if rep.Received < rep.Expected {
+		// A peer that counts no runs (an older one, or one that has not
+		// heard our features yet and sends the short report).
+		a.noRuns = rep.Runs == 0
 	}
 	switch {
 	case a.queuing():
@@ -243,43 +245,43 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// its drops the channel's for good.
 		a.clearP, a.floorKnown = latest, true
 	}
-	if a.burstPend.Expected-a.burstPend.Received >= burstSample(a.d) {
-		// Runs were counted within groups, spaced by the depth then in
-		// force (the last choice, give or take a report in flight).
-		b := wireBurst(a.burstPend.Loss(), a.burstPend.Burst(), a.d)
+	if b, ok := a.sample(&a.burstPend); ok {
 		if a.burst > 0 {
 			b = (a.burst + b) / 2
 		}
-		a.burst, a.burstPend = b, LossReport{}
+		a.burst = b
 	} else if p == 0 {
-		// A clean window: bursts of the past say nothing, and the next
-		// loss is assumed bursty again until measured.
-		a.burst, a.burstPend, a.splitPend, a.assumed = 0, LossReport{}, LossReport{}, 0
+		a.forgetBursts() // a clean window: bursts of the past say nothing
 	}
-	if a.splitPend.Expected-a.splitPend.Received >= burstSample(a.d) {
-		// Only where it lowers the estimate (or the assumption): one
-		// interval whose runs took in a flow's overshoot read as bursts
-		// of 3.7 on a channel losing independently, and under the queue
-		// that stood after it every report was split, so nothing
-		// brought the estimate down for ten seconds of 38% parity.
-		b := wireBurst(a.splitPend.Loss(), a.splitPend.Burst(), a.d)
-		if a.burst > 0 && b < a.burst || a.burst == 0 && b < unknownBurst {
+	if b, ok := a.sample(&a.splitPend); ok {
+		// Only to a lower estimate (or assumption; never once the
+		// assumption ended for independent loss): one interval whose
+		// runs took in a flow's overshoot read as bursts of 3.7 on a
+		// channel losing independently, and under the queue that stood
+		// after it every report was split, so nothing brought the
+		// estimate down for ten seconds of 38% parity. (Halfway, as a
+		// clear report's sample moves it, was tried: the estimate came
+		// down too slowly, 28% parity on that channel.)
+		if b < max(a.bursty(), 1) {
 			a.burst = b
 		}
-		a.splitPend = LossReport{}
 	}
 	cur := choice{a.groupSize(a.k, a.d), a.r, a.d}
 	cur.r = min(cur.r, a.maxR(cur.k))
 	burst := a.burstLen(p)
 	var cands candidates
 	a.predict(&cands, p, burst)
-	if a.burst == 0 && burst > 0 {
-		// Assumed bursts: at the deepest interleave only, which is what
-		// the assumption is for, and a depth that stays keeps the runs
-		// the peer reports measuring (a change of depth leaves the next
-		// two reports out: a choice that went from depth 2 to 4 and back
-		// under noise kept the bursts unmeasured for seconds).
-		cands.d0 = cands.nd - 1
+	if a.burst == 0 && burst > 0 && cands.nd > 1 {
+		if minK := slices.Min(a.cfg.Ks); a.groupSize(minK, depths[cands.nd-1]) >= minK {
+			// Assumed bursts: at the deepest interleave only, which is
+			// what the assumption is for, and a depth that stays keeps
+			// the runs the peer reports measuring (a change of depth
+			// leaves the next two reports out: a choice that went from
+			// depth 2 to 4 and back under noise kept the bursts
+			// unmeasured for seconds). Not for a lane too slow to fill
+			// groups of the smallest K that deep: it would pay for 2:2.
+			cands.d0 = cands.nd - 1
+		}
 	}
 	predict := func(c choice) float64 {
 		if v, ok := cands.lookup(a.cfg.Ks, c); ok {
@@ -309,11 +311,8 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 			cur = down
 		}
 	}
-	if cur.d != a.d {
-		a.burstSkip = 2
-		a.burstPend, a.splitPend = a.burstPend.respaced(a.d, cur.d), a.splitPend.respaced(a.d, cur.d)
-	}
-	a.k, a.r, a.d = cur.k, cur.r, cur.d
+	a.k, a.r = cur.k, cur.r
+	a.setDepth(cur.d)
 	goal := max(a.target, predict(cur))
 	partialParity(p, spacedBurst(p, burst, a.d), goal, a.cfg.MinR, a.r, a.partial[:a.k], a.sparse())
 	a.partialOK = true
@@ -357,8 +356,52 @@ func (a *Adapter) trackClean(rep LossReport) {
 // why), full R for groups that close early, at the deepest interleave:
 // the burst length is no more known than the loss (unknownBurst).
 func (a *Adapter) startGuess() {
+	a.setDepth(a.deepest())
 	a.k = slices.Min(a.cfg.Ks)
-	a.r, a.d, a.partialOK = a.maxR(a.k), a.cfg.MaxDepth, false
+	a.r, a.partialOK = a.maxR(a.k), false
+}
+
+// deepest is the deepest interleave the rule weighs.
+func (a *Adapter) deepest() int {
+	d := 1
+	for _, dd := range depths {
+		if dd <= a.cfg.MaxDepth {
+			d = dd
+		}
+	}
+	return d
+}
+
+// setDepth interleaves d deep from the next block: the burst samples
+// gathered so far go on as counted at d (LossReport.respaced), and the
+// next two reports, which counted groups of the depth before, are left
+// out of them.
+func (a *Adapter) setDepth(d int) {
+	if d == a.d {
+		return
+	}
+	a.burstSkip = 2
+	a.burstPend, a.splitPend = a.burstPend.respaced(a.d, d), a.splitPend.respaced(a.d, d)
+	a.d = d
+}
+
+// sample is the wire's mean burst measured by the reports gathered in
+// pend, once they lost burstSample symbols (ok; pend starts anew).
+func (a *Adapter) sample(pend *LossReport) (b float64, ok bool) {
+	if pend.Expected-pend.Received < burstSample(a.d) {
+		return 0, false
+	}
+	// Runs were counted within groups, spaced by the depth then in
+	// force (the last choice, give or take a report in flight).
+	b = wireBurst(pend.Loss(), pend.Burst(), a.d)
+	*pend = LossReport{}
+	return b, true
+}
+
+// forgetBursts drops what the rule knows of the bursts: the next loss is
+// assumed bursty again until measured.
+func (a *Adapter) forgetBursts() {
+	a.burst, a.burstPend, a.splitPend, a.assumed = 0, LossReport{}, LossReport{}, 0
 }
 
 // Busy tells the rule that the lane now sends a flow: more packets within
@@ -386,7 +429,8 @@ func (a *Adapter) sparse() bool { return a.fill > 0 && a.fill < 2 }
 // interleave). The partial table stays: a block still open under the
 // previous R closes with it (a 0 there would mean the full R).
 func (a *Adapter) parityOff() {
-	a.r, a.d = 0, 1
+	a.r = 0
+	a.setDepth(1)
 }
 
 // unknownBurst is the mean wire burst the rule predicts with while a
@@ -410,7 +454,16 @@ const unknownBurst = MaxDepth
 // a few symbols lost in bursts of 4 often show as runs of 1, and the
 // rule chose 192:33 at depth 1 on them.)
 func (a *Adapter) burstLen(p float64) float64 {
-	if a.burst > 0 || p <= 0 || a.noRuns || a.assumed >= assumeReports {
+	if p <= 0 {
+		return a.burst
+	}
+	return a.bursty()
+}
+
+// bursty is burstLen's at any loss: the measured burst, unknownBurst
+// while assumed, or 0 (independent).
+func (a *Adapter) bursty() float64 {
+	if a.burst > 0 || a.noRuns || a.assumed >= assumeReports {
 		return a.burst
 	}
 	return unknownBurst

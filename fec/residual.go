@@ -41,8 +41,7 @@ func wireBurst(p, measured float64, d int) float64 {
 // respaced is r, whose runs were counted within groups interleaved from
 // deep, with its runs as groups interleaved to deep would have counted
 // them on the same channel: a sample gathered across a change of depth
-// goes on at the new one (a sample too small to measure is still what
-// the assumed burst is shrunk toward).
+// goes on at the new one instead of starting anew.
 func (r LossReport) respaced(from, to int) LossReport {
 	lost := r.Expected - r.Received
 	if r.Runs == 0 || from == to {

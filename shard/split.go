@@ -86,7 +86,7 @@ type splitCounts struct {
 // channel is the clear slices' loss rate, ok with at least need
 // datagrams in them (splitNeed).
 func (c splitCounts) channel(need uint32) (p float64, ok bool) {
-	if c.clearExp < need {
+	if c.clearExp < max(need, 1) {
 		return 0, false
 	}
 	return float64(min(c.clearLost, c.clearExp)) / float64(c.clearExp), true
@@ -312,13 +312,22 @@ func (ch *channelLoss) rate(now time.Time, need uint32) (p float64, ok bool) {
 
 // splitNeed is the fewest datagrams slices must hold for their loss rate
 // to be taken, on a channel losing in bursts of mean length burst (the
-// adapter's, measured or assumed; 1 or less: independent loss):
+// adapter's at the loss it acted on, measured or assumed; 1 or less:
+// independent loss, or none acted on yet):
 // minSplitExpected, times the burst. A few hundred datagrams of a bursty
 // channel hold two or three of its bursts, or none: the first clear
 // slices of a flow on a channel losing 5% in bursts of 4 read 1.4%, and
 // with its queue standing that rate held for three seconds of parity
 // sized for it.
-func splitNeed(burst float64) uint32 { return uint32(minSplitExpected * max(1, burst)) }
+// The burst counts up to twice the assumed one (fec: MaxDepth): a
+// measured burst of an outage would otherwise keep the rate from being
+// taken for many reports.
+func splitNeed(burst float64) uint32 {
+	if !(burst > 1) {
+		burst = 1 // NaN too
+	}
+	return uint32(minSplitExpected * min(burst, 2*fec.MaxDepth))
+}
 
 // report is rep, which arrived at now, as the peer's split c tells it (ok:
 // the report carried one): cut to the clear slices' rate over the latest

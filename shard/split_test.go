@@ -5,6 +5,7 @@ package shard
 // adapter hears from them.
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -258,6 +259,13 @@ func TestSplitNeedsMoreOnBurstyChannel(t *testing.T) {
 	ch = channelLoss{}
 	if _, _, use := ch.report(rep, c, true, now, 4); !use {
 		t.Fatalf("%d clear datagrams not taken in bursts of 4", c.clearExp)
+	}
+	// An outage's burst (or a broken peer's report) asks for no more
+	// than twice the assumed burst's; nonsense for independent loss's.
+	for _, b := range []float64{4e9, math.Inf(1), math.NaN(), 0, -1} {
+		if n := splitNeed(b); n < minSplitExpected || n > 2*fec.MaxDepth*minSplitExpected {
+			t.Fatalf("splitNeed(%v) = %d", b, n)
+		}
 	}
 }
 

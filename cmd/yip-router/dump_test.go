@@ -158,25 +158,25 @@ func TestShowJSONOneShape(t *testing.T) {
 func TestShowFECText(t *testing.T) {
 	loss := 1.02
 	l := router.LaneStatus{FEC: "192:11", FECLossPct: &loss, Path: "split", RTTms: 74.2, RTTLeastMs: 51.1,
-		Split: &router.LossSplit{ClearExpected: 5936, ClearLost: 57, QueuedExpected: 16308, QueuedLost: 168}}
-	want := "192:11 for 1.02% loss, path split (rtt 74.2 ms, least 51.1; the peer lost 168 of 16308 in a queue, 57 of 5936 outside)"
+		Split: &router.LossSplit{ClearExpected: 5936, ClearLost: 57, QueuedExpected: 16308, QueuedLost: 912}}
+	want := "192:11 for 1.02% loss, path split (rtt 74.2 ms, least 51.1; the peer lost 912 of 16308 in a queue, 57 of 5936 outside)"
 	if got := fecText(l); got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
-	l.Split.QueuedLost, l.Path = 0, "clear"
+	l.Split.QueuedLost, l.Path = 168, "clear" // within the channel's share: no overflow
 	if got, want := fecText(l), "192:11 for 1.02% loss, path clear (rtt 74.2 ms, least 51.1)"; got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
-	one, four := 1.0, 3.84
+	one, four, measured := 1.0, 4.0, 3.84
 	l.FECBurst = &one // independent: not printed
 	if got, want := fecText(l), "192:11 for 1.02% loss, path clear (rtt 74.2 ms, least 51.1)"; got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
 	l.FECBurst = &four
-	if got, want := fecText(l), "192:11 for 1.02% loss in bursts of 3.8 (assumed), path clear (rtt 74.2 ms, least 51.1)"; got != want {
+	if got, want := fecText(l), "192:11 for 1.02% loss in bursts of 4.0 (assumed), path clear (rtt 74.2 ms, least 51.1)"; got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}
-	l.FECBurstMeasured = true
+	l.FECBurst, l.FECBurstMeasured = &measured, true
 	if got, want := fecText(l), "192:11 for 1.02% loss in bursts of 3.8, path clear (rtt 74.2 ms, least 51.1)"; got != want {
 		t.Fatalf("got  %q\nwant %q", got, want)
 	}

@@ -260,12 +260,10 @@ func printStatus(w io.Writer, st *router.Status) {
 	fmt.Fprintln(w)
 }
 
-// endpointLine is a peer's endpoint as show prints it: the address, the
-// host name it came from, whether the peer roamed; a name that has not
-// resolved yet says so.
 // fecText is a lane's FEC as show prints it: the ratio, the loss it was
-// sized for, what the path's queue did to the last report, and the
-// peer's split of that report when it counted loss in the queue.
+// sized for and its bursts (when longer than independent loss; assumed
+// until measured), what the path's queue did to the last report, and the
+// peer's split of that report when the queue overflowed (path split).
 func fecText(l router.LaneStatus) string {
 	fec := l.FEC
 	if l.FECLossPct != nil {
@@ -279,7 +277,7 @@ func fecText(l router.LaneStatus) string {
 	}
 	if l.Path != "" {
 		fec += fmt.Sprintf(", path %s (rtt %.1f ms, least %.1f", l.Path, l.RTTms, l.RTTLeastMs)
-		if c := l.Split; c != nil && c.QueuedLost > 0 {
+		if c := l.Split; c != nil && l.Path == "split" {
 			fec += fmt.Sprintf("; the peer lost %d of %d in a queue, %d of %d outside",
 				c.QueuedLost, c.QueuedExpected, c.ClearLost, c.ClearExpected)
 		}
@@ -288,6 +286,9 @@ func fecText(l router.LaneStatus) string {
 	return fec
 }
 
+// endpointLine is a peer's endpoint as show prints it: the address, the
+// host name it came from, whether the peer roamed; a name that has not
+// resolved yet says so.
 func endpointLine(p router.PeerStatus) string {
 	line := p.Endpoint
 	switch {
