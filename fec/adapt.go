@@ -155,9 +155,9 @@ const maxKs = 4
 // judged queued or drained). The floor is dropped when the queue has
 // stood through floorReports reports in a row, or when 2·floorReports
 // reports found a queue before any was judged clear; none below
-// minQueuedLoss, and then no parity. It does not bring back MinR after a
-// clean run, and its runs are not taken as bursts (a tail-drop queue
-// drops in runs). Parity spent on congestion would fill
+// minQueuedLoss, and then no parity. It does not bring back
+// MinR after a clean run, and its runs only lower the burst estimate (a
+// tail-drop queue drops in runs). Parity spent on congestion would fill
 // the queue it overflows, and recovering it would hide from the inner
 // flows the signal they slow down on; a loss-based flow that meets the
 // channel's loss again drains the queue, and the next interval counts in
@@ -173,6 +173,7 @@ type Adapter struct {
 	k, r  int
 	d     int     // interleaving depth
 	burst float64 // mean loss-burst length on the wire (0: unknown)
+	bound bool    // burst is only split or queued reports' bound (takeBursts)
 	// window holds the last lossWindow intervals acted on; pending
 	// gathers reports until one has MinExpected symbols.
 	window  [lossWindow]LossReport

@@ -1,6 +1,9 @@
 package fec
 
 import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
 	"testing"
 	"time"
 )
@@ -118,6 +121,92 @@ func TestAdapterSplitRunsOnlyLower(t *testing.T) {
 	}
 }
 
+// Split reports' runs (a flow's start-up overshoot in them) only bound
+// the bursts: the first clear report's sample replaces that bound rather
+// than meeting it halfway, and later clear samples move the estimate
+// halfway as before.
+func TestAdapterClearSampleReplacesSplitBound(t *testing.T) {
+	a := mustAdapter(t)
+	a.SetRTT(50 * time.Millisecond)
+	a.SetPath(PathSplit)
+	for range 5 { // the first lossy report interleaves: two are left out
+		// Runs of 1.2 within groups 4 deep (the start-up guess's):
+		// wire bursts of 2.7.
+		a.Observe(LossReport{Expected: 20000, Received: 19800, Runs: 166})
+	}
+	bound, ok := a.Burst()
+	if !ok || bound < 2 || bound >= unknownBurst {
+		t.Fatalf("split runs of 1.2 at depth 4 while assumed: burst %v (measured %v), want a bound below the assumption", bound, ok)
+	}
+	a.SetPath(PathClear)
+	for range 4 {
+		a.Observe(LossReport{Expected: 20000, Received: 19800, Runs: 200}) // one by one
+	}
+	if b, _ := a.Burst(); b > 1 {
+		t.Fatalf("clear reports losing one by one after a split bound of %v: burst %v", bound, b)
+	}
+	for range 4 {
+		a.Observe(LossReport{Expected: 20000, Received: 19800, Runs: 50})
+	}
+	if b, _ := a.Burst(); b < 2 {
+		t.Fatalf("clear runs of 4 after independent loss: burst %v", b)
+	}
+	high, _ := a.Burst()
+	for range 4 { // until a sample is taken (a change of depth leaves two reports out)
+		a.Observe(LossReport{Expected: 20000, Received: 19800, Runs: 200})
+		if b, _ := a.Burst(); b != high {
+			if b < (high+1)/2-0.1 {
+				t.Fatalf("one clear sample of independent loss after bursts of %v: burst %v, want it moved halfway", high, b)
+			}
+			return
+		}
+	}
+	t.Fatalf("clear samples of independent loss left bursts of %v", high)
+}
+
+// A queue judged by the round trip (no split yet) lengthens runs with its
+// overflows, so its reports bound the bursts from above as split ones
+// do: runs of independent loss lower the assumption, long runs leave it,
+// and however many such reports come the assumption does not end on
+// their count (a flow's start-up overshoot on a bursty channel is them).
+func TestAdapterQueuedRunsBoundBursts(t *testing.T) {
+	start := func() *Adapter {
+		a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.SetRTT(50 * time.Millisecond)
+		// Acted on with the path unknown: 2%, too few lost to measure
+		// bursts (burstSample), and the floor for congestion.
+		a.Observe(LossReport{Expected: 1000, Received: 980, Runs: 20})
+		if b := a.bursty(); a.burst != 0 || b != unknownBurst {
+			t.Fatalf("first interval: burst %v (estimate %v), want %v assumed", b, a.burst, unknownBurst)
+		}
+		a.SetPath(PathQueued)
+		return a
+	}
+	a := start()
+	for range 4 {
+		a.Observe(LossReport{Expected: 20000, Received: 19800, Runs: 200}) // one by one
+	}
+	if b, ok := a.Burst(); !ok || b > 1 {
+		t.Fatalf("queued reports losing one by one: burst %v (measured %v), want independent", b, ok)
+	}
+	long := start()
+	// A queue found and drained by turns (so the floor stays, and the
+	// rule keeps acting on 1%), for more reports than assumeReports.
+	for i := range 2*floorReports - 2 {
+		long.SetPath([]PathState{PathQueued, PathDrained}[i%2])
+		long.Observe(LossReport{Expected: 20000, Received: 19800, Runs: 20}) // runs of 10
+	}
+	if p, _ := long.Loss(); p == 0 {
+		t.Fatal("the floor was dropped: the test measures nothing")
+	}
+	if b := long.bursty(); long.burst != 0 || b != unknownBurst {
+		t.Fatalf("queued runs of 10: burst %v (estimate %v), want %v still assumed", b, long.burst, unknownBurst)
+	}
+}
+
 // Under a queue that stands from the start every report is split, and
 // runs lengthened by its overflows measure nothing: after assumeReports
 // of them the rule stops assuming bursts and sizes for independent loss.
@@ -188,5 +277,113 @@ func TestAdapterNewPathForgetsBursts(t *testing.T) {
 	a.NewPath()
 	if b, ok := a.Burst(); ok || b != unknownBurst {
 		t.Fatalf("after NewPath: burst %v (measured %v), want %v assumed", b, ok, unknownBurst)
+	}
+}
+
+// interleavedReport is the loss report of blocks of d groups of n
+// symbols, interleaved d deep (a group's symbols d apart on the wire),
+// over a Gilbert channel of loss p in bursts of burst, once at least
+// lost symbols were lost.
+func interleavedReport(seed uint64, p, burst float64, d, n int, lost uint32) LossReport {
+	lose := gilbertChannel(rand.New(rand.NewPCG(seed, 5)), p, burst)
+	var rep LossReport
+	missing := make([]bool, d*n)
+	for rep.Expected-rep.Received < lost {
+		for i := range missing {
+			missing[i] = lose()
+		}
+		for g := range d {
+			prev := false
+			for s := range n {
+				m := missing[s*d+g]
+				rep.Expected++
+				if m {
+					if !prev {
+						rep.Runs++
+					}
+				} else {
+					rep.Received++
+				}
+				prev = m
+			}
+		}
+	}
+	return rep
+}
+
+// A sample's runs within noise of independent loss read as independent:
+// interleaved 4 deep, a few adjacent losses are a long wire burst, and a
+// third of the samples of a channel losing 1% independently read bursts
+// of 1.3 and more. Bursts the interleave leaves visible still measure.
+func TestAdapterBurstSampleNoise(t *testing.T) {
+	const seeds = 300
+	for _, c := range []struct {
+		p, burst   float64
+		d          int
+		lo, hi     float64 // bounds on the median sample
+		mostBursty float64 // share of samples that may read bursty
+	}{
+		{0.01, 1, MaxDepth, 1, burstyAbove, 0.05},
+		{0.05, 1, MaxDepth, 1, burstyAbove, 0.05},
+		{0.01, 4, MaxDepth, 3, 5, 1},
+		{0.05, 4, MaxDepth, 3, 5, 1},
+		// Bursts of 2 are nearly independent loss to groups 4 deep
+		// (runs of 1.11 within them), and show at depth 2.
+		{0.05, 2, 2, 1.6, 2.5, 1},
+		{0.01, 1, 1, 1, burstyAbove, 0.05},
+	} {
+		var got []float64
+		bursty := 0
+		for seed := range uint64(seeds) {
+			a := &Adapter{d: c.d}
+			rep := interleavedReport(seed, c.p, c.burst, c.d, 60, burstSample(c.d))
+			b, ok := a.sample(&rep)
+			if !ok {
+				t.Fatalf("%+v: no sample from %+v", c, rep)
+			}
+			got = append(got, b)
+			if b > burstyAbove {
+				bursty++
+			}
+		}
+		slices.Sort(got)
+		med := got[seeds/2]
+		t.Logf("loss %.0f%% in bursts of %v, %d deep: median sample %.2f, 90th %.2f, %d of %d bursty", 100*c.p, c.burst, c.d, med, got[seeds*9/10], bursty, seeds)
+		if med < c.lo || med > c.hi || float64(bursty) > c.mostBursty*seeds {
+			t.Errorf("loss %.0f%% in bursts of %v, %d deep: median sample %.2f, want %v..%v; %d of %d bursty, want at most %.0f%%",
+				100*c.p, c.burst, c.d, med, c.lo, c.hi, bursty, seeds, 100*c.mostBursty)
+		}
+	}
+}
+
+// A falling loss at a measured burst, and a rate that moves the groups
+// the lane fills, move the choice among groups of nearly the same parity
+// share at depths 1, 2 and 4: the rule changes depth only for clearly
+// less parity, so the burst samples the reports carry are not left out
+// report after report (setDepth).
+func TestAdapterDepthHoldsForSmallGains(t *testing.T) {
+	const burst = 2.74
+	for _, fills := range [][]float64{{189, 240}, {189, 260, 200}, {192, 230}} {
+		a := mustAdapter(t)
+		a.SetRTT(75 * time.Millisecond)
+		a.SetPath(PathClear)
+		a.SetLongGroups(true)
+		changes, last, seq := 0, 0, ""
+		for i, p := range []float64{0.0112, 0.0107, 0.0105, 0.0099, 0.0094, 0.0091, 0.0087, 0.0085, 0.0082, 0.0080} {
+			a.SetFill(fills[i%len(fills)])
+			a.burst, a.bound = burst, false // as measured: the samples' noise is not what is tested
+			n := uint32(15000)
+			lost := uint32(p * float64(n))
+			runs := uint32(float64(lost) / spacedBurst(p, burst, a.Depth()))
+			k, r := a.Observe(LossReport{Expected: n, Received: n - lost, Runs: runs})
+			if i > 0 && a.Depth() != last {
+				changes++
+			}
+			last = a.Depth()
+			seq += fmt.Sprintf(" %d:%d x%d", k, r, a.Depth())
+		}
+		if changes > 1 {
+			t.Errorf("fills %v: the depth changed %d times as the loss fell from 1.1%% to 0.8%% in bursts of %v:%s", fills, changes, burst, seq)
+		}
 	}
 }

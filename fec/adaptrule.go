@@ -151,6 +151,20 @@ func cheaper(x, y choice) bool {
 	return a < b || a == b && (x.k < y.k || x.k == y.k && x.d < y.d)
 }
 
+// worthDepth reports whether x, at another depth than y, spends clearly
+// less parity than y (depthGain): a change of depth leaves the next two
+// reports out of the burst samples (setDepth), and a choice that went
+// between 192:37 at depth 1 and 97:19 at depth 2 report after report, a
+// share of parity 2% apart, kept an estimate a flow's overshoot had set
+// (bursts of 2.7 on a channel losing independently) for seven seconds.
+func worthDepth(x, y choice) bool {
+	return float64(x.r)*float64(y.k) <= depthGain*float64(y.r)*float64(x.k)
+}
+
+// depthGain is the parity share, relative to the current one, that a
+// cheaper choice at another depth must come under.
+const depthGain = 0.9
+
 // Observe feeds one peer report and returns the (possibly new) ratio; the
 // depth is then Depth.
 func (a *Adapter) Observe(rep LossReport) (k, r int) {
@@ -165,19 +179,25 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		a.noRuns = rep.Runs == 0
 	}
 	switch {
-	case a.queuing():
-		// Tail drops come in runs: not the channel's bursts.
 	case a.burstSkip > 0:
 		// Runs counted at a depth no longer in force would be converted
 		// back with the wrong one.
 		a.burstSkip--
 	case rep.Runs == 0:
-	case a.path == PathSplit:
-		// Runs mixed with a queue's overflows, which lengthen them: a
-		// bound on the channel's bursts from above (splitPend).
+	case a.queuing() || a.path == PathSplit:
+		// Runs mixed with a queue's overflows (tail drops come in
+		// runs), which lengthen them: a bound on the channel's bursts
+		// from above (splitPend). A CUBIC flow's queue can stand from
+		// its start-up overshoot on for seconds, and bursts stayed
+		// assumed through all of them at 33% parity on a channel
+		// losing 1% independently.
 		a.splitPend = a.splitPend.Add(rep)
-		if a.burst == 0 {
-			a.assumed++ // no measurement from this one (burstLen)
+		if a.path == PathSplit && a.burst == 0 {
+			// No measurement from this one (burstLen). Not a queued
+			// report: the first seconds of a flow's overshoot are,
+			// and the assumption is what they need on a bursty
+			// channel.
+			a.assumed++
 		}
 	default:
 		// Bursts are counted over as many reports as it takes to see
@@ -245,27 +265,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// its drops the channel's for good.
 		a.clearP, a.floorKnown = latest, true
 	}
-	if b, ok := a.sample(&a.burstPend); ok {
-		if a.burst > 0 {
-			b = (a.burst + b) / 2
-		}
-		a.burst = b
-	} else if p == 0 {
-		a.forgetBursts() // a clean window: bursts of the past say nothing
-	}
-	if b, ok := a.sample(&a.splitPend); ok {
-		// Only to a lower estimate (or assumption; never once the
-		// assumption ended for independent loss): one interval whose
-		// runs took in a flow's overshoot read as bursts of 3.7 on a
-		// channel losing independently, and under the queue that stood
-		// after it every report was split, so nothing brought the
-		// estimate down for ten seconds of 38% parity. (Halfway, as a
-		// clear report's sample moves it, was tried: the estimate came
-		// down too slowly, 28% parity on that channel.)
-		if b < max(a.bursty(), 1) {
-			a.burst = b
-		}
-	}
+	a.takeBursts(p)
 	cur := choice{a.groupSize(a.k, a.d), a.r, a.d}
 	cur.r = min(cur.r, a.maxR(cur.k))
 	burst := a.burstLen(p)
@@ -306,8 +306,10 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	case cheaper(want, cur):
 		// Cheaper would do: only with margin, and (out of reach of the
 		// target, where nothing has margin) only if it predicts no
-		// more than twice the current loss.
-		if down, ok := a.best(&cands, a.target/2); (ok || !reachable && predict(down) <= 2*now) && cheaper(down, cur) {
+		// more than twice the current loss; at another depth, only
+		// clearly cheaper (worthDepth).
+		if down, ok := a.best(&cands, a.target/2); (ok || !reachable && predict(down) <= 2*now) && cheaper(down, cur) &&
+			(down.d == cur.d || worthDepth(down, cur)) {
 			cur = down
 		}
 	}
@@ -372,38 +374,6 @@ func (a *Adapter) deepest() int {
 	return d
 }
 
-// setDepth interleaves d deep from the next block: the burst samples
-// gathered so far go on as counted at d (LossReport.respaced), and the
-// next two reports, which counted groups of the depth before, are left
-// out of them.
-func (a *Adapter) setDepth(d int) {
-	if d == a.d {
-		return
-	}
-	a.burstSkip = 2
-	a.burstPend, a.splitPend = a.burstPend.respaced(a.d, d), a.splitPend.respaced(a.d, d)
-	a.d = d
-}
-
-// sample is the wire's mean burst measured by the reports gathered in
-// pend, once they lost burstSample symbols (ok; pend starts anew).
-func (a *Adapter) sample(pend *LossReport) (b float64, ok bool) {
-	if pend.Expected-pend.Received < burstSample(a.d) {
-		return 0, false
-	}
-	// Runs were counted within groups, spaced by the depth then in
-	// force (the last choice, give or take a report in flight).
-	b = wireBurst(pend.Loss(), pend.Burst(), a.d)
-	*pend = LossReport{}
-	return b, true
-}
-
-// forgetBursts drops what the rule knows of the bursts: the next loss is
-// assumed bursty again until measured.
-func (a *Adapter) forgetBursts() {
-	a.burst, a.burstPend, a.splitPend, a.assumed = 0, LossReport{}, LossReport{}, 0
-}
-
 // Busy tells the rule that the lane now sends a flow: more packets within
 // a timer tick than pings send. If clean reports took
 // the start-up guess off before the rule acted on any interval (reports
@@ -432,61 +402,3 @@ func (a *Adapter) parityOff() {
 	a.r = 0
 	a.setDepth(1)
 }
-
-// unknownBurst is the mean wire burst the rule predicts with while a
-// lossy path's has not been measured (fewer than burstSample lost
-// symbols seen since its loss began): the longest the deepest interleave
-// (MaxDepth) spreads to about one symbol per group, and so the longest
-// the rule can protect against within MaxOverhead. A flow's first
-// interval is a few hundred symbols, which hold one burst or two, or
-// none; rated as independent loss it chose large groups at depth 1
-// (192:34 at 3.4%), which a bursty channel took whole while a TCP flow's
-// slow start ran in them, and the flow never grew back from the window
-// it was left with. Independent loss is measured as such within a report
-// or two (at 1% and up), and costs the assumed bursts' parity until then.
-const unknownBurst = MaxDepth
-
-// burstLen is the mean wire burst the rule predicts with at loss p: the
-// measured one; unknownBurst until there is one; none (independent) for a
-// peer that counts no runs, a clean path, or once assumeReports split
-// reports came while it was unmeasured. (Shrinking the assumption
-// toward the runs of a sample too small to measure was tried: at depth 4
-// a few symbols lost in bursts of 4 often show as runs of 1, and the
-// rule chose 192:33 at depth 1 on them.)
-func (a *Adapter) burstLen(p float64) float64 {
-	if p <= 0 {
-		return a.burst
-	}
-	return a.bursty()
-}
-
-// bursty is burstLen's at any loss: the measured burst, unknownBurst
-// while assumed, or 0 (independent).
-func (a *Adapter) bursty() float64 {
-	if a.burst > 0 || a.noRuns || a.assumed >= assumeReports {
-		return a.burst
-	}
-	return unknownBurst
-}
-
-// assumeReports is how many split reports (PathSplit, whose runs bound
-// the channel's bursts from above only) may come while the bursts are
-// unmeasured before the rule stops assuming unknownBurst: a flow's
-// overshoot drains through a few. Under a queue that stands from the
-// start (BBR's) every report is split, its runs long with the queue's
-// overflows, and the assumption held for a whole run at 38% parity on a
-// channel losing 5% independently. (Reports left out after a change of
-// depth do not count: they are not evidence of anything.)
-const assumeReports = 5
-
-// minBurstSample is the fewest lost symbols a mean burst length is taken
-// over at depth 1: a few losses say little about their pattern.
-const minBurstSample = 10
-
-// burstSample is the fewest lost symbols a mean burst length is taken
-// over while groups are interleaved d deep: the runs within them are
-// shorter (bursts of 4 on a 5% channel show as runs of 1.5 at depth 4,
-// against 1.05 for independent loss), so telling them apart takes d
-// times the sample. Of 10 lost at depth 4, bursts of 4 read as
-// independent loss (1.09) in one run of eight.
-func burstSample(d int) uint32 { return minBurstSample * uint32(d) }

@@ -2,7 +2,6 @@ package shard
 
 import (
 	"encoding/binary"
-	"math"
 	"slices"
 	"time"
 
@@ -379,8 +378,7 @@ func (ch *channelLoss) report(rep fec.LossReport, c splitCounts, ok bool, now ti
 // channel's own count varies more, so some of its reports are judged
 // split: fewer samples of its bursts, not a bias.
 func (c splitCounts) judge(p float64) fec.PathState {
-	share := p * float64(c.queuedExp)
-	if float64(c.queuedLost) > share+3*math.Sqrt(share)+2 {
+	if fec.AboveChance(float64(c.queuedLost), p*float64(c.queuedExp), 3, 2) {
 		return fec.PathSplit
 	}
 	return fec.PathClear

@@ -1,0 +1,129 @@
+// What the Adapter's rule knows of a lossy path's bursts: measured from
+// the runs the peer's reports count (sample, takeBursts), assumed until
+// then (unknownBurst), and carried across changes of depth (setDepth).
+
+package fec
+
+// setDepth interleaves d deep from the next block: the burst samples
+// gathered so far go on as counted at d (LossReport.respaced), and the
+// next two reports, which counted groups of the depth before, are left
+// out of them.
+func (a *Adapter) setDepth(d int) {
+	if d == a.d {
+		return
+	}
+	a.burstSkip = 2
+	a.burstPend, a.splitPend = a.burstPend.respaced(a.d, d), a.splitPend.respaced(a.d, d)
+	a.d = d
+}
+
+// takeBursts moves the burst estimate by the samples the reports
+// gathered (p: the loss the rule acts on).
+//
+// A clear report's sample moves it halfway. The first sets it, and so
+// does one after samples of split or queued reports only bounded it:
+// their runs took in a flow's start-up overshoot, and halving from
+// there left a CUBIC flow on a channel losing 1% independently at
+// bursts of 1.36 for the rest of its run (every report after was
+// split), at 192:18 where 192:13 met its target.
+//
+// A split or queued report's sample only lowers it, or the assumption,
+// never once the assumption ended for independent loss: one interval
+// whose runs took in a flow's overshoot read as bursts of 3.7 on a
+// channel losing independently, and under the queue that stood after it
+// every report was split, so nothing brought the estimate down for ten
+// seconds of 38% parity. (Halfway, as a clear report's sample moves it,
+// was tried: the estimate came down too slowly, 28% parity on that
+// channel.)
+//
+// A clean window forgets the bursts: those of the past say nothing.
+func (a *Adapter) takeBursts(p float64) {
+	if b, ok := a.sample(&a.burstPend); ok {
+		if a.burst > 0 && !a.bound {
+			b = (a.burst + b) / 2
+		}
+		a.burst, a.bound = b, false
+	} else if p == 0 {
+		a.forgetBursts()
+	}
+	if b, ok := a.sample(&a.splitPend); ok && b < max(a.bursty(), 1) {
+		a.burst, a.bound = b, a.burst == 0 || a.bound
+	}
+}
+
+// sample is the wire's mean burst measured by the reports gathered in
+// pend, once they lost burstSample symbols (ok; pend starts anew).
+func (a *Adapter) sample(pend *LossReport) (b float64, ok bool) {
+	if pend.Expected-pend.Received < burstSample(a.d) {
+		return 0, false
+	}
+	// Runs were counted within groups, spaced by the depth then in
+	// force (the last choice, give or take a report in flight).
+	b = wireBurst(pend.Loss(), pend.runLength(), a.d)
+	*pend = LossReport{}
+	return b, true
+}
+
+// forgetBursts drops what the rule knows of the bursts: the next loss is
+// assumed bursty again until measured.
+func (a *Adapter) forgetBursts() {
+	a.burst, a.bound, a.burstPend, a.splitPend, a.assumed = 0, false, LossReport{}, LossReport{}, 0
+}
+
+// unknownBurst is the mean wire burst the rule predicts with while a
+// lossy path's has not been measured (fewer than burstSample lost
+// symbols seen since its loss began): the longest the deepest interleave
+// (MaxDepth) spreads to about one symbol per group, and so the longest
+// the rule can protect against within MaxOverhead. A flow's first
+// interval is a few hundred symbols, which hold one burst or two, or
+// none; rated as independent loss it chose large groups at depth 1
+// (192:34 at 3.4%), which a bursty channel took whole while a TCP flow's
+// slow start ran in them, and the flow never grew back from the window
+// it was left with. Independent loss is measured as such within a report
+// or two (at 1% and up), and costs the assumed bursts' parity until then.
+const unknownBurst = MaxDepth
+
+// burstLen is the mean wire burst the rule predicts with at loss p: the
+// measured one; unknownBurst until there is one; none (independent) for a
+// peer that counts no runs, a clean path, or once assumeReports split
+// reports came while it was unmeasured. (Shrinking the assumption
+// toward the runs of a sample too small to measure was tried: at depth 4
+// a few symbols lost in bursts of 4 often show as runs of 1, and the
+// rule chose 192:33 at depth 1 on them.)
+func (a *Adapter) burstLen(p float64) float64 {
+	if p <= 0 {
+		return a.burst
+	}
+	return a.bursty()
+}
+
+// bursty is burstLen's at any loss: the measured burst, unknownBurst
+// while assumed, or 0 (independent).
+func (a *Adapter) bursty() float64 {
+	if a.burst > 0 || a.noRuns || a.assumed >= assumeReports {
+		return a.burst
+	}
+	return unknownBurst
+}
+
+// assumeReports is how many split reports (PathSplit, whose runs bound
+// the channel's bursts from above only) may come while the bursts are
+// unmeasured before the rule stops assuming unknownBurst: a flow's
+// overshoot drains through a few. Under a queue that stands from the
+// start (BBR's) every report is split, its runs long with the queue's
+// overflows, and the assumption held for a whole run at 38% parity on a
+// channel losing 5% independently. (Reports left out after a change of
+// depth do not count: they are not evidence of anything.)
+const assumeReports = 5
+
+// minBurstSample is the fewest lost symbols a mean burst length is taken
+// over at depth 1: a few losses say little about their pattern.
+const minBurstSample = 10
+
+// burstSample is the fewest lost symbols a mean burst length is taken
+// over while groups are interleaved d deep: the runs within them are
+// shorter (bursts of 4 on a 5% channel show as runs of 1.5 at depth 4,
+// against 1.05 for independent loss), so telling them apart takes d
+// times the sample. Of 10 lost at depth 4, bursts of 4 read as
+// independent loss (1.09) in one run of eight.
+func burstSample(d int) uint32 { return minBurstSample * uint32(d) }
