@@ -180,7 +180,8 @@ type Adapter struct {
 	winN    int
 	pending LossReport
 	// burstPend gathers reports with runs until they saw burstSample
-	// lost symbols, splitPend those judged PathSplit; burstSkip is how
+	// lost symbols, splitPend those judged PathSplit, or queued but
+	// losing no more than the floor explains (nearFloor); burstSkip is how
 	// many reports after a change of depth they leave out.
 	burstPend, splitPend LossReport
 	burstSkip            int
@@ -390,8 +391,8 @@ const (
 	// PathSplit: the peer split the loss it reports by the queue its
 	// datagrams met, the queue overflowed, and the report counts the
 	// channel's loss alone (the loss while the queue stood is left
-	// out): judged as clear, but its runs are not taken as bursts (the
-	// overflows' runs are still in them).
+	// out): judged as clear, but its runs only lower the burst estimate
+	// (the overflows' runs are still in them).
 	PathSplit
 )
 
@@ -435,18 +436,6 @@ func (a *Adapter) SetPath(s PathState) { a.path = s }
 func (a *Adapter) NewPath() {
 	a.clearP, a.floorKnown, a.queued, a.unclear = math.Inf(1), false, 0, 0
 	a.forgetBursts()
-}
-
-// Burst is the mean length of a loss burst on the wire the rule predicts
-// with at the loss it acted on last (Loss): the measured one (measured),
-// or unknownBurst while it is assumed; 1 for independent loss (no loss
-// acted on, a peer that counts no runs, an assumption that ended, or a
-// measured burst within noise of independent loss).
-func (a *Adapter) Burst() (b float64, measured bool) {
-	if b = a.burstLen(a.p); b < burstyAbove {
-		b = 1
-	}
-	return b, a.burst > 0
 }
 
 // Target is the residual loss the rule currently aims for.

@@ -4,6 +4,8 @@
 
 package fec
 
+import "math"
+
 // setDepth interleaves d deep from the next block: the burst samples
 // gathered so far go on as counted at d (LossReport.respaced), and the
 // next two reports, which counted groups of the depth before, are left
@@ -49,6 +51,14 @@ func (a *Adapter) takeBursts(p float64) {
 	if b, ok := a.sample(&a.splitPend); ok && b < max(a.bursty(), 1) {
 		a.burst, a.bound = b, a.burst == 0 || a.bound
 	}
+}
+
+// nearFloor reports whether rep lost no more than the floor for
+// congestion (the least any interval lost, or the last clear one's)
+// explains: a queued report whose runs are the channel's as much as a
+// clear one's would be.
+func (a *Adapter) nearFloor(rep LossReport) bool {
+	return !math.IsInf(a.clearP, 1) && !AboveChance(float64(rep.Expected-rep.Received), a.clearP*float64(rep.Expected), 3, 2)
 }
 
 // sample is the wire's mean burst measured by the reports gathered in
@@ -113,7 +123,9 @@ func (a *Adapter) bursty() float64 {
 // start (BBR's) every report is split, its runs long with the queue's
 // overflows, and the assumption held for a whole run at 38% parity on a
 // channel losing 5% independently. (Reports left out after a change of
-// depth do not count: they are not evidence of anything.)
+// depth do not count: they are not evidence of anything; nor do queued
+// ones, which a flow's overshoot on a bursty channel is, and what the
+// assumption is for.)
 const assumeReports = 5
 
 // minBurstSample is the fewest lost symbols a mean burst length is taken
@@ -127,3 +139,16 @@ const minBurstSample = 10
 // times the sample. Of 10 lost at depth 4, bursts of 4 read as
 // independent loss (1.09) in one run of eight.
 func burstSample(d int) uint32 { return minBurstSample * uint32(d) }
+
+// Burst is the mean length of a loss burst on the wire the rule predicts
+// with at the loss it acted on last (Loss): the one the peer's runs
+// measured, or bounded from above on a queued or split path (measured),
+// or unknownBurst while it is assumed; 1 for independent loss (no loss
+// acted on, a peer that counts no runs, an assumption that ended, or a
+// measured burst within noise of independent loss).
+func (a *Adapter) Burst() (b float64, measured bool) {
+	if b = a.burstLen(a.p); b < burstyAbove {
+		b = 1
+	}
+	return b, a.burst > 0
+}

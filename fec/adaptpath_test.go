@@ -99,8 +99,8 @@ func TestAdapterBusyBringsGuessBack(t *testing.T) {
 }
 
 // Loss reported while the path queues is congestion: it raises no parity,
-// parity falls each report while the queue stands, down to none, and runs
-// are not taken as bursts; the same reports on a path that does not queue
+// parity falls each report while the queue stands, down to none, and long
+// runs set no bursts; the same reports on a path that does not queue
 // raise parity. Once the queue drains, loss counts in full at once.
 func TestAdapterQueuedLossAddsNoParity(t *testing.T) {
 	share := func(k, r int) float64 { return float64(r) / float64(k) }

@@ -151,6 +151,34 @@ func cheaper(x, y choice) bool {
 	return a < b || a == b && (x.k < y.k || x.k == y.k && x.d < y.d)
 }
 
+// stepDown is the cheaper choice the rule moves to from cur, which
+// predicts now (ok false: none). Only with margin, the cheapest
+// predicting at most half the target, and (out of reach of the target,
+// where nothing has margin) only one predicting no more than twice now.
+// At another depth than cur's only if cur misses the target or the move
+// is clearly cheaper (worthDepth); else the cheapest at cur's depth.
+func (a *Adapter) stepDown(c *candidates, cur choice, now float64, reachable bool, predict func(choice) float64) (choice, bool) {
+	down, ok := a.best(c, a.target/2)
+	if !(ok || !reachable && predict(down) <= 2*now) || !cheaper(down, cur) {
+		return cur, false
+	}
+	if down.d == cur.d || now > a.target || worthDepth(down, cur) {
+		return down, true
+	}
+	same := *c
+	found := false
+	for j := c.d0; j < c.nd; j++ {
+		if depths[j] == cur.d {
+			same.d0, same.nd, found = j, j+1, true
+		}
+	}
+	if !found {
+		return cur, false
+	}
+	down, ok = a.best(&same, a.target/2)
+	return down, (ok || !reachable && predict(down) <= 2*now) && cheaper(down, cur)
+}
+
 // worthDepth reports whether x, at another depth than y, spends clearly
 // less parity than y (depthGain): a change of depth leaves the next two
 // reports out of the burst samples (setDepth), and a choice that went
@@ -184,11 +212,17 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// back with the wrong one.
 		a.burstSkip--
 	case rep.Runs == 0:
+	case a.queuing() && !a.nearFloor(rep):
+		// A queue that dropped more than the channel explains: its
+		// drops, uncut, may fall singly (a queue fed a little faster
+		// than it drains) and dilute the channel's runs, and the
+		// sample would read a bursty channel as independent.
 	case a.queuing() || a.path == PathSplit:
 		// Runs mixed with a queue's overflows (tail drops come in
 		// runs), which lengthen them: a bound on the channel's bursts
-		// from above (splitPend). A CUBIC flow's queue can stand from
-		// its start-up overshoot on for seconds, and bursts stayed
+		// from above (splitPend; a split report was cut to the
+		// channel's rate). A CUBIC flow's queue can stand from its
+		// start-up overshoot on for seconds, and bursts stayed
 		// assumed through all of them at 33% parity on a channel
 		// losing 1% independently.
 		a.splitPend = a.splitPend.Add(rep)
@@ -304,12 +338,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// current one, which would only flap).
 		cur = want
 	case cheaper(want, cur):
-		// Cheaper would do: only with margin, and (out of reach of the
-		// target, where nothing has margin) only if it predicts no
-		// more than twice the current loss; at another depth, only
-		// clearly cheaper (worthDepth).
-		if down, ok := a.best(&cands, a.target/2); (ok || !reachable && predict(down) <= 2*now) && cheaper(down, cur) &&
-			(down.d == cur.d || worthDepth(down, cur)) {
+		if down, ok := a.stepDown(&cands, cur, now, reachable, predict); ok {
 			cur = down
 		}
 	}

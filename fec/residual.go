@@ -51,14 +51,15 @@ func wireBurst(p, measured float64, d int) float64 {
 // read as bursts of 1.55, a third of the samples did, and the rule paid
 // 192:17 at depth 1 for bursts of 1.36 where 192:10 met its target.
 // Bursts so short that the interleave hides them read as independent:
-// they are, to groups that deep.
+// they are, to groups that deep. A report that lost every symbol is
+// taken as counted.
 func (r LossReport) runLength() float64 {
-	lost := float64(r.Expected - r.Received)
-	if r.Runs == 0 || lost == 0 {
+	if r.Runs == 0 || r.Received >= r.Expected {
 		return 0
 	}
+	lost := float64(r.Expected - r.Received)
 	p := r.Loss()
-	if !AboveChance(lost-float64(r.Runs), p*lost, 2, 1) {
+	if p < 1 && !AboveChance(lost-float64(r.Runs), p*lost, 2, 1) {
 		return 1 / (1 - p)
 	}
 	return lost / float64(r.Runs)
@@ -84,7 +85,9 @@ func (r LossReport) respaced(from, to int) LossReport {
 		return r
 	}
 	p := r.Loss()
-	within := spacedBurst(p, wireBurst(p, r.runLength(), from), to)
+	// The runs as counted: a part of a sample is not tested against
+	// chance (runLength), the whole is when it is taken.
+	within := spacedBurst(p, wireBurst(p, float64(lost)/float64(r.Runs), from), to)
 	r.Runs = uint32(min(max(math.Round(float64(lost)/within), 1), float64(lost)))
 	return r
 }
