@@ -382,3 +382,43 @@ func TestSplitClosedLoop(t *testing.T) {
 	}
 	t.Logf("adapter's loss %.2f%%, dropped %.2f%% in all; path states %v", 100*p, 100*total, seen)
 }
+
+// The lane hands its adapter's burst to the split (splitNeed): a lane
+// whose adapter measured independent loss takes the channel's rate from
+// 400 clear datagrams; one still assuming bursts waits for more, and its
+// report waits for the round trip's judgement.
+func TestSplitNeedFollowsAdapterBurst(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		first fec.LossReport // what the adapter acted on before
+		times int
+		used  bool
+	}{
+		// Three: the start-up guess's depth leaves the first two out.
+		{"independent loss measured", fec.LossReport{Expected: 20000, Received: 19800, Runs: 200}, 3, true},
+		{"bursts assumed", fec.LossReport{Expected: 1000, Received: 990, Runs: 10}, 1, false},
+	} {
+		a, _, la, _ := echoPair(t, 50*time.Millisecond)
+		sa := a.shards[0]
+		la.peerFeatures = Features
+		for range c.times {
+			la.adapt.Observe(c.first)
+		}
+		b, _ := la.adapt.Burst()
+		if (b == 1) != c.used {
+			t.Fatalf("%s: the adapter predicts with bursts of %v", c.name, b)
+		}
+		la.held, la.lastSplit, la.channel = fec.LossReport{}, splitCounts{}, channelLoss{}
+		rep := fec.LossReport{Expected: 1000, Received: 990, Runs: 10}
+		var peer pathDelay
+		body := appendSplit(peer.appendEcho(append([]byte{ctlLossReport}, mustReport(t, rep)...), sa.now), 7,
+			splitCounts{clearExp: 2 * minSplitExpected, clearLost: 2, queuedExp: 100})
+		sa.control(la, body)
+		if used := la.channel.known; used != c.used {
+			t.Fatalf("%s (bursts of %v): the channel's rate taken %v, want %v", c.name, b, used, c.used)
+		}
+		if held := la.held.Expected != 0; held == c.used {
+			t.Fatalf("%s: report held for the round trip %v, want %v", c.name, held, !c.used)
+		}
+	}
+}
