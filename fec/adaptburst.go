@@ -20,7 +20,7 @@ func (a *Adapter) setDepth(d int) {
 }
 
 // takeBursts moves the burst estimate by the samples the reports
-// gathered (p: the loss the rule acts on).
+// gathered (clean: the window lost nothing, not a queue's cap of it).
 //
 // A clear report's sample moves it halfway. The first sets it, and so
 // does one after samples of split or queued reports only bounded it:
@@ -38,14 +38,18 @@ func (a *Adapter) setDepth(d int) {
 // was tried: the estimate came down too slowly, 28% parity on that
 // channel.)
 //
-// A clean window forgets the bursts: those of the past say nothing.
-func (a *Adapter) takeBursts(p float64) {
+// A clean window forgets the bursts: those of the past say nothing. A
+// window a standing queue capped to nothing does not: the channel's
+// bursts are as they were, and a flow that meets its loss once parity
+// went off would otherwise pay for assumed bursts again (48:16 x4, then
+// 8:8 x4 as it slowed, on a channel measured losing 1% independently).
+func (a *Adapter) takeBursts(clean bool) {
 	if b, ok := a.sample(&a.burstPend); ok {
 		if a.burst > 0 && !a.bound {
 			b = (a.burst + b) / 2
 		}
 		a.burst, a.bound = b, false
-	} else if p == 0 {
+	} else if clean {
 		a.forgetBursts()
 	}
 	if b, ok := a.sample(&a.splitPend); ok && b < max(a.bursty(), 1) {

@@ -388,3 +388,35 @@ func TestRunLengthEdges(t *testing.T) {
 		}
 	}
 }
+
+// A window a standing queue capped to nothing (parity off for
+// congestion) keeps the measured bursts: the channel is as it was. A
+// clean window forgets them.
+func TestAdapterCongestionKeepsBursts(t *testing.T) {
+	a := mustAdapter(t)
+	a.SetRTT(50 * time.Millisecond)
+	a.SetPath(PathClear)
+	for range 4 {
+		a.Observe(LossReport{Expected: 20000, Received: 19800, Runs: 200}) // 1%, one by one
+	}
+	if b, ok := a.Burst(); !ok || b != 1 {
+		t.Fatalf("independent loss: burst %v (measured %v)", b, ok)
+	}
+	a.SetPath(PathQueued)
+	for range floorReports + 3 {
+		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 100}) // the queue's runs of 10
+	}
+	if p, _ := a.Loss(); p != 0 {
+		t.Fatalf("a standing queue left the loss acted on at %v, want 0: the test needs parity off", p)
+	}
+	if a.burst == 0 {
+		t.Fatal("a window capped to nothing by a standing queue forgot the measured bursts")
+	}
+	a.SetPath(PathClear)
+	for range lossWindow + 1 {
+		a.Observe(LossReport{Expected: 20000, Received: 20000})
+	}
+	if a.burst != 0 {
+		t.Fatalf("clean windows kept bursts of %v", a.burst)
+	}
+}

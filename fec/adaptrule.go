@@ -299,7 +299,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// its drops the channel's for good.
 		a.clearP, a.floorKnown = latest, true
 	}
-	a.takeBursts(p)
+	a.takeBursts(p == 0 && !congested)
 	cur := choice{a.groupSize(a.k, a.d), a.r, a.d}
 	cur.r = min(cur.r, a.maxR(cur.k))
 	burst := a.burstLen(p)
