@@ -99,23 +99,17 @@ func TestAdapterSplitRunsOnlyLower(t *testing.T) {
 	a := mustAdapter(t)
 	a.SetRTT(50 * time.Millisecond)
 	a.SetPath(PathClear)
-	for range 6 {
-		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 250}) // runs of 4
-	}
+	observeN(a, 6, LossReport{Expected: 20000, Received: 19000, Runs: 250}) // runs of 4
 	high, ok := a.Burst()
 	if !ok || high < 3 {
 		t.Fatalf("runs of 4 on a clear path: burst %v (measured %v)", high, ok)
 	}
 	a.SetPath(PathSplit)
-	for range 6 {
-		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 50}) // runs of 20
-	}
+	observeN(a, 6, LossReport{Expected: 20000, Received: 19000, Runs: 50}) // runs of 20
 	if b, _ := a.Burst(); b != high {
 		t.Fatalf("split reports' long runs moved the estimate from %v to %v", high, b)
 	}
-	for range 6 {
-		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950}) // one by one
-	}
+	observeN(a, 6, LossReport{Expected: 20000, Received: 19000, Runs: 950}) // one by one
 	if b, _ := a.Burst(); b > 1 {
 		t.Fatalf("split reports losing one by one left the estimate at %v", b)
 	}
@@ -141,15 +135,11 @@ func TestAdapterClearSampleReplacesSplitBound(t *testing.T) {
 		t.Fatalf("split runs of 1.2 at depth 4 while assumed: burst %v (measured %v), want a bound below the assumption", bound, ok)
 	}
 	a.SetPath(PathClear)
-	for range 4 {
-		a.Observe(LossReport{Expected: 20000, Received: 19800, Runs: 200}) // one by one
-	}
+	observeN(a, 4, LossReport{Expected: 20000, Received: 19800, Runs: 200}) // one by one
 	if b, _ := a.Burst(); b > 1 {
 		t.Fatalf("clear reports losing one by one after a split bound of %v: burst %v", bound, b)
 	}
-	for range 4 {
-		a.Observe(LossReport{Expected: 20000, Received: 19800, Runs: 50})
-	}
+	observeN(a, 4, LossReport{Expected: 20000, Received: 19800, Runs: 50})
 	if b, _ := a.Burst(); b < 2 {
 		t.Fatalf("clear runs of 4 after independent loss: burst %v", b)
 	}
@@ -190,9 +180,7 @@ func TestAdapterQueuedRunsBoundBursts(t *testing.T) {
 		return a
 	}
 	a := start()
-	for range 4 {
-		a.Observe(LossReport{Expected: 20000, Received: 19800, Runs: 200}) // one by one
-	}
+	observeN(a, 4, LossReport{Expected: 20000, Received: 19800, Runs: 200}) // one by one
 	if b, ok := a.Burst(); !ok || b > 1 {
 		t.Fatalf("queued reports losing one by one: burst %v (measured %v), want independent", b, ok)
 	}
@@ -200,9 +188,7 @@ func TestAdapterQueuedRunsBoundBursts(t *testing.T) {
 	// (runs of 1), would dilute a bursty channel's runs; the report
 	// bounds nothing.
 	diluted := start()
-	for range 4 {
-		diluted.Observe(LossReport{Expected: 20000, Received: 18000, Runs: 2000}) // 10%, one by one
-	}
+	observeN(diluted, 4, LossReport{Expected: 20000, Received: 18000, Runs: 2000}) // 10%, one by one
 	if b := diluted.bursty(); diluted.burst != 0 || b != unknownBurst {
 		t.Fatalf("queued reports losing 10%% one by one, floor 1%%: burst %v (estimate %v), want %v still assumed", b, diluted.burst, unknownBurst)
 	}
@@ -247,9 +233,7 @@ func TestAdapterAssumptionEndsUnderStandingQueue(t *testing.T) {
 	}
 	// Shorter runs, still lengthened by the queue, do not bring bursts
 	// back once the assumption ended.
-	for range 6 {
-		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 400}) // runs of 2.5
-	}
+	observeN(a, 6, LossReport{Expected: 20000, Received: 19000, Runs: 400}) // runs of 2.5
 	if b, ok := a.Burst(); ok || b != 1 {
 		t.Fatalf("split runs of 2.5 after the assumption ended: burst %v (measured %v)", b, ok)
 	}
@@ -269,9 +253,7 @@ func TestAdapterNoRunsOnlyForThatReport(t *testing.T) {
 	if b, ok := a.Burst(); ok || b != unknownBurst {
 		t.Fatalf("then one with runs, too few to measure: burst %v (measured %v), want %v assumed", b, ok, unknownBurst)
 	}
-	for range 4 {
-		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 250}) // runs of 4
-	}
+	observeN(a, 4, LossReport{Expected: 20000, Received: 19000, Runs: 250}) // runs of 4
 	if b, ok := a.Burst(); !ok || b < 3 {
 		t.Fatalf("then runs of 4: burst %v (measured %v)", b, ok)
 	}
@@ -282,9 +264,7 @@ func TestAdapterNoRunsOnlyForThatReport(t *testing.T) {
 func TestAdapterNewPathForgetsBursts(t *testing.T) {
 	a := mustAdapter(t)
 	a.SetRTT(50 * time.Millisecond)
-	for range 4 {
-		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 950})
-	}
+	observeN(a, 4, LossReport{Expected: 20000, Received: 19000, Runs: 950})
 	if b, ok := a.Burst(); !ok || b != 1 {
 		t.Fatalf("independent loss: burst %v (measured %v)", b, ok)
 	}
@@ -396,16 +376,12 @@ func TestAdapterCongestionKeepsBursts(t *testing.T) {
 	a := mustAdapter(t)
 	a.SetRTT(50 * time.Millisecond)
 	a.SetPath(PathClear)
-	for range 4 {
-		a.Observe(LossReport{Expected: 20000, Received: 19800, Runs: 200}) // 1%, one by one
-	}
+	observeN(a, 4, LossReport{Expected: 20000, Received: 19800, Runs: 200}) // 1%, one by one
 	if b, ok := a.Burst(); !ok || b != 1 {
 		t.Fatalf("independent loss: burst %v (measured %v)", b, ok)
 	}
 	a.SetPath(PathQueued)
-	for range floorReports + 3 {
-		a.Observe(LossReport{Expected: 20000, Received: 19000, Runs: 100}) // the queue's runs of 10
-	}
+	observeN(a, floorReports+3, LossReport{Expected: 20000, Received: 19000, Runs: 100}) // the queue's runs of 10
 	if p, _ := a.Loss(); p != 0 {
 		t.Fatalf("a standing queue left the loss acted on at %v, want 0: the test needs parity off", p)
 	}
@@ -413,10 +389,15 @@ func TestAdapterCongestionKeepsBursts(t *testing.T) {
 		t.Fatal("a window capped to nothing by a standing queue forgot the measured bursts")
 	}
 	a.SetPath(PathClear)
-	for range lossWindow + 1 {
-		a.Observe(LossReport{Expected: 20000, Received: 20000})
-	}
+	observeN(a, lossWindow+1, LossReport{Expected: 20000, Received: 20000})
 	if a.burst != 0 {
 		t.Fatalf("clean windows kept bursts of %v", a.burst)
+	}
+}
+
+// observeN has a observe rep n times.
+func observeN(a *Adapter, n int, rep LossReport) {
+	for range n {
+		a.Observe(rep)
 	}
 }
