@@ -333,3 +333,28 @@ func TestFlowAfterPingsGetsStartGuess(t *testing.T) {
 		t.Fatalf("the window's group closed early with %d parity, want the guess's full %d", got, r0)
 	}
 }
+
+// Clean reports of pings that take the start-up guess off while a flow
+// already sends, past its flowPackets-th packet this tick, leave the
+// guess on: the packet that tells the adapter of a flow has gone by.
+func TestCleanReportsMidFlowKeepStartGuess(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sa := a.shards[0]
+	installAuto(t, a, b, 50*time.Millisecond)
+	la := sa.table.lanes[addrB]
+	k0, r0 := la.adapt.Ratio() // the start-up guess
+	body, err := fec.LossReport{Expected: 2, Received: 2}.AppendBinary([]byte{ctlLossReport})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		sa.control(la, body)
+	}
+	for seq := range flowPackets + 2 {
+		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1000, seq+1))
+	}
+	sa.control(la, body) // the third clean report, mid-window
+	if k, r := la.cur.enc.Ratio(); k != k0 || r != r0 {
+		t.Fatalf("a clean report while a flow sends: %d:%d, want the start-up guess %d:%d", k, r, k0, r0)
+	}
+}
