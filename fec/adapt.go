@@ -152,9 +152,10 @@ const maxKs = 4
 // channel was seen to need), or, until an interval is judged clear, the
 // least loss of any interval acted on (each lost at least the channel's
 // share; a flow's start-up overshoot drains through several reports
-// judged queued or drained). The floor is dropped when the queue has
-// stood through floorReports reports in a row, or when 2·floorReports
-// reports found a queue before any was judged clear; none below
+// judged queued or drained). A queue that stood through floorReports
+// reports in a row, or was found in 2·floorReports before any was judged
+// clear, each losing more than the floor explains, ends assumed bursts
+// first and then drops the floor (standingQueue); none below
 // minQueuedLoss, and then no parity. It does not bring back
 // MinR after a clean run, and its runs only lower the burst estimate (a
 // tail-drop queue drops in runs). Parity spent on congestion would fill
@@ -218,12 +219,13 @@ type Adapter struct {
 }
 
 // floorReports is how many reports in a row (about a second each) the
-// path may queue before the loss it lost while clear stops being a floor
-// for parity. A loss-based flow that overshoots the queue drains it
-// within a round trip or two of its loss; a queue that stands for
-// seconds is held by flows that do not slow down for loss (BBR, or a
-// flow whose losses the parity hides), and a floor would keep paying
-// parity into it: the queue would stay full, and its drops recovered.
+// path may queue, losing more than the floor explains, before the loss it
+// lost while clear stops being a floor for parity (standingQueue). A
+// loss-based flow that overshoots the queue drains it within a round trip
+// or two of its loss; a queue that stands and overflows for seconds is
+// held by flows that do not slow down for loss (BBR, or a flow whose
+// losses the parity hides), and a floor would keep paying parity into
+// it: the queue would stay full, and its drops recovered.
 const floorReports = 5
 
 // cleanReports is how many loss reports in a row (about a second each,

@@ -71,6 +71,15 @@ func (a *Adapter) sample(pend *LossReport) (b float64, ok bool) {
 	if pend.Expected-pend.Received < burstSample(a.d) {
 		return 0, false
 	}
+	if a.assuming() && pend.independent() && pend.Expected-pend.Received < 2*burstSample(a.d) {
+		// Independent loss ends the assumption on twice the sample: a
+		// sample of 40 lost symbols 4 deep holds ten bursts of 4 or
+		// so, and one in twenty read as independent loss on a channel
+		// losing 5% in such bursts (one in a thousand of 80). The rule
+		// then chose 50:10 at depth 1, which the bursts took whole
+		// while a CUBIC flow's slow start ran in it: 20 Mbit/s of 200.
+		return 0, false
+	}
 	// Runs were counted within groups, spaced by the depth then in
 	// force (the last choice, give or take a report in flight).
 	b = wireBurst(pend.Loss(), pend.runLength(), a.d)
@@ -114,11 +123,22 @@ func (a *Adapter) burstLen(p float64) float64 {
 // bursty is burstLen's at any loss: the measured burst, unknownBurst
 // while assumed, or 0 (independent).
 func (a *Adapter) bursty() float64 {
-	if a.burst > 0 || a.noRuns || a.assumed >= assumeReports {
-		return a.burst
+	if a.assuming() {
+		return unknownBurst
 	}
-	return unknownBurst
+	return a.burst
 }
+
+// assuming reports whether the rule predicts with unknownBurst: nothing
+// measured, from a peer that counts runs, and the assumption not ended
+// (assumeReports split reports, or a queue that stood: endAssumption).
+func (a *Adapter) assuming() bool {
+	return a.burst == 0 && !a.noRuns && a.assumed < assumeReports
+}
+
+// endAssumption stops the rule assuming bursts it has not measured: loss
+// goes on as independent until runs measure it.
+func (a *Adapter) endAssumption() { a.assumed = assumeReports }
 
 // assumeReports is how many split reports (PathSplit, whose runs bound
 // the channel's bursts from above only) may come while the bursts are

@@ -60,10 +60,58 @@ func TestAdapterAssumesBurstsUntilMeasured(t *testing.T) {
 		}
 	}
 
-	// Enough lost to measure: the measurement, not the assumption.
+	// Enough lost to measure bursts (burstSample), but not to end the
+	// assumption for independent loss (twice that): still assumed.
 	a = first(LossReport{Expected: 1000, Received: 950, Runs: 50})
+	if b, ok := a.Burst(); ok || b != unknownBurst {
+		t.Fatalf("50 lost one by one, 4 deep: burst %v (measured %v), want %v assumed", b, ok, unknownBurst)
+	}
+	// Enough lost to measure: the measurement, not the assumption.
+	a = first(LossReport{Expected: 2000, Received: 1900, Runs: 100})
 	if b, ok := a.Burst(); !ok || b > 1.2 {
-		t.Fatalf("50 lost one by one: burst %v (measured %v)", b, ok)
+		t.Fatalf("100 lost one by one: burst %v (measured %v)", b, ok)
+	}
+	a = first(LossReport{Expected: 1000, Received: 950, Runs: 20})
+	if b, ok := a.Burst(); !ok || b < 3 {
+		t.Fatalf("50 lost in runs of 2.5, 4 deep: burst %v (measured %v), want bursts measured", b, ok)
+	}
+}
+
+// While bursts are assumed, a sample reads independent loss only over
+// twice burstSample: of 40 lost symbols 4 deep on a channel losing 5% in
+// bursts of 4, one sample in twenty read as independent loss, and the
+// rule left the interleave for large groups the bursts took whole.
+func TestAdapterAssumptionEndsOnEnoughIndependentLoss(t *testing.T) {
+	const seeds = 1000
+	for _, c := range []struct {
+		p, burst   float64
+		mostIndep  int // of seeds read as independent loss
+		leastIndep int
+	}{
+		{0.05, 4, 5, 0},
+		{0.01, 4, 5, 0},
+		{0.05, 1, seeds, seeds * 95 / 100},
+		{0.01, 1, seeds, seeds * 95 / 100},
+	} {
+		indep := 0
+		for seed := range uint64(seeds) {
+			a := &Adapter{d: MaxDepth}
+			rep := interleavedReport(seed, c.p, c.burst, MaxDepth, 60, burstSample(MaxDepth))
+			b, ok := a.sample(&rep)
+			for i := uint64(1); !ok; i++ {
+				if i > 4 {
+					t.Fatalf("%+v: no sample after %d reports of %d lost", c, i, burstSample(MaxDepth))
+				}
+				rep = rep.Add(interleavedReport(seed+i*seeds, c.p, c.burst, MaxDepth, 60, burstSample(MaxDepth)))
+				b, ok = a.sample(&rep)
+			}
+			if b <= burstyAbove {
+				indep++
+			}
+		}
+		if indep > c.mostIndep || indep < c.leastIndep {
+			t.Errorf("loss %.0f%% in bursts of %v, 4 deep, assumed: %d of %d samples read independent, want %d..%d", 100*c.p, c.burst, indep, seeds, c.leastIndep, c.mostIndep)
+		}
 	}
 }
 
@@ -330,6 +378,7 @@ func TestAdapterBurstSampleNoise(t *testing.T) {
 		bursty := 0
 		for seed := range uint64(seeds) {
 			a := &Adapter{d: c.d}
+			a.endAssumption() // the test of chance alone
 			rep := interleavedReport(seed, c.p, c.burst, c.d, 60, burstSample(c.d))
 			b, ok := a.sample(&rep)
 			if !ok {

@@ -325,3 +325,74 @@ func TestAdapterKeepsParityUntilChannelSeen(t *testing.T) {
 		t.Fatalf("a queue that stood through %d reports left parity at %d:%d", floorReports+6, k, r)
 	}
 }
+
+// A queue that stands while the rule still assumes bursts it has not
+// measured: the assumption's parity goes first, and the floor for the
+// channel's loss stays, at independent loss; only a queue that stands
+// through floorReports more takes it (a CUBIC flow whose start-up queue
+// stood at 47:14 x4, parity then off altogether, met the channel's 1%
+// unprotected and fell to 75 Mbit/s of 200).
+func TestAdapterStandingQueueEndsAssumptionFirst(t *testing.T) {
+	share := func(k, r int) float64 { return float64(r) / float64(k) }
+	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetRTT(50 * time.Millisecond)
+	// Acted on with the path unknown: 1%, too few lost to measure bursts.
+	a.Observe(LossReport{Expected: 2000, Received: 1980, Runs: 20})
+	a.SetPath(PathQueued)
+	over := LossReport{Expected: 20000, Received: 18000, Runs: 200} // tail drops in runs of 10
+	observeN(a, floorReports-1, over)
+	assumed := share(a.Ratio())
+	if !a.assuming() || assumed == 0 {
+		t.Fatalf("%d reports queued: assuming %v, %d:%d; want bursts still assumed and parity for them", floorReports-1, a.assuming(), a.k, a.r)
+	}
+	a.Observe(over)
+	if a.assuming() {
+		t.Fatalf("a queue that stood through %d reports left bursts assumed", floorReports)
+	}
+	if b, _ := a.Burst(); b != 1 {
+		t.Fatalf("assumption ended: burst %v, want independent", b)
+	}
+	k, r := a.Ratio()
+	if r == 0 || share(k, r) >= assumed {
+		t.Fatalf("assumption ended under a queue: %d:%d, want parity for the 1%% floor, below the assumption's %.3f", k, r, assumed)
+	}
+	if p, _ := a.Loss(); p < 0.009 {
+		t.Fatalf("assumption ended: loss acted on %v, want the 1%% floor", p)
+	}
+	// The queue still stands: a flow that does not slow down for loss.
+	observeN(a, floorReports, over)
+	if k, r := a.Ratio(); r != 0 {
+		t.Fatalf("a queue that stood through %d more reports left parity at %d:%d", floorReports, k, r)
+	}
+}
+
+// A queue that stands but loses no more than the channel was seen to
+// lose while clear keeps the parity the channel needs, however long it
+// stands: parity sized for the channel hides little of its overflows,
+// and a loss-based flow that lost it met the channel's loss unprotected
+// (a CUBIC flow fell to half the link). One that loses far more is
+// congestion parity would hide, and the floor goes after floorReports.
+func TestAdapterQueueNearFloorKeepsFloor(t *testing.T) {
+	share := func(k, r int) float64 { return float64(r) / float64(k) }
+	one := LossReport{Expected: 20000, Received: 19800, Runs: 198} // 1%, independent
+	a := mustAdapter(t)
+	a.SetRTT(50 * time.Millisecond)
+	a.SetPath(PathClear)
+	observeN(a, 4, one)
+	need := share(a.Ratio())
+	a.SetPath(PathQueued)
+	for i := range 4 * floorReports {
+		// 0.9–1.1%: within noise of the 1% floor.
+		lost := uint32(180 + 20*(i%3))
+		if k, r := a.Observe(LossReport{Expected: 20000, Received: 20000 - lost, Runs: lost}); share(k, r) < need*0.9 {
+			t.Fatalf("report %d of a standing queue losing about the floor: %d:%d, the channel's 1%% needs %.3f", i, k, r, need)
+		}
+	}
+	observeN(a, floorReports, LossReport{Expected: 20000, Received: 19000, Runs: 100}) // 5% in runs of 10
+	if k, r := a.Ratio(); r != 0 {
+		t.Fatalf("a queue that stood through %d reports losing 5%% on a 1%% floor left parity at %d:%d", floorReports, k, r)
+	}
+}

@@ -250,18 +250,21 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	congested := a.queuing() && a.pOK
 	ceiling := 0.0
 	if congested {
-		if a.path == PathDrained {
+		// Only a report that lost more than the floor explains is a
+		// queue that parity may hold full (standingQueue), or any while
+		// bursts are assumed: their parity is what would hide overflows.
+		overflowed := a.assuming() || !a.nearFloor(interval)
+		switch {
+		case a.path == PathDrained:
 			a.queued = 0 // the queue came and went
-		} else {
+		case overflowed:
 			a.queued++
 		}
-		if !a.floorKnown {
+		if !a.floorKnown && overflowed {
 			a.unclear++
 		}
 		if a.queued >= floorReports || a.unclear >= 2*floorReports {
-			// A standing queue, or one found report after report with
-			// the path never clear: see floorReports.
-			a.clearP, a.floorKnown = 0, true
+			a.standingQueue()
 		}
 		// Congestion: the interval counts as losing at most a quarter
 		// of what the rule last acted on (so parity falls within a few
@@ -351,6 +354,32 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		a.parityOff()
 	}
 	return a.Ratio()
+}
+
+// standingQueue acts on a queue that stood through floorReports reports
+// in a row, or was found report after report with the path never clear
+// (floorReports), each losing more than the floor explains: parity paid
+// into it may be what holds it full, the overflows it recovers hidden
+// from the flow that causes them. If the rule still assumes bursts it
+// has not measured, the assumption goes first, and the count starts
+// again: that parity (47:14 x4 for a channel losing 1%) is what hides
+// overflows. Then, or with the bursts measured, the floor goes: a queue
+// that still overflows is held by a flow that does not slow down for
+// loss, and parity only fills it.
+//
+// A queue that stands but loses no more than the floor explains keeps
+// the floor: parity sized for the channel hides little of a queue's
+// overflows, and a CUBIC flow whose start-up queue stood at 192:10 for
+// four seconds, losing 1% on a channel losing 0.8%, had parity taken off
+// altogether, met the channel's loss unprotected for the second it took
+// to judge the path clear again, and fell to 100 Mbit/s of 200.
+func (a *Adapter) standingQueue() {
+	a.queued, a.unclear = 0, 0
+	if a.assuming() {
+		a.endAssumption()
+		return
+	}
+	a.clearP, a.floorKnown = 0, true
 }
 
 // minQueuedLoss is where the loss a queued path is judged to have (a

@@ -57,12 +57,18 @@ func (r LossReport) runLength() float64 {
 	if r.Runs == 0 || r.Received >= r.Expected {
 		return 0
 	}
+	if r.independent() {
+		return 1 / (1 - r.Loss())
+	}
+	return float64(r.Expected-r.Received) / float64(r.Runs)
+}
+
+// independent reports whether r's runs are within chance of independent
+// loss (runLength).
+func (r LossReport) independent() bool {
 	lost := float64(r.Expected - r.Received)
 	p := r.Loss()
-	if p < 1 && !AboveChance(lost-float64(r.Runs), p*lost, 2, 1) {
-		return 1 / (1 - p)
-	}
-	return lost / float64(r.Runs)
+	return r.Runs > 0 && p < 1 && !AboveChance(lost-float64(r.Runs), p*lost, 2, 1)
 }
 
 // AboveChance reports whether count exceeds mean, what independent
