@@ -123,8 +123,10 @@ const maxKs = 4
 // symbols (10 per depth of interleaving; an exponentially weighted
 // average, weight ½), and forgotten once a whole window saw no loss or
 // the path changed; until measured it is assumed unknownBurst, and only
-// the deepest interleave is weighed (burstLen). Among the group sizes Ks, R in [MinR, min(MaxR,
-// K·MaxOverhead)] and, for bursty loss, depths 1, 2 and 4, choose the one
+// the deepest interleave is weighed (burstLen); a sample ends that
+// assumption for independent loss only over twice burstSample (sample).
+// Among the group sizes Ks, R in [MinR, min(MaxR, K·MaxOverhead)] and,
+// for bursty loss, depths 1, 2 and 4, choose the one
 // with the smallest parity share R/K whose predicted post-FEC loss
 // ResidualLossBurst(K, R, p, b at that depth) is ≤ the target (ties: the
 // smaller K, then the smaller depth); if none is, the cheapest predicting
@@ -147,9 +149,11 @@ const maxKs = 4
 // Loss reported while the path queues (SetPath(PathQueued)) is
 // congestion, not the channel's: each such interval counts as losing at
 // most a quarter of the p the rule last acted on, or the floor if that is
-// more: the loss of the last interval judged with the path clear (a queue
-// that comes and goes is not a reason to drop the protection a lossy
-// channel was seen to need), or, until an interval is judged clear, the
+// more (each interval's loss taken as the most it is within chance of,
+// LossReport.lossBound): the loss of the last interval judged with the
+// path clear (a queue that comes and goes is not a reason to drop the
+// protection a lossy channel was seen to need), or, until an interval is
+// judged clear, the
 // least loss of any interval acted on (each lost at least the channel's
 // share; a flow's start-up overshoot drains through several reports
 // judged queued or drained). A queue that stood through floorReports
@@ -207,8 +211,9 @@ type Adapter struct {
 	// rule last acted on (pOK: it has), clearP the floor for congestion
 	// (floorKnown: taken from an interval judged clear, or dropped for
 	// a queue that stands; until then the least loss of any interval
-	// acted on), queued the reports in a row judged while it queued,
-	// unclear those that found a queue before the floor was known.
+	// acted on), queued the reports in a row that found a queue
+	// overflowing (standingQueue), unclear those that found one before
+	// the floor was known.
 	path       PathState
 	p          float64
 	pOK        bool

@@ -9,13 +9,21 @@ import "math"
 // setDepth interleaves d deep from the next block: the burst samples
 // gathered so far go on as counted at d (LossReport.respaced), and the
 // next two reports, which counted groups of the depth before, are left
-// out of them.
+// out of them. While bursts are assumed the samples start anew instead:
+// how many lost symbols end the assumption depends on the depth they
+// were counted at (sample), and 40 singletons counted 4 deep, respaced
+// to depth 1 when clean pings took parity off, would end it on a sample
+// half the size it asks for there.
 func (a *Adapter) setDepth(d int) {
 	if d == a.d {
 		return
 	}
 	a.burstSkip = 2
-	a.burstPend, a.splitPend = a.burstPend.respaced(a.d, d), a.splitPend.respaced(a.d, d)
+	if a.assuming() {
+		a.burstPend, a.splitPend = LossReport{}, LossReport{}
+	} else {
+		a.burstPend, a.splitPend = a.burstPend.respaced(a.d, d), a.splitPend.respaced(a.d, d)
+	}
 	a.d = d
 }
 
@@ -103,13 +111,15 @@ func (a *Adapter) forgetBursts() {
 // (192:34 at 3.4%), which a bursty channel took whole while a TCP flow's
 // slow start ran in them, and the flow never grew back from the window
 // it was left with. Independent loss is measured as such within a report
-// or two (at 1% and up), and costs the assumed bursts' parity until then.
+// or two (at 1% and up: twice burstSample, sample), and costs the assumed
+// bursts' parity until then.
 const unknownBurst = MaxDepth
 
 // burstLen is the mean wire burst the rule predicts with at loss p: the
 // measured one; unknownBurst until there is one; none (independent) for a
 // peer that counts no runs, a clean path, or once assumeReports split
-// reports came while it was unmeasured. (Shrinking the assumption
+// reports came while it was unmeasured, or a queue stood through
+// floorReports (standingQueue). (Shrinking the assumption
 // toward the runs of a sample too small to measure was tried: at depth 4
 // a few symbols lost in bursts of 4 often show as runs of 1, and the
 // rule chose 192:33 at depth 1 on them.)
@@ -149,7 +159,8 @@ func (a *Adapter) endAssumption() { a.assumed = assumeReports }
 // channel losing 5% independently. (Reports left out after a change of
 // depth do not count: they are not evidence of anything; nor do queued
 // ones, which a flow's overshoot on a bursty channel is, and what the
-// assumption is for.)
+// assumption is for, unless the queue stands through floorReports of
+// them: standingQueue ends the assumption then.)
 const assumeReports = 5
 
 // minBurstSample is the fewest lost symbols a mean burst length is taken

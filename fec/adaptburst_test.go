@@ -450,3 +450,26 @@ func observeN(a *Adapter, n int, rep LossReport) {
 		a.Observe(rep)
 	}
 }
+
+// While bursts are assumed a change of depth starts the burst samples
+// anew: 50 singletons counted 4 deep are too few to end the assumption
+// there (twice burstSample), and respaced to depth 1 they would have
+// ended it on twice depth 1's sample.
+func TestAdapterDepthChangeWhileAssumedRestartsSample(t *testing.T) {
+	a := &Adapter{d: MaxDepth}
+	a.burstPend = LossReport{Expected: 5000, Received: 4950, Runs: 50}
+	if _, ok := a.sample(&a.burstPend); ok {
+		t.Fatal("50 singletons 4 deep, assumed: sampled, want gathering on")
+	}
+	a.setDepth(1)
+	if b, ok := a.sample(&a.burstPend); ok {
+		t.Fatalf("after a change to depth 1: sampled bursts of %v from the depth-4 sample", b)
+	}
+	// Measured bursts: the sample goes on at the new depth.
+	m := &Adapter{d: MaxDepth, burst: 1.05}
+	m.burstPend = LossReport{Expected: 5000, Received: 4950, Runs: 50}
+	m.setDepth(1)
+	if _, ok := m.sample(&m.burstPend); !ok {
+		t.Fatal("measured, after a change of depth: the sample was dropped")
+	}
+}

@@ -245,7 +245,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	interval := a.pending
 	first := !a.pOK // the start-up guess is no choice to keep
 	if !a.floorKnown {
-		a.clearP = min(a.clearP, interval.Loss()) // the least any interval lost
+		a.clearP = min(a.clearP, interval.lossBound()) // the least any interval lost, within chance
 	}
 	congested := a.queuing() && a.pOK
 	ceiling := 0.0
@@ -253,12 +253,17 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// Only a report that lost more than the floor explains is a
 		// queue that parity may hold full (standingQueue), or any while
 		// bursts are assumed: their parity is what would hide overflows.
+		// One within chance of the floor breaks the row: the parity hid
+		// no overflow of its (a CUBIC flow's queue that overflows once
+		// in a while would otherwise lose the floor in the end).
 		overflowed := a.assuming() || !a.nearFloor(interval)
 		switch {
 		case a.path == PathDrained:
 			a.queued = 0 // the queue came and went
 		case overflowed:
 			a.queued++
+		default:
+			a.queued = 0
 		}
 		if !a.floorKnown && overflowed {
 			a.unclear++
@@ -297,10 +302,10 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		a.queued = 0
 	}
 	if a.path == PathClear || a.path == PathSplit {
-		// This interval's loss, not the window's: a window reaching
-		// back into a queue's overshoot (a flow's start) would make
-		// its drops the channel's for good.
-		a.clearP, a.floorKnown = latest, true
+		// This interval's loss (within chance), not the window's: a
+		// window reaching back into a queue's overshoot (a flow's
+		// start) would make its drops the channel's for good.
+		a.clearP, a.floorKnown = interval.lossBound(), true
 	}
 	a.takeBursts(p == 0 && !congested)
 	cur := choice{a.groupSize(a.k, a.d), a.r, a.d}

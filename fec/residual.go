@@ -81,6 +81,21 @@ func AboveChance(count, mean, sigmas, slack float64) bool {
 	return count > mean+sigmas*math.Sqrt(mean)+slack
 }
 
+// lossBound is the most loss r's interval is within chance of: two
+// standard deviations (Poisson) and one above what it lost; none if it
+// lost nothing. A floor for congestion is taken from one interval's loss
+// (Adapter.Observe), and a small one reads low as often as high: one of
+// 300 symbols lost on a channel losing 1%, as one interval in five does,
+// set a floor of 0.33%, below minQueuedLoss, and the queued report after
+// it took parity off in a BBR flow's start-up.
+func (r LossReport) lossBound() float64 {
+	if r.Expected == 0 || r.Received >= r.Expected {
+		return 0
+	}
+	lost := float64(r.Expected - r.Received)
+	return min(1, (lost+2*math.Sqrt(lost)+1)/float64(r.Expected))
+}
+
 // respaced is r, whose runs were counted within groups interleaved from
 // deep, with its runs as groups interleaved to deep would have counted
 // them on the same channel: a sample gathered across a change of depth
