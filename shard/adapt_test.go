@@ -358,3 +358,49 @@ func TestCleanReportsMidFlowKeepStartGuess(t *testing.T) {
 		t.Fatalf("a clean report while a flow sends: %d:%d, want the start-up guess %d:%d", k, r, k0, r0)
 	}
 }
+
+// A flow that starts on a lane that carried pings: a loss report that
+// comes within minRateInterval of the last (the rate since then is not
+// taken) sizes the groups by the last timer tick's rate, not by the
+// pings' (a first report sized on theirs gave a CUBIC flow's slow start
+// 1:1 x2 on a channel losing in bursts).
+func TestFirstReportSizesGroupsByRecentRate(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sa := a.shards[0]
+	installAuto(t, a, b, 50*time.Millisecond)
+	la := sa.table.lanes[addrB]
+	report := func(rep fec.LossReport) {
+		t.Helper()
+		body, err := rep.AppendBinary([]byte{ctlLossReport})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sa.control(la, body)
+	}
+	seq := 0
+	send := func(n int) {
+		for range n {
+			seq++
+			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1000, seq))
+		}
+		sa.now = sa.now.Add(idlePoll)
+		sa.tick()
+		sa.flushAll()
+	}
+	send(1)
+	report(fec.LossReport{Expected: 1, Received: 1})
+	for range 40 { // two seconds of a ping a tick
+		send(1)
+	}
+	report(fec.LossReport{Expected: 40, Received: 40})
+	for range 2 { // a flow: 100 packets a tick
+		send(100)
+	}
+	report(fec.LossReport{Expected: 300, Received: 285, Runs: 15}) // 100 ms after the last
+	// 2000 packets a second fill a block of at least 16 within a flush
+	// timeout; the pings' rate filled groups of 1.
+	k, r := la.cur.enc.Ratio()
+	if d := la.cur.enc.Depth(); k*d < 16 {
+		t.Fatalf("a flow's first report after pings: %d:%d x%d, want blocks the flow's rate fills (flush %v)", k, r, d, la.cur.enc.FlushTimeout())
+	}
+}

@@ -143,8 +143,12 @@ type lane struct {
 	stampPkts           uint64
 	kaWait, passiveWait time.Duration
 	// tickTx is txPackets at the lane's last timer tick (flowPackets,
-	// sendData).
-	tickTx uint64
+	// sendData), tickAt when that was, and tickRate the packets per
+	// second it sent between the two ticks before (the adapter's fill,
+	// lossReport).
+	tickTx   uint64
+	tickAt   time.Time
+	tickRate float64
 
 	// slot is the lane's index in laneTable.owned (-1: not there); moves
 	// counts the times an authenticated datagram from a new address moved

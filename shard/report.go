@@ -41,12 +41,18 @@ func (s *Shard) lossReport(ln *lane, body []byte) {
 	if ln.adapt == nil {
 		return
 	}
+	// The lane's rate since the last report, or over the last timer tick
+	// if higher: a flow that started since then sends faster than the
+	// pings before it did, and a first report sized on their rate alone
+	// gave a CUBIC flow's slow start 1:1 x2 on a bursty channel.
+	rate := ln.tickRate
 	if dt := s.now.Sub(ln.reportAt); ln.reportAt.IsZero() || dt >= minRateInterval {
 		if !ln.reportAt.IsZero() {
-			ln.adapt.SetFill(float64(ln.txPackets-ln.reportTx) * ln.cur.enc.FlushTimeout().Seconds() / dt.Seconds())
+			rate = max(rate, float64(ln.txPackets-ln.reportTx)/dt.Seconds())
 		}
 		ln.reportAt, ln.reportTx = s.now, ln.txPackets
 	}
+	ln.adapt.SetFill(rate * ln.cur.enc.FlushTimeout().Seconds())
 	s.observeHeld(ln) // one held still: its judgement is due now
 	ln.held, ln.heldAt = rep, s.now
 	burst, _ := ln.adapt.Burst()
