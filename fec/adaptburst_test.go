@@ -473,3 +473,30 @@ func TestAdapterDepthChangeWhileAssumedRestartsSample(t *testing.T) {
 		t.Fatal("measured, after a change of depth: the sample was dropped")
 	}
 }
+
+// A report judged clear whose losses parity mostly did not recover (a
+// flow's overshoot the round trip did not show yet took the ends of
+// whole groups) bounds the bursts, as a queue's runs do: it does not
+// measure them. One that parity recovered measures.
+func TestAdapterUnrecoveredRunsOnlyBound(t *testing.T) {
+	first := func(rep LossReport) *Adapter {
+		a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.SetRTT(50 * time.Millisecond)
+		a.SetPath(PathClear)
+		a.Observe(rep)
+		return a
+	}
+	over := LossReport{Expected: 4294, Received: 4235, Unrecovered: 59, Runs: 19}
+	if a := first(over); !a.assuming() {
+		b, ok := a.Burst()
+		t.Fatalf("59 lost in 19 runs, all unrecovered: burst %v (measured %v), want %v still assumed", b, ok, unknownBurst)
+	}
+	// The same runs, recovered: the channel's bursts, measured.
+	over.Unrecovered = 0
+	if b, ok := first(over).Burst(); !ok || b < 3 {
+		t.Fatalf("59 lost in 19 runs, recovered: burst %v (measured %v), want bursts measured", b, ok)
+	}
+}
