@@ -199,6 +199,19 @@ func testAdapterRule(t *testing.T, long bool) {
 	}
 }
 
+// freshAdapter is an auto Adapter at a 50 ms round trip that has acted
+// on nothing yet (mustAdapter's clean first interval sets the floor for
+// congestion to 0).
+func freshAdapter(t *testing.T) *Adapter {
+	t.Helper()
+	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetRTT(50 * time.Millisecond)
+	return a
+}
+
 func mustAdapter(t *testing.T) *Adapter {
 	t.Helper()
 	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})

@@ -480,11 +480,7 @@ func TestAdapterDepthChangeWhileAssumedRestartsSample(t *testing.T) {
 // measure them. One that parity recovered measures.
 func TestAdapterUnrecoveredRunsOnlyBound(t *testing.T) {
 	first := func(rep LossReport) *Adapter {
-		a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		a.SetRTT(50 * time.Millisecond)
+		a := freshAdapter(t)
 		a.SetPath(PathClear)
 		a.Observe(rep)
 		return a

@@ -334,11 +334,7 @@ func TestAdapterKeepsParityUntilChannelSeen(t *testing.T) {
 // unprotected and fell to 75 Mbit/s of 200).
 func TestAdapterStandingQueueEndsAssumptionFirst(t *testing.T) {
 	share := func(k, r int) float64 { return float64(r) / float64(k) }
-	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.SetRTT(50 * time.Millisecond)
+	a := freshAdapter(t)
 	// Acted on with the path unknown: 1%, too few lost to measure bursts.
 	a.Observe(LossReport{Expected: 2000, Received: 1980, Runs: 20})
 	a.SetPath(PathQueued)
@@ -411,11 +407,7 @@ func TestAdapterQueueNearFloorKeepsFloor(t *testing.T) {
 // reports above it count until 2·floorReports of them drop it (a floor
 // taken from the queue's own drops does not hold parity for ever).
 func TestAdapterQueueFromStartLosesItsFloor(t *testing.T) {
-	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.SetRTT(50 * time.Millisecond)
+	a := freshAdapter(t)
 	a.Observe(LossReport{Expected: 20000, Received: 19600, Runs: 400}) // 2%, independent: measured
 	a.SetPath(PathQueued)
 	low := LossReport{Expected: 20000, Received: 19800, Runs: 200}  // 1%
@@ -435,11 +427,7 @@ func TestAdapterQueueFromStartLosesItsFloor(t *testing.T) {
 // 0.33%, below minQueuedLoss, which took parity off for the overshoot
 // that followed in a BBR flow's start-up.
 func TestAdapterSmallIntervalFloorWithinChance(t *testing.T) {
-	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.SetRTT(50 * time.Millisecond)
+	a := freshAdapter(t)
 	a.Observe(LossReport{Expected: 300, Received: 299, Runs: 1})
 	a.SetPath(PathDrained)
 	if k, r := a.Observe(LossReport{Expected: 6000, Received: 4400, Runs: 400}); r == 0 {

@@ -279,58 +279,86 @@ func TestLossReportSetsPartialParity(t *testing.T) {
 	}
 }
 
+// autoLane is shard A's lane to B, installed with FEC = auto and the
+// start-up guess (k0:r0), a flow source for it, and a way to hand it the
+// peer's loss reports.
+type autoLane struct {
+	t      *testing.T
+	sa     *Shard
+	la     *lane
+	k0, r0 int
+	seq    int
+}
+
+func newAutoLane(t *testing.T) *autoLane {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	sa := a.shards[0]
+	installAuto(t, a, b, 50*time.Millisecond)
+	la := sa.table.lanes[addrB]
+	k0, r0 := la.adapt.Ratio()
+	return &autoLane{t: t, sa: sa, la: la, k0: k0, r0: r0}
+}
+
+// report hands the lane the peer's loss report rep.
+func (l *autoLane) report(rep fec.LossReport) {
+	l.t.Helper()
+	body, err := rep.AppendBinary([]byte{ctlLossReport})
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	l.sa.control(l.la, body)
+}
+
+// inject sends n packets on the lane, within the current timer tick.
+func (l *autoLane) inject(n int) {
+	l.t.Helper()
+	for range n {
+		l.seq++
+		inject(l.t, l.sa, ipPacket("10.1.0.5", "10.2.0.9", 1000, l.seq))
+	}
+}
+
+// tick sends n packets, then lets a timer tick (idlePoll) pass.
+func (l *autoLane) tick(n int) {
+	l.t.Helper()
+	l.inject(n)
+	l.sa.now = l.sa.now.Add(idlePoll)
+	l.sa.tick()
+	l.sa.flushAll()
+}
+
 // Clean reports of a few pings take the start-up guess off the encoder
 // before the adapter acted on any interval; pings a tick apart, or fewer
 // than flowPackets packets within one, leave it off, and a flow's first
 // window brings it back at its flowPackets-th packet, before any report
 // of the flow could.
 func TestFlowAfterPingsGetsStartGuess(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-	sa := a.shards[0]
-	installAuto(t, a, b, 50*time.Millisecond)
-	la := sa.table.lanes[addrB]
-	k0, r0 := la.adapt.Ratio() // the start-up guess
-	body, err := fec.LossReport{Expected: 2, Received: 2}.AppendBinary([]byte{ctlLossReport})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newAutoLane(t)
+	clean := fec.LossReport{Expected: 2, Received: 2}
 	for range 3 {
-		sa.control(la, body)
+		l.report(clean)
 	}
-	if _, r := la.cur.enc.Ratio(); r != 0 {
+	if _, r := l.la.cur.enc.Ratio(); r != 0 {
 		t.Fatalf("after three clean ping reports: R %d, want none", r)
 	}
-	seq := 0
-	send := func(n int) {
-		for range n {
-			seq++
-			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1000, seq))
-		}
-		sa.now = sa.now.Add(idlePoll)
-		sa.tick()
-		sa.flushAll()
-	}
 	for range 2 * flowPackets {
-		send(1)
+		l.tick(1)
 	}
-	send(flowPackets - 1)
-	if _, r := la.cur.enc.Ratio(); r != 0 {
+	l.tick(flowPackets - 1)
+	if _, r := l.la.cur.enc.Ratio(); r != 0 {
 		t.Fatalf("pings a tick apart, or %d packets in one, brought parity back: R %d", flowPackets-1, r)
 	}
 	// A flow's first window: from its flowPackets-th packet on, at once.
-	before := sa.stats.c[ParityOut]
-	for range flowPackets {
-		seq++
-		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1000, seq))
+	before := l.sa.stats.c[ParityOut]
+	l.inject(flowPackets)
+	if k, r := l.la.cur.enc.Ratio(); k != l.k0 || r != l.r0 || l.la.cur.enc.Depth() != fec.MaxDepth {
+		t.Fatalf("a flow's first window: %d:%d depth %d, want the start-up guess %d:%d depth %d", k, r, l.la.cur.enc.Depth(), l.k0, l.r0, fec.MaxDepth)
 	}
-	if k, r := la.cur.enc.Ratio(); k != k0 || r != r0 || la.cur.enc.Depth() != fec.MaxDepth {
-		t.Fatalf("a flow's first window: %d:%d depth %d, want the start-up guess %d:%d depth %d", k, r, la.cur.enc.Depth(), k0, r0, fec.MaxDepth)
-	}
-	sa.now = sa.now.Add(time.Second)
-	sa.tick()
-	sa.flushAll()
-	if got := sa.stats.c[ParityOut] - before; got != uint64(r0) {
-		t.Fatalf("the window's group closed early with %d parity, want the guess's full %d", got, r0)
+	l.sa.now = l.sa.now.Add(time.Second)
+	l.sa.tick()
+	l.sa.flushAll()
+	if got := l.sa.stats.c[ParityOut] - before; got != uint64(l.r0) {
+		t.Fatalf("the window's group closed early with %d parity, want the guess's full %d", got, l.r0)
 	}
 }
 
@@ -338,24 +366,15 @@ func TestFlowAfterPingsGetsStartGuess(t *testing.T) {
 // already sends, past its flowPackets-th packet this tick, leave the
 // guess on: the packet that tells the adapter of a flow has gone by.
 func TestCleanReportsMidFlowKeepStartGuess(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-	sa := a.shards[0]
-	installAuto(t, a, b, 50*time.Millisecond)
-	la := sa.table.lanes[addrB]
-	k0, r0 := la.adapt.Ratio() // the start-up guess
-	body, err := fec.LossReport{Expected: 2, Received: 2}.AppendBinary([]byte{ctlLossReport})
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := newAutoLane(t)
+	clean := fec.LossReport{Expected: 2, Received: 2}
 	for range 2 {
-		sa.control(la, body)
+		l.report(clean)
 	}
-	for seq := range flowPackets + 2 {
-		inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1000, seq+1))
-	}
-	sa.control(la, body) // the third clean report, mid-window
-	if k, r := la.cur.enc.Ratio(); k != k0 || r != r0 {
-		t.Fatalf("a clean report while a flow sends: %d:%d, want the start-up guess %d:%d", k, r, k0, r0)
+	l.inject(flowPackets + 2)
+	l.report(clean) // the third clean report, mid-window
+	if k, r := l.la.cur.enc.Ratio(); k != l.k0 || r != l.r0 {
+		t.Fatalf("a clean report while a flow sends: %d:%d, want the start-up guess %d:%d", k, r, l.k0, l.r0)
 	}
 }
 
@@ -365,42 +384,21 @@ func TestCleanReportsMidFlowKeepStartGuess(t *testing.T) {
 // pings' (a first report sized on theirs gave a CUBIC flow's slow start
 // 1:1 x2 on a channel losing in bursts).
 func TestFirstReportSizesGroupsByRecentRate(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-	sa := a.shards[0]
-	installAuto(t, a, b, 50*time.Millisecond)
-	la := sa.table.lanes[addrB]
-	report := func(rep fec.LossReport) {
-		t.Helper()
-		body, err := rep.AppendBinary([]byte{ctlLossReport})
-		if err != nil {
-			t.Fatal(err)
-		}
-		sa.control(la, body)
-	}
-	seq := 0
-	send := func(n int) {
-		for range n {
-			seq++
-			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 1000, seq))
-		}
-		sa.now = sa.now.Add(idlePoll)
-		sa.tick()
-		sa.flushAll()
-	}
-	send(1)
-	report(fec.LossReport{Expected: 1, Received: 1})
+	l := newAutoLane(t)
+	l.tick(1)
+	l.report(fec.LossReport{Expected: 1, Received: 1})
 	for range 40 { // two seconds of a ping a tick
-		send(1)
+		l.tick(1)
 	}
-	report(fec.LossReport{Expected: 40, Received: 40})
+	l.report(fec.LossReport{Expected: 40, Received: 40})
 	for range 2 { // a flow: 100 packets a tick
-		send(100)
+		l.tick(100)
 	}
-	report(fec.LossReport{Expected: 300, Received: 285, Runs: 15}) // 100 ms after the last
+	l.report(fec.LossReport{Expected: 300, Received: 285, Runs: 15}) // 100 ms after the last
 	// 2000 packets a second fill a block of at least 16 within a flush
 	// timeout; the pings' rate filled groups of 1.
-	k, r := la.cur.enc.Ratio()
-	if d := la.cur.enc.Depth(); k*d < 16 {
-		t.Fatalf("a flow's first report after pings: %d:%d x%d, want blocks the flow's rate fills (flush %v)", k, r, d, la.cur.enc.FlushTimeout())
+	k, r := l.la.cur.enc.Ratio()
+	if d := l.la.cur.enc.Depth(); k*d < 16 {
+		t.Fatalf("a flow's first report after pings: %d:%d x%d, want blocks the flow's rate fills (flush %v)", k, r, d, l.la.cur.enc.FlushTimeout())
 	}
 }
