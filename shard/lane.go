@@ -144,7 +144,7 @@ type lane struct {
 	kaWait, passiveWait time.Duration
 	// tickTx is txPackets at the lane's last timer tick (flowPackets,
 	// sendData), tickAt when that was, and tickRate the packets per
-	// second it sent between the two ticks before (the adapter's fill,
+	// second it sent between its last two ticks (the adapter's fill,
 	// lossReport).
 	tickTx   uint64
 	tickAt   time.Time
