@@ -234,9 +234,10 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 			a.assumed++
 		}
 	case 2*rep.Unrecovered > rep.Expected-rep.Received:
-		// Most of the data it lost, parity did not recover: runs
-		// longer than any it was sized for, a queue's overflow the
-		// round trip did not show yet as much as the channel's. A BBR flow's
+		// Most of the symbols it lost were data parity did not
+		// recover: runs longer than any it was sized for, a queue's
+		// overflow the round trip did not show yet as much as the
+		// channel's. A BBR flow's
 		// start-up overshoot, judged clear, took the ends of whole
 		// groups (59 lost in 19 runs at 24:9 x4, all 59 unrecovered)
 		// and set bursts of 9.3 on a channel losing 1% independently:
