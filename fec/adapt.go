@@ -192,6 +192,7 @@ type Adapter struct {
 	burstSkip            int
 	assumed              int  // split reports while unmeasured (burstLen)
 	noRuns               bool // a report lost symbols and counted no runs
+	boundRuns            bool // the next report's runs only bound (BoundRuns)
 	target               float64
 	rtt                  time.Duration
 	fill                 float64 // data symbols per flush timeout (SetFill; 0: unknown)

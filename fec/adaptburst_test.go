@@ -495,4 +495,18 @@ func TestAdapterUnrecoveredRunsOnlyBound(t *testing.T) {
 	if b, ok := first(over).Burst(); !ok || b < 3 {
 		t.Fatalf("59 lost in 19 runs, recovered: burst %v (measured %v), want bursts measured", b, ok)
 	}
+	// Recovered, but its caller found its losses outside the span the
+	// path was seen clear for (BoundRuns): a bound, for that report only.
+	a := freshAdapter(t)
+	a.SetPath(PathClear)
+	a.BoundRuns()
+	a.Observe(over)
+	if !a.assuming() {
+		b, ok := a.Burst()
+		t.Fatalf("runs the caller bounded: burst %v (measured %v), want %v still assumed", b, ok, unknownBurst)
+	}
+	observeN(a, 2, over)
+	if b, ok := a.Burst(); !ok || b < 3 {
+		t.Fatalf("the reports after: burst %v (measured %v), want bursts measured", b, ok)
+	}
 }

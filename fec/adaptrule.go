@@ -233,6 +233,10 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 			// channel.
 			a.assumed++
 		}
+	case a.boundRuns:
+		// Its caller found its losses mostly outside what the path was
+		// seen clear for (BoundRuns).
+		a.splitPend = a.splitPend.Add(rep)
 	case 2*rep.Unrecovered > rep.Expected-rep.Received:
 		// Most of the symbols it lost were data parity did not
 		// recover: runs longer than any it was sized for, a queue's
@@ -250,6 +254,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// count as much as one with many.
 		a.burstPend = a.burstPend.Add(rep)
 	}
+	a.boundRuns = false
 	if a.pending.Expected < a.cfg.MinExpected {
 		return a.Ratio()
 	}
@@ -447,6 +452,12 @@ func (a *Adapter) deepest() int {
 	}
 	return d
 }
+
+// BoundRuns tells the rule that the next report's losses fell mostly
+// outside the span its path was seen clear for (the peer's split counted
+// far fewer in its clear slices than the report lost): its runs bound
+// the bursts from above, as a queue's do, and measure nothing.
+func (a *Adapter) BoundRuns() { a.boundRuns = true }
 
 // Busy tells the rule that the lane now sends a flow: more packets within
 // a timer tick than pings send. If clean reports took

@@ -92,8 +92,18 @@ func (r LossReport) lossBound() float64 {
 	if r.Expected == 0 || r.Received >= r.Expected {
 		return 0
 	}
-	lost := float64(r.Expected - r.Received)
-	return min(1, (lost+2*math.Sqrt(lost)+1)/float64(r.Expected))
+	return LossWithinChance(r.Expected-r.Received, r.Expected)
+}
+
+// LossWithinChance is the highest loss rate that losing lost of n is
+// within chance of: two standard deviations (Poisson) and one above what
+// was lost, over n (1 for n = 0).
+func LossWithinChance(lost, n uint32) float64 {
+	if n == 0 {
+		return 1
+	}
+	l := float64(lost)
+	return min(1, (l+2*math.Sqrt(l)+1)/float64(n))
 }
 
 // respaced is r, whose runs were counted within groups interleaved from

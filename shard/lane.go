@@ -99,9 +99,12 @@ type lane struct {
 	reportTx uint64
 	// held is a loss report of the peer's that arrived at heldAt, which
 	// the adapter hears at heldUntil, when the round-trip samples that
-	// judge it have arrived (delayjudge.go; Expected 0: none).
+	// judge it have arrived (delayjudge.go; Expected 0: none); heldBound:
+	// its losses fell mostly outside its split's clear slices
+	// (splitCounts.outside), so its runs only bound the bursts.
 	held              fec.LossReport
 	heldAt, heldUntil time.Time
+	heldBound         bool
 	// delay is the round trip the loss reports measure (delay.go);
 	// split the peer's datagrams between its frames, channel the loss
 	// rate its splits gave, lastSplit the split of its last loss report

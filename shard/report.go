@@ -54,7 +54,7 @@ func (s *Shard) lossReport(ln *lane, body []byte) {
 	}
 	ln.adapt.SetFill(rate * ln.cur.enc.FlushTimeout().Seconds())
 	s.observeHeld(ln) // one held still: its judgement is due now
-	ln.held, ln.heldAt = rep, s.now
+	ln.held, ln.heldAt, ln.heldBound = rep, s.now, splitOK && split.outside(rep)
 	burst, _ := ln.adapt.Burst()
 	if r, st, ok := ln.channel.report(rep, split, splitOK, s.now, burst); ok {
 		// The peer split the loss: the adapter hears it at once.
@@ -100,6 +100,9 @@ func (s *Shard) observeNow(ln *lane, st fec.PathState, echo bool) {
 // observeAs gives ln's adapter the report it holds, the path judged st.
 func (s *Shard) observeAs(ln *lane, st fec.PathState) {
 	ln.adapt.SetPath(st)
+	if ln.heldBound {
+		ln.adapt.BoundRuns()
+	}
 	ln.adapt.Observe(ln.held)
 	if ln.txPackets-ln.tickTx >= flowPackets {
 		// A flow already sends this tick, past the packet that would
@@ -109,7 +112,7 @@ func (s *Shard) observeAs(ln *lane, st fec.PathState) {
 		// went out so ran at 25 Mbit/s of 200 at 1% loss).
 		ln.adapt.Busy()
 	}
-	ln.held = fec.LossReport{}
+	ln.held, ln.heldBound = fec.LossReport{}, false
 	ln.applyFEC()
 }
 

@@ -422,3 +422,26 @@ func TestSplitNeedFollowsAdapterBurst(t *testing.T) {
 		}
 	}
 }
+
+// A report that lost far more than its split's clear slices explain lost
+// it outside them (a flow's overshoot between the peer's frames): its
+// runs only bound the bursts. Not with too few clear datagrams, nor for
+// a bursty channel's own spread of report loss around its slices' rate.
+func TestSplitOutside(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		split splitCounts
+		rep   fec.LossReport
+		want  bool
+	}{
+		{"an overshoot outside 602 clear", splitCounts{clearExp: 602, clearLost: 5}, fec.LossReport{Expected: 3700, Received: 3497, Runs: 79}, true},
+		{"the clear slices' share", splitCounts{clearExp: 602, clearLost: 5}, fec.LossReport{Expected: 3700, Received: 3660, Runs: 40}, false},
+		{"too few clear", splitCounts{clearExp: minSplitExpected - 1, queuedExp: 3000, queuedLost: 300}, fec.LossReport{Expected: 3700, Received: 3497, Runs: 79}, false},
+		{"a bursty channel's spread", splitCounts{clearExp: 600, clearLost: 30}, fec.LossReport{Expected: 1000, Received: 900, Runs: 25}, false},
+		{"none lost", splitCounts{clearExp: 602, clearLost: 5}, fec.LossReport{Expected: 3700, Received: 3700}, false},
+	} {
+		if got := c.split.outside(c.rep); got != c.want {
+			t.Errorf("%s: outside %v, want %v", c.name, got, c.want)
+		}
+	}
+}
