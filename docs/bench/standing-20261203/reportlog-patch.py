@@ -13,10 +13,11 @@ if sys.argv[1]=='apply':
 	"os"
 	"time"
 ''',1)
-    s=s.replace('''	ln.adapt.SetPath(st)
-	ln.adapt.Observe(ln.held)
-''','''	ln.adapt.SetPath(st)
-	dbgRep := ln.held
+    n=s.count('''	ln.adapt.Observe(ln.held)
+''')
+    assert n==1, 'shard/report.go changed: no single Observe(ln.held) to log'
+    s=s.replace('''	ln.adapt.Observe(ln.held)
+''','''	dbgRep := ln.held
 	ln.adapt.Observe(ln.held)
 	if dbgF != nil {
 		b, m := ln.adapt.Burst()
