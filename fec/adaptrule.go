@@ -233,20 +233,18 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 			// channel.
 			a.assumed++
 		}
-	case a.boundRuns:
-		// Its caller found its losses mostly outside what the path was
-		// seen clear for (BoundRuns).
-		a.splitPend = a.splitPend.Add(rep)
-	case 2*rep.Unrecovered > rep.Expected-rep.Received:
-		// Most of the symbols it lost were data parity did not
-		// recover: runs longer than any it was sized for, a queue's
-		// overflow the round trip did not show yet as much as the
-		// channel's. A BBR flow's
-		// start-up overshoot, judged clear, took the ends of whole
-		// groups (59 lost in 19 runs at 24:9 x4, all 59 unrecovered)
-		// and set bursts of 9.3 on a channel losing 1% independently:
-		// 36% parity for the rest of the run. Such runs bound the
-		// bursts from above, as a queue's do.
+	case a.boundRuns || 2*rep.Unrecovered > rep.Expected-rep.Received:
+		// Losses outside what the path was seen clear for: its caller
+		// found most of them outside the split's clear slices
+		// (BoundRuns), or most of the symbols it lost were data parity
+		// did not recover, runs longer than any it was sized for, a
+		// queue's overflow the round trip did not show yet as much as
+		// the channel's. A BBR flow's start-up overshoot, judged
+		// clear, took the ends of whole groups (59 lost in 19 runs at
+		// 24:9 x4, all 59 unrecovered) and set bursts of 9.3 on a
+		// channel losing 1% independently: 36% parity for the rest of
+		// the run. Such runs bound the bursts from above, as a queue's
+		// do.
 		a.splitPend = a.splitPend.Add(rep)
 	default:
 		// Bursts are counted over as many reports as it takes to see
