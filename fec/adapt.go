@@ -184,11 +184,11 @@ type Adapter struct {
 	window  [lossWindow]LossReport
 	winN    int
 	pending LossReport
-	// burstPend gathers reports with runs until they saw burstSample
-	// lost symbols, splitPend those judged PathSplit, or queued but
-	// losing no more than the floor explains (nearFloor); burstSkip is how
-	// many reports after a change of depth they leave out.
-	burstPend, splitPend LossReport
+	// burstPend gathers reports with runs until they are a sample,
+	// splitPend those judged PathSplit, or queued but losing no more
+	// than the floor explains (nearFloor); burstSkip is how many reports
+	// after a change of depth they leave out.
+	burstPend, splitPend runSample
 	burstSkip            int
 	assumed              int  // split reports while unmeasured (burstLen)
 	noRuns               bool // a report lost symbols and counted no runs

@@ -7,24 +7,46 @@ package fec
 import "math"
 
 // setDepth interleaves d deep from the next block: the burst samples
-// gathered so far go on as counted at d (LossReport.respaced), and the
-// next two reports, which counted groups of the depth before, are left
-// out of them. While bursts are assumed the samples start anew instead:
-// how many lost symbols end the assumption depends on the depth they
-// were counted at (sample), and 40 singletons counted 4 deep, respaced
-// to depth 1 when clean pings took parity off, would end it on a sample
-// half the size it asks for there.
+// gathered so far go on as counted at d (runSample.respaced), each
+// report still weighed by the depth it was counted at, and the next two
+// reports, which counted groups of the depth before, are left out of
+// them.
 func (a *Adapter) setDepth(d int) {
 	if d == a.d {
 		return
 	}
 	a.burstSkip = 2
-	if a.assuming() {
-		a.burstPend, a.splitPend = LossReport{}, LossReport{}
-	} else {
-		a.burstPend, a.splitPend = a.burstPend.respaced(a.d, d), a.splitPend.respaced(a.d, d)
-	}
+	a.burstPend, a.splitPend = a.burstPend.respaced(a.d, d), a.splitPend.respaced(a.d, d)
 	a.d = d
+}
+
+// runSample gathers the runs of reports until they measure the bursts:
+// the reports' sum, its runs as counted at the depth in force now
+// (LossReport.respaced), and how much of a sample they are, each
+// report's lost symbols over the sample the depth it was counted at asks
+// for (burstSample). So a change of depth neither restarts a sample nor
+// ends one early: 40 singletons counted 4 deep are one sample, not the
+// four that 40 at depth 1 would be. (Restarting it, which a change of
+// depth while bursts were assumed did, kept a TCP flow's ACK lane
+// assuming bursts of 4 for its whole run: too slow to fill groups 4
+// deep, its choice went between depths 2 and 4 report after report,
+// and it paid 5:5 x4 for ACKs on a channel losing 1% independently.)
+type runSample struct {
+	rep    LossReport
+	weight float64
+}
+
+// add counts rep, whose runs were counted within groups d deep, into s.
+func (s *runSample) add(rep LossReport, d int) {
+	s.rep = s.rep.Add(rep)
+	s.weight += float64(rep.Expected-rep.Received) / float64(burstSample(d))
+}
+
+// respaced is s with its runs as groups interleaved to deep would have
+// counted them; its weight stays.
+func (s runSample) respaced(from, to int) runSample {
+	s.rep = s.rep.respaced(from, to)
+	return s
 }
 
 // takeBursts moves the burst estimate by the samples the reports
@@ -74,12 +96,12 @@ func (a *Adapter) nearFloor(rep LossReport) bool {
 }
 
 // sample is the wire's mean burst measured by the reports gathered in
-// pend, once they lost burstSample symbols (ok; pend starts anew).
-func (a *Adapter) sample(pend *LossReport) (b float64, ok bool) {
-	if pend.Expected-pend.Received < burstSample(a.d) {
+// pend, once they are a whole sample (ok; pend starts anew).
+func (a *Adapter) sample(pend *runSample) (b float64, ok bool) {
+	if pend.weight < 1 {
 		return 0, false
 	}
-	if a.assuming() && pend.independent() && pend.Expected-pend.Received < 2*burstSample(a.d) {
+	if a.assuming() && pend.rep.independent() && pend.weight < 2 {
 		// Independent loss ends the assumption on twice the sample: a
 		// sample of 40 lost symbols 4 deep holds ten bursts of 4 or
 		// so, and one in twenty read as independent loss on a channel
@@ -88,17 +110,17 @@ func (a *Adapter) sample(pend *LossReport) (b float64, ok bool) {
 		// while a CUBIC flow's slow start ran in it: 20 Mbit/s of 200.
 		return 0, false
 	}
-	// Runs were counted within groups, spaced by the depth then in
-	// force (the last choice, give or take a report in flight).
-	b = wireBurst(pend.Loss(), pend.runLength(), a.d)
-	*pend = LossReport{}
+	// Runs as counted within groups spaced by the depth now in force
+	// (the last choice, give or take a report in flight).
+	b = wireBurst(pend.rep.Loss(), pend.rep.runLength(), a.d)
+	*pend = runSample{}
 	return b, true
 }
 
 // forgetBursts drops what the rule knows of the bursts: the next loss is
 // assumed bursty again until measured.
 func (a *Adapter) forgetBursts() {
-	a.burst, a.bound, a.burstPend, a.splitPend, a.assumed = 0, false, LossReport{}, LossReport{}, 0
+	a.burst, a.bound, a.burstPend, a.splitPend, a.assumed = 0, false, runSample{}, runSample{}, 0
 }
 
 // unknownBurst is the mean wire burst the rule predicts with while a

@@ -96,14 +96,15 @@ func TestAdapterAssumptionEndsOnEnoughIndependentLoss(t *testing.T) {
 		indep := 0
 		for seed := range uint64(seeds) {
 			a := &Adapter{d: MaxDepth}
-			rep := interleavedReport(seed, c.p, c.burst, MaxDepth, 60, burstSample(MaxDepth))
-			b, ok := a.sample(&rep)
+			var pend runSample
+			pend.add(interleavedReport(seed, c.p, c.burst, MaxDepth, 60, burstSample(MaxDepth)), MaxDepth)
+			b, ok := a.sample(&pend)
 			for i := uint64(1); !ok; i++ {
 				if i > 4 {
 					t.Fatalf("%+v: no sample after %d reports of %d lost", c, i, burstSample(MaxDepth))
 				}
-				rep = rep.Add(interleavedReport(seed+i*seeds, c.p, c.burst, MaxDepth, 60, burstSample(MaxDepth)))
-				b, ok = a.sample(&rep)
+				pend.add(interleavedReport(seed+i*seeds, c.p, c.burst, MaxDepth, 60, burstSample(MaxDepth)), MaxDepth)
+				b, ok = a.sample(&pend)
 			}
 			if b <= burstyAbove {
 				indep++
@@ -379,10 +380,11 @@ func TestAdapterBurstSampleNoise(t *testing.T) {
 		for seed := range uint64(seeds) {
 			a := &Adapter{d: c.d}
 			a.endAssumption() // the test of chance alone
-			rep := interleavedReport(seed, c.p, c.burst, c.d, 60, burstSample(c.d))
-			b, ok := a.sample(&rep)
+			var pend runSample
+			pend.add(interleavedReport(seed, c.p, c.burst, c.d, 60, burstSample(c.d)), c.d)
+			b, ok := a.sample(&pend)
 			if !ok {
-				t.Fatalf("%+v: no sample from %+v", c, rep)
+				t.Fatalf("%+v: no sample from %+v", c, pend.rep)
 			}
 			got = append(got, b)
 			if b > burstyAbove {
@@ -455,23 +457,40 @@ func observeN(a *Adapter, n int, rep LossReport) {
 // anew: 50 singletons counted 4 deep are too few to end the assumption
 // there (twice burstSample), and respaced to depth 1 they would have
 // ended it on twice depth 1's sample.
-func TestAdapterDepthChangeWhileAssumedRestartsSample(t *testing.T) {
+func TestAdapterDepthChangeKeepsSampleWeight(t *testing.T) {
+	singletons := LossReport{Expected: 5000, Received: 4950, Runs: 50}
 	a := &Adapter{d: MaxDepth}
-	a.burstPend = LossReport{Expected: 5000, Received: 4950, Runs: 50}
+	a.burstPend.add(singletons, MaxDepth)
 	if _, ok := a.sample(&a.burstPend); ok {
 		t.Fatal("50 singletons 4 deep, assumed: sampled, want gathering on")
 	}
 	a.setDepth(1)
 	if b, ok := a.sample(&a.burstPend); ok {
-		t.Fatalf("after a change to depth 1: sampled bursts of %v from the depth-4 sample", b)
+		t.Fatalf("after a change to depth 1: sampled bursts of %v from the depth-4 sample alone", b)
 	}
-	// Measured bursts: the sample goes on at the new depth.
-	m := &Adapter{d: MaxDepth, burst: 1.05}
-	m.burstPend = LossReport{Expected: 5000, Received: 4950, Runs: 50}
-	m.setDepth(1)
-	if _, ok := m.sample(&m.burstPend); !ok {
-		t.Fatal("measured, after a change of depth: the sample was dropped")
+	// What depth 4 gathered still counts: 50 singletons there and 10 at
+	// depth 1 make the two samples independent loss needs while bursts
+	// are assumed (80 at depth 4 alone, 20 at depth 1 alone).
+	a.burstPend.add(LossReport{Expected: 1000, Received: 990, Runs: 10}, 1)
+	if b, ok := a.sample(&a.burstPend); !ok || b > burstyAbove {
+		t.Fatalf("50 singletons 4 deep, then 10 at depth 1: burst %v (sampled %v), want independent loss measured", b, ok)
 	}
+	// Depth flapping between 2 and 4 report after report (a lane too
+	// slow to fill groups 4 deep) still measures: 20 lost at depth 2 are
+	// a sample, at depth 4 half of one, so twice a sample by the third.
+	f := &Adapter{d: MaxDepth}
+	for i := range 8 {
+		d := 2 << (i % 2)
+		f.setDepth(d)
+		f.burstPend.add(LossReport{Expected: 2000, Received: 1980, Runs: 20}, d)
+		if b, ok := f.sample(&f.burstPend); ok {
+			if b > burstyAbove || i != 2 {
+				t.Fatalf("singletons at depths 2 and 4, report %d: burst %v, want independent loss at the 3rd", i+1, b)
+			}
+			return
+		}
+	}
+	t.Fatal("160 singletons at depths 2 and 4: no sample")
 }
 
 // A report judged clear whose losses parity mostly did not recover (a

@@ -225,7 +225,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// start-up overshoot on for seconds, and bursts stayed
 		// assumed through all of them at 33% parity on a channel
 		// losing 1% independently.
-		a.splitPend = a.splitPend.Add(rep)
+		a.splitPend.add(rep, a.d)
 		if a.path == PathSplit && a.burst == 0 {
 			// No measurement from this one (burstLen). Not a queued
 			// report: the first seconds of a flow's overshoot are,
@@ -245,12 +245,12 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// channel losing 1% independently: 36% parity for the rest of
 		// the run. Such runs bound the bursts from above, as a queue's
 		// do.
-		a.splitPend = a.splitPend.Add(rep)
+		a.splitPend.add(rep, a.d)
 	default:
 		// Bursts are counted over as many reports as it takes to see
 		// burstSample lost symbols: reports with a few losses each
 		// count as much as one with many.
-		a.burstPend = a.burstPend.Add(rep)
+		a.burstPend.add(rep, a.d)
 	}
 	a.boundRuns = false
 	if a.pending.Expected < a.cfg.MinExpected {
