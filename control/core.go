@@ -154,6 +154,9 @@ type peer struct {
 	// it in LaneConfig.Lens); our handshake messages to the peer draw
 	// their lengths from it (crypto.Peer.SetWireLengths).
 	lens *shard.WireLens
+	// bursts is the loss bursts the peer's lanes measured on its path
+	// (they all get it in LaneConfig.Bursts).
+	bursts *fec.PathBursts
 
 	want      bool // traffic waits for a session
 	wantSince time.Time

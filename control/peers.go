@@ -13,6 +13,7 @@ import (
 
 	"github.com/yip-router/yip-router/config"
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
 	"github.com/yip-router/yip-router/shard"
 )
 
@@ -53,7 +54,7 @@ func (c *Core) SetPeers(pcs []config.Peer) error {
 			}
 			p.cp = cp
 			if p.lens == nil {
-				p.lens = new(shard.WireLens)
+				p.lens, p.bursts = new(shard.WireLens), new(fec.PathBursts)
 			}
 			cp.SetWireLengths(p.lens)
 		}

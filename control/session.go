@@ -42,7 +42,7 @@ func (c *Core) install(p *peer, sess *crypto.Session, offered []uint16, remoteIP
 			Peer: p.id, Index: i, Lanes: lanes, Remote: remote,
 			Send: send, Recv: recv,
 			FEC: encCfg, Mode: mode, HoldTx: !initiator, RTT: p.rtt,
-			Keepalive: p.cfg.PersistentKeepalive, Lens: p.lens,
+			Keepalive: p.cfg.PersistentKeepalive, Lens: p.lens, Bursts: p.bursts,
 			Proven: proven.IsValid() && remote == proven, Local: local,
 			Asked: !initiator && i == fromLane,
 		}

@@ -131,3 +131,24 @@ func lens(ds []sent) []int {
 	}
 	return out
 }
+
+// Every lane of a peer, on both sides, predicts with the peer's one
+// record of its path's bursts (fec.PathBursts), as with its one length
+// sample.
+func TestLanesSharePeerBursts(t *testing.T) {
+	ini, resp := memPairShards(t, "198.51.100.7:40000", 2, 2)
+	ini.kick(t)
+	resp.deliver(ini.take(), ini.addr, ConnGroup)
+	ini.deliver(resp.take(), resp.addr, ConnLane)
+	for _, m := range []*memCore{ini, resp} {
+		p := m.peerOf(t)
+		if p.bursts == nil || p.lanes < 2 {
+			t.Fatalf("peer with bursts %p and %d lanes, want a record and 2 lanes", p.bursts, p.lanes)
+		}
+		for i := range p.lanes {
+			if lc := m.plane.lanes[laneAt{p.id, i}]; lc.Bursts != p.bursts {
+				t.Fatalf("lane %d predicts with %p, the peer's record is %p", i, lc.Bursts, p.bursts)
+			}
+		}
+	}
+}

@@ -78,7 +78,7 @@ func (a *Adapter) takeBursts(clean bool) {
 		if a.burst > 0 && !a.bound {
 			b = (a.burst + b) / 2
 		}
-		a.burst, a.bound = b, false
+		a.burst, a.bound, a.sampled = b, false, true
 	} else if clean {
 		a.forgetBursts()
 	}
@@ -116,6 +116,25 @@ func (a *Adapter) sample(pend *runSample) (b float64, ok bool) {
 	*pend = runSample{}
 	return b, true
 }
+
+// Borrow gives the rule bursts another lane of the peer measured on the
+// same path (PathBursts): if this lane has measured none (assumed, or
+// the assumption ended unmeasured) or only bounded them, it predicts
+// with b (within the bound) as with a sample of its own, which its own
+// samples then move as they would.
+func (a *Adapter) Borrow(b float64) {
+	switch {
+	case !(b > 0) || a.noRuns || a.burst > 0 && !a.bound:
+	case a.bound:
+		a.burst, a.bound = min(a.burst, b), false
+	default:
+		a.burst = b
+	}
+}
+
+// Sampled is the burst estimate, if the last report's runs measured it
+// (a clear sample, not a bound): what the peer's other lanes may borrow.
+func (a *Adapter) Sampled() (b float64, ok bool) { return a.burst, a.sampled }
 
 // forgetBursts drops what the rule knows of the bursts: the next loss is
 // assumed bursty again until measured.

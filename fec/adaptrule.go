@@ -199,7 +199,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if a.mode.Kind != ModeAuto {
 		return a.Ratio()
 	}
-	a.pending = a.pending.Add(rep)
+	a.pending, a.sampled = a.pending.Add(rep), false
 	a.trackClean(rep)
 	if rep.Received < rep.Expected {
 		// A peer that counts no runs (an older one, or one that has not

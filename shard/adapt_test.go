@@ -402,3 +402,48 @@ func TestFirstReportSizesGroupsByRecentRate(t *testing.T) {
 		t.Fatalf("a flow's first report after pings: %d:%d x%d, want blocks the flow's rate fills (flush %v)", k, r, d, l.la.cur.enc.FlushTimeout())
 	}
 }
+
+// A lane shares the bursts it measures with its peer's other lanes
+// (LaneConfig.Bursts), and one whose flow starts predicts with theirs:
+// its first report on a channel they measured losing 1% independently
+// gets groups at depth 1, not the assumed bursts' interleave 4 deep. A
+// lane whose path began after the record was noted (a move) assumes.
+func TestLaneSharesBursts(t *testing.T) {
+	flowReport := func(l *autoLane) {
+		for range 2 {
+			l.tick(100)
+		}
+		l.report(fec.LossReport{Expected: 3000, Received: 2970, Runs: 30})
+	}
+	shared := new(fec.PathBursts)
+	measuring := newAutoLane(t)
+	measuring.la.cfg.Bursts = shared
+	flowReport(measuring)
+	if d := measuring.la.cur.enc.Depth(); d != fec.MaxDepth {
+		t.Fatalf("nothing measured before its first report: depth %d, want the assumption's %d", d, fec.MaxDepth)
+	}
+	for range 2 {
+		measuring.tick(100)
+		measuring.report(fec.LossReport{Expected: 3000, Received: 2970, Runs: 30})
+	}
+	b, ok := shared.Recent(measuring.sa.now, time.Time{})
+	if !ok || b > 1.2 {
+		t.Fatalf("after 90 singletons: shared burst %v (%v), want independent loss noted", b, ok)
+	}
+	borrowing := newAutoLane(t)
+	borrowing.la.cfg.Bursts = shared
+	borrowing.sa.now = measuring.sa.now
+	flowReport(borrowing)
+	if d := borrowing.la.cur.enc.Depth(); d != 1 {
+		k, r := borrowing.la.cur.enc.Ratio()
+		t.Fatalf("first report with the peer's bursts measured independent: %d:%d depth %d, want depth 1", k, r, d)
+	}
+	moved := newAutoLane(t)
+	moved.la.cfg.Bursts = shared
+	moved.sa.now = measuring.sa.now.Add(time.Millisecond)
+	moved.la.newPath(moved.sa.now)
+	flowReport(moved)
+	if d := moved.la.cur.enc.Depth(); d != fec.MaxDepth {
+		t.Fatalf("a lane whose path began after the record: depth %d, want the assumption's %d", d, fec.MaxDepth)
+	}
+}

@@ -67,6 +67,10 @@ type LaneConfig struct {
 	// lanes, which the lane adds its data lengths to (nil: none); the
 	// router draws the peer's handshake lengths from it.
 	Lens *WireLens
+	// Bursts is the loss bursts the peer's lanes measured on its path,
+	// shared by all of them (fec.PathBursts; nil: none): the lane's
+	// adapter predicts with them until it measures its own.
+	Bursts *fec.PathBursts
 }
 
 // lane is one lane: the path to one of the peer's sockets and what it
@@ -113,6 +117,9 @@ type lane struct {
 	split     lossSplit
 	channel   channelLoss
 	lastSplit splitCounts
+	// pathAt is when the lane's path began (newPath; zero: with the
+	// lane): bursts its peer's lanes measured before say nothing of it.
+	pathAt time.Time
 	// lastRx is when the lane last received an authenticated datagram,
 	// under any of its keys; lastAsk when one that asks for an answer
 	// arrived: data, or a control frame other than a keepalive. A
@@ -341,7 +348,7 @@ func (s *Shard) rekey(ln *lane, cfg LaneConfig, ks *keyset, ad *fec.Adapter) {
 		ln.delay = ln.delay.carried() // same path
 		ln.split.noteRekey()
 	} else {
-		ln.newPath()
+		ln.newPath(s.now)
 	}
 	if cfg.Mode != ln.cfg.Mode {
 		ln.adapt = ad

@@ -97,13 +97,21 @@ func (s *Shard) observeNow(ln *lane, st fec.PathState, echo bool) {
 	s.observeAs(ln, st)
 }
 
-// observeAs gives ln's adapter the report it holds, the path judged st.
+// observeAs gives ln's adapter the report it holds, the path judged st,
+// with the bursts the peer's other lanes measured on the path since ln's
+// began, and shares the bursts it measures with them.
 func (s *Shard) observeAs(ln *lane, st fec.PathState) {
 	ln.adapt.SetPath(st)
 	if ln.heldBound {
 		ln.adapt.BoundRuns()
 	}
+	if b, ok := ln.cfg.Bursts.Recent(s.now, ln.pathAt); ok {
+		ln.adapt.Borrow(b)
+	}
 	ln.adapt.Observe(ln.held)
+	if b, ok := ln.adapt.Sampled(); ok {
+		ln.cfg.Bursts.Note(b, s.now)
+	}
 	if ln.txPackets-ln.tickTx >= flowPackets {
 		// A flow already sends this tick, past the packet that would
 		// have told the adapter (sendData): clean reports of pings

@@ -127,7 +127,7 @@ func (s *Shard) reportMove(ln *lane) {
 // move proven by a datagram (lane_moved), not the operator's.
 func (s *Shard) setRemote(ln *lane, to netip.AddrPort, counted bool) {
 	ln.cfg.Remote = to
-	ln.newPath()
+	ln.newPath(s.now)
 	if counted {
 		ln.moves++
 		s.count(LaneMoved)

@@ -406,9 +406,10 @@ func (c splitCounts) judge(p float64) fec.PathState {
 // newPath starts what ln measures of its path anew (a roam, a new
 // address): the round trip, the split's one-way delays, the channel's
 // rate, a loss report held for judgement, which counted the old path's
-// loss, and the adapter's floor for congestion (fec.Adapter.NewPath).
-func (ln *lane) newPath() {
-	ln.delay, ln.split, ln.channel = pathDelay{}, lossSplit{}, channelLoss{}
+// loss, and the adapter's floor for congestion (fec.Adapter.NewPath);
+// the path began at now.
+func (ln *lane) newPath(now time.Time) {
+	ln.delay, ln.split, ln.channel, ln.pathAt = pathDelay{}, lossSplit{}, channelLoss{}, now
 	ln.lastSplit, ln.held = splitCounts{}, fec.LossReport{}
 	if ln.adapt != nil {
 		ln.adapt.NewPath()

@@ -1,0 +1,94 @@
+package fec
+
+import (
+	"testing"
+	"time"
+)
+
+// A peer's record of its path's bursts gives the last noted, to a lane
+// whose path began before it, for sharedBurstAge; nil records nothing.
+func TestPathBurstsRecent(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	var nilRec *PathBursts
+	nilRec.Note(2, t0)
+	if _, ok := nilRec.Recent(t0, time.Time{}); ok {
+		t.Fatal("a nil record gave a burst")
+	}
+	s := new(PathBursts)
+	if _, ok := s.Recent(t0, time.Time{}); ok {
+		t.Fatal("nothing noted: gave a burst")
+	}
+	s.Note(1.02, t0)
+	s.Note(0, t0.Add(time.Second)) // no measurement
+	if b, ok := s.Recent(t0.Add(sharedBurstAge), time.Time{}); !ok || b != 1.02 {
+		t.Fatalf("noted 1.02: %v %v", b, ok)
+	}
+	if _, ok := s.Recent(t0.Add(sharedBurstAge+time.Millisecond), time.Time{}); ok {
+		t.Fatal("a burst older than sharedBurstAge given")
+	}
+	if _, ok := s.Recent(t0.Add(time.Second), t0.Add(time.Millisecond)); ok {
+		t.Fatal("a burst noted before the asking lane's path began given")
+	}
+}
+
+// A lane that has measured nothing predicts with the bursts another lane
+// of its peer measured: a flow's first report on a channel measured as
+// losing 1% independently gets large groups at depth 1, not the assumed
+// bursts' deep interleave. What it measured itself stands; a bound of
+// its own only lowers what it borrows.
+func TestAdapterBorrowsBursts(t *testing.T) {
+	first := LossReport{Expected: 3000, Received: 2970, Runs: 30}
+	own := freshAdapter(t)
+	own.SetFill(200)
+	own.Observe(first)
+	if !own.assuming() || own.Depth() != MaxDepth {
+		t.Fatalf("nothing borrowed: depth %d, assuming %v; want the assumption, %d deep", own.Depth(), own.assuming(), MaxDepth)
+	}
+	a := freshAdapter(t)
+	a.SetFill(200)
+	a.Borrow(1.01)
+	a.Observe(first)
+	k, r := a.Ratio()
+	if a.assuming() || a.Depth() != 1 || k < 64 {
+		t.Fatalf("borrowed independent loss: %d:%d depth %d (assuming %v), want large groups at depth 1", k, r, a.Depth(), a.assuming())
+	}
+	if _, ok := a.Sampled(); ok {
+		t.Fatal("a borrowed burst offered as sampled")
+	}
+	m := freshAdapter(t)
+	m.burst = 3
+	m.Borrow(1.01)
+	if b, _ := m.Burst(); b != 3 {
+		t.Fatalf("measured 3, borrowed 1.01: predicts with %v", b)
+	}
+	m.bound = true
+	if m.Borrow(5); m.burst != 3 || m.bound {
+		t.Fatalf("bound 3, borrowed 5: %v (bound %v), want 3 as measured", m.burst, m.bound)
+	}
+	m.bound = true
+	if m.Borrow(1.5); m.burst != 1.5 {
+		t.Fatalf("bound 3, borrowed 1.5: %v", m.burst)
+	}
+}
+
+// Sampled offers what a clear report's runs measured, not a bound nor a
+// report that measured nothing.
+func TestAdapterSampled(t *testing.T) {
+	a := freshAdapter(t)
+	a.SetPath(PathClear)
+	rep := LossReport{Expected: 10000, Received: 9900, Runs: 100}
+	a.Observe(rep)
+	if b, ok := a.Sampled(); !ok || b > burstyAbove {
+		t.Fatalf("100 singletons judged clear: sampled %v %v, want independent loss", b, ok)
+	}
+	a.Observe(LossReport{Expected: 1000, Received: 995, Runs: 5})
+	if _, ok := a.Sampled(); ok {
+		t.Fatal("5 lost: offered a sample")
+	}
+	s := freshAdapter(t)
+	s.SetPath(PathSplit)
+	s.Observe(rep)
+	if b, ok := s.Sampled(); ok {
+		t.Fatalf("a split report's runs offered as a sample: %v", b)
+	}
+}
