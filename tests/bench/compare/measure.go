@@ -318,6 +318,7 @@ func fecDelta(from, to fecStats) *fecStats {
 	return &fecStats{
 		ParityOut: sub(to.ParityOut, from.ParityOut), UDPOut: sub(to.UDPOut, from.UDPOut),
 		Recovered: sub(to.Recovered, from.Recovered), Unrecovered: sub(to.Unrecovered, from.Unrecovered),
+		ParityBack: sub(to.ParityBack, from.ParityBack), UDPBack: sub(to.UDPBack, from.UDPBack),
 	}
 }
 

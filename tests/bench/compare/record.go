@@ -156,12 +156,15 @@ func (r Record) QueueDropsPathQueuedPct() float64 {
 
 // fecStats are yip-router's FEC counters: the sending side's parity and
 // all datagrams out (data, parity, control), the receiving side's data
-// symbols recovered and lost for good.
+// symbols recovered and lost for good, and the receiving side's parity
+// and datagrams out (a TCP flow's ACK lanes).
 type fecStats struct {
 	ParityOut   uint64 `json:"parity_out"`
 	UDPOut      uint64 `json:"udp_out"`
 	Recovered   uint64 `json:"recovered"`
 	Unrecovered uint64 `json:"unrecovered"`
+	ParityBack  uint64 `json:"parity_back"`
+	UDPBack     uint64 `json:"udp_back"`
 }
 
 // parityPct is the sender's parity datagrams per other datagram, % (NaN
@@ -172,6 +175,18 @@ func (f *fecStats) parityPct() float64 {
 	}
 	return 100 * div(float64(f.ParityOut), float64(f.UDPOut-min(f.ParityOut, f.UDPOut)))
 }
+
+// backParityPct is the receiving side's parity datagrams per other
+// datagram it sent, % (NaN without FEC counters).
+func (f *fecStats) backParityPct() float64 {
+	if f == nil {
+		return math.NaN()
+	}
+	return 100 * div(float64(f.ParityBack), float64(f.UDPBack-min(f.ParityBack, f.UDPBack)))
+}
+
+// FECBackParityPct is backParityPct over the steady window.
+func (r Record) FECBackParityPct() float64 { return r.FECSteady.backParityPct() }
 
 // FECParityPct is parityPct over the run, FECSteadyParityPct over the
 // steady window.

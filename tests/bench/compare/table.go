@@ -61,6 +61,7 @@ var metrics = []metric{
 var fecMetrics = []metric{
 	{"FEC parity per other datagram sent", "%", 1, kindTCP | kindUDP | kindFlood, Record.FECParityPct},
 	{"FEC parity per other datagram sent, after the warm-up", "%", 1, kindTCP | kindUDP | kindFlood, Record.FECSteadyParityPct},
+	{"FEC parity per other datagram the receiver sent (ACKs), after the warm-up", "%", 1, kindTCP, Record.FECBackParityPct},
 	{"FEC data symbols recovered", "", 0, kindTCP | kindUDP | kindFlood, Record.FECRecovered},
 	{"FEC data symbols lost for good", "", 0, kindTCP | kindUDP | kindFlood, Record.FECUnrecovered},
 	{"sender's path judged queued, drained or split (FEC adapter), share of samples after the warm-up", "%", 0, kindTCP | kindUDP | kindFlood, Record.PathQueuedPct},

@@ -107,6 +107,10 @@ func (t *yipTopo) FEC() (fecStats, bool) {
 		f.ParityOut += sh.Counters["parity_out"]
 		f.UDPOut += sh.Counters["udp_out"]
 	}
+	for _, sh := range b.Shards {
+		f.ParityBack += sh.Counters["parity_out"]
+		f.UDPBack += sh.Counters["udp_out"]
+	}
 	rx := receiverFEC(b)
 	f.Recovered, f.Unrecovered = rx.recovered, rx.lost
 	return f, true
