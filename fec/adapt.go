@@ -89,8 +89,9 @@ type AdaptConfig struct {
 	// (default 0.4).
 	MaxOverhead float64
 	// Target is the post-FEC inner loss the rule aims for while it knows
-	// no round-trip time, and the loosest it ever aims for (default
-	// 0.001). With a round-trip time (SetRTT) it aims for the lower
+	// no round-trip time or the lane sends only small packets
+	// (SetDataLen), and the loosest it ever aims for (default 0.001).
+	// With a round-trip time (SetRTT) it aims for the lower
 	// TCPResidual(rtt).
 	Target float64
 	// MinTarget is the strictest target (default 1e-7): below it parity
@@ -120,9 +121,11 @@ const maxKs = 4
 // (each of at least MinExpected symbols, about a second), or the latest
 // interval's if that is higher; b, the mean length of a loss burst on the
 // wire, is taken over reports with runs until they saw burstSample lost
-// symbols (10 per depth of interleaving; an exponentially weighted
-// average, weight ½), and forgotten once a whole window saw no loss or
-// the path changed; until measured it is assumed unknownBurst, and only
+// symbols (10 per depth of interleaving, each report weighed by its own:
+// runSample; an exponentially weighted average, weight ½), and forgotten
+// once a whole window saw no loss or the path changed; until measured it
+// is what another lane of the peer measured (Borrow), or assumed
+// unknownBurst, and only
 // the deepest interleave is weighed (burstLen); a sample ends that
 // assumption for independent loss only over twice burstSample (sample).
 // Among the group sizes Ks, R in [MinR, min(MaxR, K·MaxOverhead)] and,
@@ -141,7 +144,8 @@ const maxKs = 4
 // the target: the start-up guess is no choice to keep), and the window
 // lets it fall within a few seconds once the path is clean. The target
 // is Target until SetRTT gives the path's round-trip time, then
-// TCPResidual of it, within [MinTarget, Target].
+// TCPResidual of it, within [MinTarget, Target]; Target again while the
+// lane sends only small packets (SetDataLen: ACKs, pings).
 // A path whose last cleanReports reports lost nothing gets no parity at
 // all (trackClean); its first loss brings back MinR at once, and if the
 // run came before any interval was acted on (pings before a flow), Busy
@@ -197,6 +201,7 @@ type Adapter struct {
 	boundRuns            bool // the next report's runs only bound (BoundRuns)
 	target               float64
 	rtt                  time.Duration
+	small                bool    // the lane's data are small packets (SetDataLen)
 	fill                 float64 // data symbols per flush timeout (SetFill; 0: unknown)
 	// partial[n] is the parity for a group that closes early with n data
 	// symbols (Partial), set from the first report on.
@@ -350,9 +355,39 @@ func (a *Adapter) Partial() []uint8 {
 // sets how little residual loss the inner flows need.
 func (a *Adapter) SetRTT(rtt time.Duration) {
 	a.rtt = rtt
+	a.setTarget()
+}
+
+// SetDataLen tells the rule the mean length of the inner packets the
+// lane sent since the peer's last report (zero: none sent, which changes
+// nothing). A lane whose packets average at most smallData bytes carries
+// no data of a flow whose rate rests on the residual loss: a TCP flow's
+// ACKs (cumulative: the next one says what a lost one did), pings, DNS,
+// voice. It aims for Target, not for what a TCP flow needs at the
+// path's round trip: a download's ACK lane at 1% loss paid 16:4 x1 (25%
+// of its datagrams) for a residual of 7e-7, and 4:4 x4 while bursts
+// were assumed.
+func (a *Adapter) SetDataLen(mean float64) {
+	if mean > 0 {
+		a.small = mean <= smallData
+		a.setTarget()
+	}
+}
+
+// smallData is the longest mean inner packet length (bytes) of a lane
+// that SetDataLen takes as carrying no bulk data: a pure TCP ACK with
+// SACK blocks over IPv6 is about 110 bytes, a bulk flow's segments are
+// over 500 (and its own ACKs, one per two segments, leave the mean over
+// 900).
+const smallData = 256
+
+// setTarget sets the residual loss the rule aims for: Target for a lane
+// of small packets or without a round trip, else TCPResidual of it,
+// within [MinTarget, Target].
+func (a *Adapter) setTarget() {
 	a.target = a.cfg.Target
-	if rtt > 0 {
-		a.target = min(a.cfg.Target, max(a.cfg.MinTarget, TCPResidual(rtt)))
+	if a.rtt > 0 && !a.small {
+		a.target = min(a.cfg.Target, max(a.cfg.MinTarget, TCPResidual(a.rtt)))
 	}
 }
 

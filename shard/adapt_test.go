@@ -447,3 +447,24 @@ func TestLaneSharesBursts(t *testing.T) {
 		t.Fatalf("a lane whose path began after the record: depth %d, want the assumption's %d", d, fec.MaxDepth)
 	}
 }
+
+// A lane's loss report tells its adapter the mean length of what the lane
+// sent since the last: a lane of ACK-sized packets aims for the adapter's
+// loosest target, one of a flow's data for TCP's at the path's round trip.
+func TestLaneDataLenSetsTarget(t *testing.T) {
+	l := newAutoLane(t)
+	tcp := l.la.adapt.Target()
+	for i := range 200 {
+		inject(t, l.sa, ipPacket("10.1.0.5", "10.2.0.9", 80, i))
+	}
+	l.report(fec.LossReport{Expected: 200, Received: 198, Runs: 2})
+	if got := l.la.adapt.Target(); got != fec.DefaultAdaptConfig.Target {
+		t.Fatalf("after 200 packets of 80 bytes: target %v, want %v (TCP's: %v)", got, fec.DefaultAdaptConfig.Target, tcp)
+	}
+	l.sa.now = l.sa.now.Add(time.Second)
+	l.tick(200)
+	l.report(fec.LossReport{Expected: 200, Received: 198, Runs: 2})
+	if got := l.la.adapt.Target(); got != tcp || tcp >= fec.DefaultAdaptConfig.Target {
+		t.Fatalf("after 200 packets of 1000 bytes: target %v, want TCP's %v", got, tcp)
+	}
+}

@@ -96,11 +96,12 @@ type lane struct {
 	ts       *tcpts.Table
 	parityAt time.Time
 	tsOn     bool
-	// reportAt and reportTx are when the last loss report arrived and
-	// txPackets then: the lane's rate, which tells the adapter how much a
-	// group can hold before its flush timeout.
-	reportAt time.Time
-	reportTx uint64
+	// reportAt, reportTx and reportBytes are when the last loss report
+	// arrived and txPackets and txBytes then: the lane's rate, which
+	// tells the adapter how much a group can hold before its flush
+	// timeout, and the mean length of what it sent (SetDataLen).
+	reportAt              time.Time
+	reportTx, reportBytes uint64
 	// held is a loss report of the peer's that arrived at heldAt, which
 	// the adapter hears at heldUntil, when the round-trip samples that
 	// judge it have arrived (delayjudge.go; Expected 0: none); heldBound:

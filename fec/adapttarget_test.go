@@ -1,0 +1,45 @@
+package fec
+
+import (
+	"testing"
+	"time"
+)
+
+// A lane of small packets (a download's ACKs, pings) aims for Target, a
+// lane of a flow's data for what TCP needs at the path's round trip: on
+// a channel losing 1% independently an ACK lane's groups of 20 get at
+// most 2 parity, not the 4 a data lane's would.
+func TestAdapterSmallDataTarget(t *testing.T) {
+	tcp := TCPResidual(50 * time.Millisecond)
+	choose := func(mean float64) (k, r int, target float64) {
+		a := freshAdapter(t)
+		a.SetFill(20)
+		a.SetDataLen(mean)
+		a.Borrow(1.01) // independent loss, measured
+		a.SetPath(PathClear)
+		a.Observe(LossReport{Expected: 3000, Received: 2970, Runs: 30})
+		k, r = a.Ratio()
+		return k, r, a.Target()
+	}
+	k, r, target := choose(80)
+	if target != DefaultAdaptConfig.Target || r > 2 || k < 16 {
+		t.Fatalf("ACKs of 80 bytes: %d:%d for target %v, want at most 2 parity for groups of about 20, aiming for %v", k, r, target, DefaultAdaptConfig.Target)
+	}
+	k, r, target = choose(1400)
+	if target != tcp || r < 4 {
+		t.Fatalf("data of 1400 bytes: %d:%d for target %v, want 4 or more parity, aiming for %v", k, r, target, tcp)
+	}
+	// Nothing sent says nothing; a flow's data after ACKs brings back
+	// the round trip's target.
+	a := freshAdapter(t)
+	a.SetDataLen(80)
+	a.SetDataLen(0)
+	if a.Target() != DefaultAdaptConfig.Target {
+		t.Fatalf("nothing sent after ACKs: target %v", a.Target())
+	}
+	a.SetDataLen(smallData + 1)
+	a.SetRTT(100 * time.Millisecond)
+	if want := TCPResidual(100 * time.Millisecond); a.Target() != want {
+		t.Fatalf("data after ACKs, then a new round trip: target %v, want %v", a.Target(), want)
+	}
+}
