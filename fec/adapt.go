@@ -183,7 +183,7 @@ type Adapter struct {
 	d     int     // interleaving depth
 	burst float64 // mean loss-burst length on the wire (0: unknown)
 	bound bool    // burst is only split or queued reports' bound (takeBursts)
-	// sampled: the last report's runs measured burst (Sampled).
+	// sampled: the last report's runs set burst (Sampled).
 	sampled bool
 	// window holds the last lossWindow intervals acted on; pending
 	// gathers reports until one has MinExpected symbols.

@@ -82,9 +82,20 @@ func (a *Adapter) takeBursts(clean bool) {
 	} else if clean {
 		a.forgetBursts()
 	}
-	if b, ok := a.sample(&a.splitPend); ok && b < max(a.bursty(), 1) {
-		a.burst, a.bound = b, a.burst == 0 || a.bound
+	if b, ok := a.sample(&a.splitPend); ok && a.lower(b) {
+		a.sampled = true
 	}
+}
+
+// lower takes b, a bound on the bursts from above, if it is below what
+// the rule predicts with (reporting whether it was): as a bound if that
+// was assumed or a bound, else as the measurement lowered.
+func (a *Adapter) lower(b float64) bool {
+	if b >= max(a.bursty(), 1) {
+		return false
+	}
+	a.burst, a.bound = b, a.burst == 0 || a.bound
+	return true
 }
 
 // nearFloor reports whether rep lost no more than the floor for
@@ -117,24 +128,28 @@ func (a *Adapter) sample(pend *runSample) (b float64, ok bool) {
 	return b, true
 }
 
-// Borrow gives the rule bursts another lane of the peer measured on the
-// same path (PathBursts): if this lane has measured none (assumed, or
-// the assumption ended unmeasured) or only bounded them, it predicts
-// with b (within the bound) as with a sample of its own, which its own
-// samples then move as they would.
-func (a *Adapter) Borrow(b float64) {
+// Borrow gives the rule bursts another lane of the peer set its estimate
+// to on the same path (PathBursts; bound: only a bound from above). A
+// measurement stands for this lane's if it has measured none (assumed,
+// or the assumption ended) or only bounded them (then within its bound),
+// and its own samples move it from there as they would; a bound only
+// lowers what the rule predicts with, as the lane's own would.
+func (a *Adapter) Borrow(b float64, bound bool) {
 	switch {
-	case !(b > 0) || a.noRuns || a.burst > 0 && !a.bound:
+	case !(b > 0) || a.noRuns:
+	case bound:
+		a.lower(b)
+	case a.burst == 0:
+		a.burst, a.bound = b, false
 	case a.bound:
 		a.burst, a.bound = min(a.burst, b), false
-	default:
-		a.burst = b
 	}
 }
 
-// Sampled is the burst estimate, if the last report's runs measured it
-// (a clear sample, not a bound): what the peer's other lanes may borrow.
-func (a *Adapter) Sampled() (b float64, ok bool) { return a.burst, a.sampled }
+// Sampled is the burst estimate and whether it only bounds them, if the
+// last report's runs set it (a clear sample, or a bound that lowered
+// it): what the peer's other lanes may borrow.
+func (a *Adapter) Sampled() (b float64, bound, ok bool) { return a.burst, a.bound, a.sampled }
 
 // forgetBursts drops what the rule knows of the bursts: the next loss is
 // assumed bursty again until measured.

@@ -15,7 +15,7 @@ func TestAdapterSmallDataTarget(t *testing.T) {
 		a := freshAdapter(t)
 		a.SetFill(20)
 		a.SetDataLen(mean)
-		a.Borrow(1.01) // independent loss, measured
+		a.Borrow(1.01, false) // independent loss, measured
 		a.SetPath(PathClear)
 		a.Observe(LossReport{Expected: 3000, Received: 2970, Runs: 30})
 		k, r = a.Ratio()

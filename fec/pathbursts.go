@@ -8,8 +8,13 @@ import (
 	"time"
 )
 
-// PathBursts is the mean wire burst the latest clear sample of any of a
-// peer's lanes measured (Adapter.Sampled), and when. The lanes cross the
+// PathBursts is the mean wire burst the latest sample of any of a peer's
+// lanes set its estimate to (Adapter.Sampled), whether it only bounds
+// them from above (a queue's runs lowered the estimate), and when. Every
+// change goes here, lowered or not: one lane's overshoot read as bursts
+// that its own queued reports then took down must not stand for the
+// others (a BBR flow borrowed bursts of 7.85 so, and paid 97:36 x2 for
+// its whole run). The lanes cross the
 // same path, whose bursts are its links', so a lane that starts carrying
 // a flow need not assume bursts for its first seconds when another lane
 // has just measured them: a BBR flow hashed to a lane that had carried
@@ -21,6 +26,7 @@ import (
 type PathBursts struct {
 	mu    sync.Mutex
 	burst float64
+	bound bool
 	at    time.Time
 }
 
@@ -30,28 +36,29 @@ type PathBursts struct {
 // technology) changes more slowly than flows come and go.
 const sharedBurstAge = 30 * time.Second
 
-// Note records burst b, measured at now. A nil PathBursts ignores it.
-func (s *PathBursts) Note(b float64, now time.Time) {
+// Note records burst b (bound: a bound from above), set at now. A nil
+// PathBursts ignores it.
+func (s *PathBursts) Note(b float64, bound bool, now time.Time) {
 	if s == nil || !(b > 0) {
 		return
 	}
 	s.mu.Lock()
-	s.burst, s.at = b, now
+	s.burst, s.bound, s.at = b, bound, now
 	s.mu.Unlock()
 }
 
 // Recent is the burst noted last, if that was after since (the asking
 // lane's path began: what its old path measured says nothing of its new
 // one) and within sharedBurstAge of now.
-func (s *PathBursts) Recent(now, since time.Time) (float64, bool) {
+func (s *PathBursts) Recent(now, since time.Time) (b float64, bound, ok bool) {
 	if s == nil {
-		return 0, false
+		return 0, false, false
 	}
 	s.mu.Lock()
-	b, at := s.burst, s.at
+	b, bound, at := s.burst, s.bound, s.at
 	s.mu.Unlock()
 	if b == 0 || at.Before(since) || now.Sub(at) > sharedBurstAge {
-		return 0, false
+		return 0, false, false
 	}
-	return b, true
+	return b, bound, true
 }

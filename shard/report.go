@@ -111,12 +111,12 @@ func (s *Shard) observeAs(ln *lane, st fec.PathState) {
 	if ln.heldBound {
 		ln.adapt.BoundRuns()
 	}
-	if b, ok := ln.cfg.Bursts.Recent(s.now, ln.pathAt); ok {
-		ln.adapt.Borrow(b)
+	if b, bound, ok := ln.cfg.Bursts.Recent(s.now, ln.pathAt); ok {
+		ln.adapt.Borrow(b, bound)
 	}
 	ln.adapt.Observe(ln.held)
-	if b, ok := ln.adapt.Sampled(); ok {
-		ln.cfg.Bursts.Note(b, s.now)
+	if b, bound, ok := ln.adapt.Sampled(); ok {
+		ln.cfg.Bursts.Note(b, bound, s.now)
 	}
 	if ln.txPackets-ln.tickTx >= flowPackets {
 		// A flow already sends this tick, past the packet that would

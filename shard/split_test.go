@@ -436,7 +436,8 @@ func TestSplitOutside(t *testing.T) {
 	}{
 		{"an overshoot outside 602 clear", splitCounts{clearExp: 602, clearLost: 5}, fec.LossReport{Expected: 3700, Received: 3497, Runs: 79}, true},
 		{"the clear slices' share", splitCounts{clearExp: 602, clearLost: 5}, fec.LossReport{Expected: 3700, Received: 3660, Runs: 40}, false},
-		{"too few clear", splitCounts{clearExp: minSplitExpected - 1, queuedExp: 3000, queuedLost: 300}, fec.LossReport{Expected: 3700, Received: 3497, Runs: 79}, false},
+		{"queued, too few clear", splitCounts{clearExp: minSplitExpected - 1, queuedExp: 1109, queuedLost: 11}, fec.LossReport{Expected: 3825, Received: 3678, Runs: 59}, true},
+		{"too few either way", splitCounts{clearExp: minSplitExpected - 1, queuedExp: minSplitExpected - 1}, fec.LossReport{Expected: 3700, Received: 3497, Runs: 79}, false},
 		{"a bursty channel's spread", splitCounts{clearExp: 600, clearLost: 30}, fec.LossReport{Expected: 1000, Received: 900, Runs: 25}, false},
 		{"none lost", splitCounts{clearExp: 602, clearLost: 5}, fec.LossReport{Expected: 3700, Received: 3700}, false},
 	} {
