@@ -311,6 +311,15 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if congested {
 		p = min(p, ceiling)
 	}
+	if first && p == 0 {
+		// The first interval lost nothing: the channel loses less than
+		// about one in its size, not nothing, and a flow's slow start
+		// runs in what the rule chooses now. Taken as clean, 223
+		// symbols of a CUBIC flow's start (one flow start in nine at
+		// 1% loss) took the start-up guess down to 41:1; it lost 7
+		// packets for good and ran at 91 Mbit/s of 200.
+		p = LossWithinChance(0, interval.Expected)
+	}
 	a.p, a.pOK, a.guessOff = p, true, false
 	if !congested {
 		a.queued = 0

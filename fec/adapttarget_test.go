@@ -43,3 +43,22 @@ func TestAdapterSmallDataTarget(t *testing.T) {
 		t.Fatalf("data after ACKs, then a new round trip: target %v, want %v", a.Target(), want)
 	}
 }
+
+// A first interval that lost nothing is taken as losing up to one in its
+// size: a flow's slow start runs in the choice, and a clean first
+// interval of 223 symbols is one flow start in nine at 1% loss.
+func TestAdapterCleanFirstIntervalKeepsProtection(t *testing.T) {
+	a := freshAdapter(t)
+	a.SetFill(41)
+	a.SetPath(PathClear)
+	a.Observe(LossReport{Expected: 223, Received: 223})
+	k, r := a.Ratio()
+	if r < 2 || a.Depth() != MaxDepth {
+		t.Fatalf("a clean first interval of 223: %d:%d x%d, want parity for the loss it is within chance of, %d deep", k, r, a.Depth(), MaxDepth)
+	}
+	// A clean path still loses its parity after cleanReports.
+	observeN(a, cleanReports-1, LossReport{Expected: 2000, Received: 2000})
+	if _, r := a.Ratio(); r != 0 {
+		t.Fatalf("after %d clean reports: R %d, want none", cleanReports, r)
+	}
+}
