@@ -207,12 +207,14 @@ type Adapter struct {
 	// symbols (Partial), set from the first report on.
 	partial   [MaxK]uint8
 	partialOK bool
-	// clean counts the reports in a row that lost nothing; from
-	// cleanReports on the lane sends no parity. guessOff: such a run
-	// took the start-up guess off before the rule acted on any
-	// interval (Busy).
-	clean    int
-	guessOff bool
+	// clean counts the reports in a row that lost nothing, cleanSyms
+	// the symbols they held; from cleanReports on the lane sends no
+	// parity. guessOff: such a run took parity off while it said
+	// nothing of a flow's loss: before the rule acted on any interval,
+	// or holding fewer than MinExpected symbols (Busy).
+	clean     int
+	cleanSyms uint32
+	guessOff  bool
 	// long: the peer's decoder reads long groups (SetLongGroups).
 	long bool
 	// path is what the round trip says (SetPath); p is the loss the

@@ -76,11 +76,12 @@ func TestAdapterBusyBringsGuessBack(t *testing.T) {
 	if a.Busy() {
 		t.Fatal("Busy changed the ratio twice")
 	}
-	// The flow's first interval sizes R; a clean run then takes parity
-	// off for good: the rule measured the path.
+	// The flow's first interval sizes R; a clean run of a flow's worth
+	// then takes parity off for good: the rule measured the path (one of
+	// pings, after the flow, does not: TestAdapterIdleCleanRunGivesNextFlowTheGuess).
 	a.Observe(LossReport{Expected: 4000, Received: 3960})
 	for range cleanReports {
-		a.Observe(LossReport{Expected: 2, Received: 2})
+		a.Observe(LossReport{Expected: 2000, Received: 2000})
 	}
 	if _, r := a.Ratio(); r != 0 || a.Busy() {
 		t.Fatalf("a measured path clean again: R %d, or Busy brought the guess back", r)

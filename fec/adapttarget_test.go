@@ -1,6 +1,7 @@
 package fec
 
 import (
+	"slices"
 	"testing"
 	"time"
 )
@@ -60,5 +61,35 @@ func TestAdapterCleanFirstIntervalKeepsProtection(t *testing.T) {
 	observeN(a, cleanReports-1, LossReport{Expected: 2000, Received: 2000})
 	if _, r := a.Ratio(); r != 0 {
 		t.Fatalf("after %d clean reports: R %d, want none", cleanReports, r)
+	}
+}
+
+// Clean reports of a lane idle between flows (a few symbols each) take
+// parity off, and the next flow's first window brings the start-up guess
+// back (Busy); a clean run that carried a flow's worth does not.
+func TestAdapterIdleCleanRunGivesNextFlowTheGuess(t *testing.T) {
+	lossy := LossReport{Expected: 3000, Received: 2970, Runs: 30}
+	for _, c := range []struct {
+		name  string
+		clean uint32
+		guess bool
+	}{
+		{"idle between flows", 8, true},
+		{"a flow on a clean path", 2000, false},
+	} {
+		a := freshAdapter(t)
+		a.SetPath(PathClear)
+		observeN(a, 3, lossy)
+		observeN(a, cleanReports, LossReport{Expected: c.clean, Received: c.clean})
+		if _, r := a.Ratio(); r != 0 {
+			t.Fatalf("%s: after %d clean reports R %d, want none", c.name, cleanReports, r)
+		}
+		if got := a.Busy(); got != c.guess {
+			k, r := a.Ratio()
+			t.Fatalf("%s: a flow starts: Busy %v (%d:%d), want %v", c.name, got, k, r, c.guess)
+		}
+		if k, r := a.Ratio(); c.guess && (k != slices.Min(DefaultAdaptConfig.Ks) || r != a.maxR(k)) {
+			t.Fatalf("%s: a flow starts: %d:%d, want the start-up guess", c.name, k, r)
+		}
 	}
 }
