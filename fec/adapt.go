@@ -90,7 +90,7 @@ type AdaptConfig struct {
 	MaxOverhead float64
 	// Target is the post-FEC inner loss the rule aims for while it knows
 	// no round-trip time or the lane sends only small packets
-	// (SetDataLen), and the loosest it ever aims for (default 0.001).
+	// (SetSent), and the loosest it ever aims for (default 0.001).
 	// With a round-trip time (SetRTT) it aims for the lower
 	// TCPResidual(rtt).
 	Target float64
@@ -145,11 +145,12 @@ const maxKs = 4
 // lets it fall within a few seconds once the path is clean. The target
 // is Target until SetRTT gives the path's round-trip time, then
 // TCPResidual of it, within [MinTarget, Target]; Target again while the
-// lane sends only small packets (SetDataLen: ACKs, pings).
+// lane sends only small packets (SetSent: ACKs, pings).
 // A path whose last cleanReports reports lost nothing gets no parity at
 // all (trackClean); its first loss brings back MinR at once, and if the
-// run came before any interval was acted on (pings before a flow), Busy
-// brings back the start-up guess when a flow starts.
+// run said nothing of a flow's loss (before any interval was acted on,
+// or too few symbols: pings before a flow, a lane idle between flows),
+// Busy brings back the start-up guess when a flow starts.
 // Loss reported while the path queues (SetPath(PathQueued)) is
 // congestion, not the channel's: each such interval counts as losing at
 // most a quarter of the p the rule last acted on, or the floor if that is
@@ -201,7 +202,7 @@ type Adapter struct {
 	boundRuns            bool // the next report's runs only bound (BoundRuns)
 	target               float64
 	rtt                  time.Duration
-	small                bool    // the lane's data are small packets (SetDataLen)
+	small                bool    // the lane's data are small packets (SetSent)
 	fill                 float64 // data symbols per flush timeout (SetFill; 0: unknown)
 	// partial[n] is the parity for a group that closes early with n data
 	// symbols (Partial), set from the first report on.
@@ -215,6 +216,9 @@ type Adapter struct {
 	clean     int
 	cleanSyms uint32
 	guessOff  bool
+	// fresh: the start-up guess is in force (from NewAdapter or Busy),
+	// and the next interval acted on is a flow's first.
+	fresh bool
 	// long: the peer's decoder reads long groups (SetLongGroups).
 	long bool
 	// path is what the round trip says (SetPath); p is the loss the
@@ -353,46 +357,6 @@ func (a *Adapter) Partial() []uint8 {
 	return a.partial[:k]
 }
 
-// SetRTT tells the rule the path's round-trip time (zero: unknown), which
-// sets how little residual loss the inner flows need.
-func (a *Adapter) SetRTT(rtt time.Duration) {
-	a.rtt = rtt
-	a.setTarget()
-}
-
-// SetDataLen tells the rule the mean length of the inner packets the
-// lane sent since the peer's last report (zero: none sent, which changes
-// nothing). A lane whose packets average at most smallData bytes carries
-// no data of a flow whose rate rests on the residual loss: a TCP flow's
-// ACKs (cumulative: the next one says what a lost one did), pings, DNS,
-// voice. It aims for Target, not for what a TCP flow needs at the
-// path's round trip: a download's ACK lane at 1% loss paid 16:4 x1 (25%
-// of its datagrams) for a residual of 7e-7, and 4:4 x4 while bursts
-// were assumed.
-func (a *Adapter) SetDataLen(mean float64) {
-	if mean > 0 {
-		a.small = mean <= smallData
-		a.setTarget()
-	}
-}
-
-// smallData is the longest mean inner packet length (bytes) of a lane
-// that SetDataLen takes as carrying no bulk data: a pure TCP ACK with
-// SACK blocks over IPv6 is about 110 bytes, a bulk flow's segments are
-// over 500 (and its own ACKs, one per two segments, leave the mean over
-// 900).
-const smallData = 256
-
-// setTarget sets the residual loss the rule aims for: Target for a lane
-// of small packets or without a round trip, else TCPResidual of it,
-// within [MinTarget, Target].
-func (a *Adapter) setTarget() {
-	a.target = a.cfg.Target
-	if a.rtt > 0 && !a.small {
-		a.target = min(a.cfg.Target, max(a.cfg.MinTarget, TCPResidual(a.rtt)))
-	}
-}
-
 // SetFill tells the rule how many data symbols the lane sends within one
 // flush timeout at its current rate (zero: unknown). A group larger than
 // that never fills: it closes early with as many symbols, and a block of
@@ -484,6 +448,3 @@ func (a *Adapter) NewPath() {
 	a.clearP, a.floorKnown, a.queued, a.unclear = math.Inf(1), false, 0, 0
 	a.forgetBursts()
 }
-
-// Target is the residual loss the rule currently aims for.
-func (a *Adapter) Target() float64 { return a.target }

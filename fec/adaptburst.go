@@ -131,16 +131,19 @@ func (a *Adapter) sample(pend *runSample) (b float64, ok bool) {
 // Borrow gives the rule bursts another lane of the peer set its estimate
 // to on the same path (PathBursts; bound: only a bound from above). A
 // measurement stands for this lane's if it has measured none (assumed,
-// or the assumption ended) or only bounded them (then within its bound),
-// and its own samples move it from there as they would; a bound only
-// lowers what the rule predicts with, as the lane's own would.
+// or the assumption ended; at most unknownBurst, the longest the rule
+// would assume: another lane's overshoot read as bursts of 7.85) or only
+// bounded them (then within its bound), and its own samples move it
+// from there as they would; a bound only lowers what the rule predicts
+// with, its own measurement too, as a bound of its own would. A lane
+// whose clean window forgot its bursts borrows again: the path's.
 func (a *Adapter) Borrow(b float64, bound bool) {
 	switch {
 	case !(b > 0) || a.noRuns:
 	case bound:
 		a.lower(b)
 	case a.burst == 0:
-		a.burst, a.bound = b, false
+		a.burst, a.bound = min(b, unknownBurst), false
 	case a.bound:
 		a.burst, a.bound = min(a.burst, b), false
 	}

@@ -257,7 +257,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		return a.Ratio()
 	}
 	interval := a.pending
-	first := !a.pOK // the start-up guess is no choice to keep
+	first := !a.pOK || a.fresh // the start-up guess is no choice to keep
 	if !a.floorKnown {
 		a.clearP = min(a.clearP, interval.lossBound()) // the least any interval lost, within chance
 	}
@@ -320,7 +320,10 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		// packets for good and ran at 91 Mbit/s of 200.
 		p = LossWithinChance(0, interval.Expected)
 	}
-	a.p, a.pOK, a.guessOff = p, true, false
+	// A clean run too small to say anything keeps the guess for the next
+	// flow (Busy) while it goes on.
+	a.p, a.pOK, a.fresh = p, true, false
+	a.guessOff = a.guessOff && a.clean >= cleanReports && a.cleanSyms < a.cfg.MinExpected
 	if !congested {
 		a.queued = 0
 	}
@@ -416,86 +419,8 @@ func (a *Adapter) standingQueue() {
 // takes four reports once the floor is below it.
 const minQueuedLoss = 0.005
 
-// trackClean counts rep into the run of clean reports: after cleanReports
-// of them parity goes off; a report that lost anything ends the run and,
-// if parity was off, brings back MinR (and MinR for early-closing groups)
-// before the rule has an interval to act on.
-func (a *Adapter) trackClean(rep LossReport) {
-	switch {
-	case rep.Expected > rep.Received:
-		a.clean, a.cleanSyms = 0, 0
-		if a.r < a.cfg.MinR && !a.queuing() {
-			a.r = a.cfg.MinR
-			for i := range a.partial {
-				a.partial[i] = uint8(a.cfg.MinR)
-			}
-			a.partialOK = true
-		}
-	case rep.Expected > 0:
-		a.cleanSyms = satAdd(a.cleanSyms, rep.Expected)
-		if a.clean++; a.clean >= cleanReports {
-			a.guessOff = a.guessOff || (!a.pOK || a.cleanSyms < a.cfg.MinExpected) && a.r > 0
-			a.parityOff()
-		}
-	}
-}
-
-// startGuess is the ratio until the first interval the rule acts on: the
-// smallest K with the most parity the rule spends on it (NewAdapter says
-// why), full R for groups that close early, at the deepest interleave:
-// the burst length is no more known than the loss (unknownBurst).
-func (a *Adapter) startGuess() {
-	a.setDepth(a.deepest())
-	a.k = slices.Min(a.cfg.Ks)
-	a.r, a.partialOK = a.maxR(a.k), false
-}
-
-// deepest is the deepest interleave the rule weighs.
-func (a *Adapter) deepest() int {
-	d := 1
-	for _, dd := range depths {
-		if dd <= a.cfg.MaxDepth {
-			d = dd
-		}
-	}
-	return d
-}
-
 // BoundRuns tells the rule that the next report's losses fell mostly
 // outside the span its path was seen clear for (the peer's split counted
 // far fewer in its clear slices than the report lost): its runs bound
 // the bursts from above, as a queue's do, and measure nothing.
 func (a *Adapter) BoundRuns() { a.boundRuns = true }
-
-// Busy tells the rule that the lane now sends a flow: more packets within
-// a timer tick than pings send. If clean reports that said nothing of a
-// flow's loss took parity off (before the rule acted on any interval,
-// or holding fewer than MinExpected symbols together: a ping or two, the
-// keepalives of a lane idle between flows; a path that lost none of six
-// symbols may still lose 5%), the start-up guess comes back for the
-// flow's slow start, until the rule acts on the flow's first interval.
-// (A Reno flow that started on a lane idle since a CUBIC flow, whose
-// clean reports of 8 symbols had taken parity off on a channel losing
-// 1%, lost 25 packets for good in its first second and ran at 71 Mbit/s
-// of 200.) It reports whether the ratio changed.
-func (a *Adapter) Busy() bool {
-	if !a.guessOff || a.mode.Kind != ModeAuto {
-		return false
-	}
-	a.guessOff, a.clean, a.cleanSyms = false, 0, 0
-	a.startGuess()
-	return true
-}
-
-// sparse reports whether the lane's groups close early with a packet or
-// two (fewer than two data symbols per flush timeout): a ping lane, an
-// ACK stream.
-func (a *Adapter) sparse() bool { return a.fill > 0 && a.fill < 2 }
-
-// parityOff stops parity: a clean path (and with no parity, nothing to
-// interleave). The partial table stays: a block still open under the
-// previous R closes with it (a 0 there would mean the full R).
-func (a *Adapter) parityOff() {
-	a.r = 0
-	a.setDepth(1)
-}

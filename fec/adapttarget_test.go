@@ -9,39 +9,44 @@ import (
 // A lane of small packets (a download's ACKs, pings) aims for Target, a
 // lane of a flow's data for what TCP needs at the path's round trip: on
 // a channel losing 1% independently an ACK lane's groups of 20 get at
-// most 2 parity, not the 4 a data lane's would.
+// most 2 parity, not the 4 a data lane's would. A lane with a flow's
+// data beside another's ACKs is no lane of small packets.
 func TestAdapterSmallDataTarget(t *testing.T) {
 	tcp := TCPResidual(50 * time.Millisecond)
-	choose := func(mean float64) (k, r int, target float64) {
+	choose := func(sent, large uint64) (k, r int, target float64) {
 		a := freshAdapter(t)
 		a.SetFill(20)
-		a.SetDataLen(mean)
+		a.SetSent(sent, large)
 		a.Borrow(1.01, false) // independent loss, measured
 		a.SetPath(PathClear)
 		a.Observe(LossReport{Expected: 3000, Received: 2970, Runs: 30})
 		k, r = a.Ratio()
 		return k, r, a.Target()
 	}
-	k, r, target := choose(80)
+	k, r, target := choose(3000, 1) // ACKs, and the request that began the download
 	if target != DefaultAdaptConfig.Target || r > 2 || k < 16 {
-		t.Fatalf("ACKs of 80 bytes: %d:%d for target %v, want at most 2 parity for groups of about 20, aiming for %v", k, r, target, DefaultAdaptConfig.Target)
+		t.Fatalf("ACKs: %d:%d for target %v, want at most 2 parity for groups of about 20, aiming for %v", k, r, target, DefaultAdaptConfig.Target)
 	}
-	k, r, target = choose(1400)
-	if target != tcp || r < 4 {
-		t.Fatalf("data of 1400 bytes: %d:%d for target %v, want 4 or more parity, aiming for %v", k, r, target, tcp)
+	for _, c := range []struct{ sent, large uint64 }{{3000, 3000}, {9380, 780}} {
+		if k, r, target := choose(c.sent, c.large); target != tcp || r < 4 {
+			t.Fatalf("%d of %d packets large: %d:%d for target %v, want 4 or more parity, aiming for %v", c.large, c.sent, k, r, target, tcp)
+		}
 	}
 	// Nothing sent says nothing; a flow's data after ACKs brings back
 	// the round trip's target.
 	a := freshAdapter(t)
-	a.SetDataLen(80)
-	a.SetDataLen(0)
+	a.SetSent(100, 0)
+	a.SetSent(0, 0)
 	if a.Target() != DefaultAdaptConfig.Target {
 		t.Fatalf("nothing sent after ACKs: target %v", a.Target())
 	}
-	a.SetDataLen(smallData + 1)
+	a.SetSent(100, 2)
 	a.SetRTT(100 * time.Millisecond)
 	if want := TCPResidual(100 * time.Millisecond); a.Target() != want {
 		t.Fatalf("data after ACKs, then a new round trip: target %v, want %v", a.Target(), want)
+	}
+	if !SmallSymbol(52+24) || SmallSymbol(1000+24) {
+		t.Fatal("an ACK's symbol not small, or a segment's small")
 	}
 }
 
@@ -91,5 +96,29 @@ func TestAdapterIdleCleanRunGivesNextFlowTheGuess(t *testing.T) {
 		if k, r := a.Ratio(); c.guess && (k != slices.Min(DefaultAdaptConfig.Ks) || r != a.maxR(k)) {
 			t.Fatalf("%s: a flow starts: %d:%d, want the start-up guess", c.name, k, r)
 		}
+	}
+}
+
+// A clean run too small to say anything keeps the guess for the next
+// flow even when the rule acts on an interval during it (the previous
+// flow's last report, pending, fills one), and the next flow's first
+// interval after Busy is a first interval: lost nothing, it counts as
+// losing one in its size.
+func TestAdapterGuessAfterIdleRunIsFirst(t *testing.T) {
+	a := freshAdapter(t)
+	a.SetPath(PathClear)
+	observeN(a, 3, LossReport{Expected: 3000, Received: 2970, Runs: 30})
+	a.Observe(LossReport{Expected: 150, Received: 149, Runs: 1}) // pending
+	observeN(a, 7, LossReport{Expected: 8, Received: 8})         // acts at the 7th
+	if _, r := a.Ratio(); r != 0 {
+		t.Fatalf("idle after a flow: R %d, want none", r)
+	}
+	if !a.Busy() || !a.fresh {
+		t.Fatalf("a flow after an idle run over which the rule acted: guess back %v, its first interval next %v", a.r == a.maxR(a.k), a.fresh)
+	}
+	a.SetFill(41)
+	a.Observe(LossReport{Expected: 223, Received: 223})
+	if k, r := a.Ratio(); r < 2 {
+		t.Fatalf("the flow's clean first interval: %d:%d, want parity for the loss it is within chance of", k, r)
 	}
 }

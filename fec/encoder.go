@@ -39,6 +39,10 @@ const numClasses = 3
 
 var classMax = [numClasses]int{256, 1024, MaxSymbolLen}
 
+// SmallSymbol reports whether a symbol of n bytes goes in the smallest
+// class: an ACK, a DNS message, a voice frame, a ping.
+func SmallSymbol(n int) bool { return n <= classMax[0] }
+
 // maxSpan is how many newer groups may begin while a class's group is still
 // open before it is closed early: a slow class's symbols must stay inside
 // the peer's decoder window (DefaultMaxGroups = 32 groups behind the

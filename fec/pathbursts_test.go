@@ -33,10 +33,11 @@ func TestPathBurstsRecent(t *testing.T) {
 }
 
 // A lane that has measured nothing predicts with the bursts another lane
-// of its peer measured: a flow's first report on a channel measured as
-// losing 1% independently gets large groups at depth 1, not the assumed
-// bursts' deep interleave. What it measured itself stands; a bound of
-// its own only lowers what it borrows.
+// of its peer measured (at most unknownBurst): a flow's first report on a
+// channel measured as losing 1% independently gets large groups at
+// depth 1, not the assumed bursts' deep interleave. A measurement of its
+// own stands against another's; a bound of its own caps what it borrows,
+// and a borrowed bound only lowers.
 func TestAdapterBorrowsBursts(t *testing.T) {
 	first := LossReport{Expected: 3000, Received: 2970, Runs: 30}
 	own := freshAdapter(t)
@@ -61,6 +62,10 @@ func TestAdapterBorrowsBursts(t *testing.T) {
 	m.Borrow(1.01, false)
 	if b, _ := m.Burst(); b != 3 {
 		t.Fatalf("measured 3, borrowed 1.01: predicts with %v", b)
+	}
+	o := freshAdapter(t)
+	if o.Borrow(7.85, false); o.burst != unknownBurst {
+		t.Fatalf("nothing measured, borrowed 7.85: %v, want at most %v", o.burst, unknownBurst)
 	}
 	m.bound = true
 	if m.Borrow(5, false); m.burst != 3 || m.bound {
@@ -93,6 +98,7 @@ func TestAdapterSampled(t *testing.T) {
 	if b, bound, ok := a.Sampled(); !ok || bound || b > burstyAbove {
 		t.Fatalf("100 singletons judged clear: sampled %v (bound %v) %v, want independent loss measured", b, bound, ok)
 	}
+	a.burstSkip = 0 // the change of depth's skip aside: the report counts
 	a.Observe(LossReport{Expected: 1000, Received: 995, Runs: 5})
 	if _, _, ok := a.Sampled(); ok {
 		t.Fatal("5 lost: offered a sample")
@@ -103,6 +109,7 @@ func TestAdapterSampled(t *testing.T) {
 	if b, bound, ok := s.Sampled(); !ok || !bound || b > burstyAbove {
 		t.Fatalf("a split report's singletons: offered %v (bound %v) %v, want a bound lowering the assumption", b, bound, ok)
 	}
+	s.burstSkip = 0
 	s.Observe(LossReport{Expected: 10000, Received: 9900, Runs: 25})
 	if b, _, ok := s.Sampled(); ok {
 		t.Fatalf("a split report's runs above the bound: offered %v", b)

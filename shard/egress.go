@@ -6,6 +6,7 @@ import (
 	"runtime"
 
 	"github.com/yip-router/yip-router/crypto"
+	"github.com/yip-router/yip-router/fec"
 	"github.com/yip-router/yip-router/ring"
 )
 
@@ -97,6 +98,9 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 	// Counters and timing live on the lane, whichever keys sealed.
 	ln.txPackets++
 	ln.txBytes += uint64(p.N)
+	if !fec.SmallSymbol(len(sym)) {
+		ln.txLarge++
+	}
 	ln.noteSize(p.N)
 	ln.lastTx, ln.lastAskTx = s.now, s.now
 	s.table.stir(ln)

@@ -96,12 +96,12 @@ type lane struct {
 	ts       *tcpts.Table
 	parityAt time.Time
 	tsOn     bool
-	// reportAt, reportTx and reportBytes are when the last loss report
-	// arrived and txPackets and txBytes then: the lane's rate, which
+	// reportAt, reportTx and reportLarge are when the last loss report
+	// arrived and txPackets and txLarge then: the lane's rate, which
 	// tells the adapter how much a group can hold before its flush
-	// timeout, and the mean length of what it sent (SetDataLen).
+	// timeout, and how many of its packets were not small (SetSent).
 	reportAt              time.Time
-	reportTx, reportBytes uint64
+	reportTx, reportLarge uint64
 	// held is a loss report of the peer's that arrived at heldAt, which
 	// the adapter hears at heldUntil, when the round-trip samples that
 	// judge it have arrived (delayjudge.go; Expected 0: none); heldBound:
@@ -118,8 +118,10 @@ type lane struct {
 	split     lossSplit
 	channel   channelLoss
 	lastSplit splitCounts
-	// pathAt is when the lane's path began (newPath; zero: with the
-	// lane): bursts its peer's lanes measured before say nothing of it.
+	// pathAt is when the lane's path began (when it was installed, or
+	// newPath): bursts its peer's lanes measured before say nothing of
+	// it (a lane made for a session from the peer's new address would
+	// otherwise borrow what the old one measured).
 	pathAt time.Time
 	// lastRx is when the lane last received an authenticated datagram,
 	// under any of its keys; lastAsk when one that asks for an answer
@@ -129,6 +131,9 @@ type lane struct {
 	lastRx, lastAsk time.Time
 
 	txPackets, txBytes, rxPackets, rxBytes uint64
+	// txLarge counts the data packets sent whose symbols are not small
+	// (fec.SmallSymbol).
+	txLarge uint64
 	// txDgrams and rxDgrams count the datagrams the lane sent and
 	// received (data, parity, control) for the loss split (split.go).
 	txDgrams uint32
@@ -304,7 +309,7 @@ func (s *Shard) InstallLane(cfg LaneConfig) error {
 	}
 	if ln == nil {
 		ln = &lane{
-			cfg: cfg, cur: ks, adapt: ad, slot: -1,
+			cfg: cfg, cur: ks, adapt: ad, slot: -1, pathAt: s.now,
 			// xorshift32 needs a seed other than zero.
 			sizeRand: rand.Uint32() | 1,
 		}

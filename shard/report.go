@@ -45,20 +45,18 @@ func (s *Shard) lossReport(ln *lane, body []byte) {
 	// if higher: a flow that started since then sends faster than the
 	// pings before it did, and a first report sized on their rate alone
 	// gave a CUBIC flow's slow start 1:1 x2 on a bursty channel.
-	// The mean length of what it sent over the same span tells ACKs
-	// and pings from a flow's data (fec.Adapter.SetDataLen).
-	rate, mean := ln.tickRate, 0.0
-	if n := ln.txPackets - ln.reportTx; n > 0 {
-		mean = float64(ln.txBytes-ln.reportBytes) / float64(n)
-	}
+	// How many of the packets it sent over the same span were not
+	// small tells ACKs and pings from a flow's data (fec.Adapter.SetSent).
+	rate := ln.tickRate
+	sent, large := ln.txPackets-ln.reportTx, ln.txLarge-ln.reportLarge
 	if dt := s.now.Sub(ln.reportAt); ln.reportAt.IsZero() || dt >= minRateInterval {
 		if !ln.reportAt.IsZero() {
-			rate = max(rate, float64(ln.txPackets-ln.reportTx)/dt.Seconds())
+			rate = max(rate, float64(sent)/dt.Seconds())
 		}
-		ln.reportAt, ln.reportTx, ln.reportBytes = s.now, ln.txPackets, ln.txBytes
+		ln.reportAt, ln.reportTx, ln.reportLarge = s.now, ln.txPackets, ln.txLarge
 	}
 	ln.adapt.SetFill(rate * ln.cur.enc.FlushTimeout().Seconds())
-	ln.adapt.SetDataLen(mean)
+	ln.adapt.SetSent(sent, large)
 	s.observeHeld(ln) // one held still: its judgement is due now
 	ln.held, ln.heldAt, ln.heldBound = rep, s.now, splitOK && split.outside(rep)
 	burst, _ := ln.adapt.Burst()

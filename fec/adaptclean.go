@@ -1,0 +1,91 @@
+// The Adapter's clean runs and start-up guess: a path that lost nothing
+// for a few reports gets no parity, and a flow that starts where that
+// said nothing of its loss gets the guess back (Busy).
+
+package fec
+
+import "slices"
+
+// trackClean counts rep into the run of clean reports: after cleanReports
+// of them parity goes off; a report that lost anything ends the run and,
+// if parity was off, brings back MinR (and MinR for early-closing groups)
+// before the rule has an interval to act on.
+func (a *Adapter) trackClean(rep LossReport) {
+	switch {
+	case rep.Expected > rep.Received:
+		a.clean, a.cleanSyms = 0, 0
+		if a.r < a.cfg.MinR && !a.queuing() {
+			a.r = a.cfg.MinR
+			for i := range a.partial {
+				a.partial[i] = uint8(a.cfg.MinR)
+			}
+			a.partialOK = true
+		}
+	case rep.Expected > 0:
+		a.cleanSyms = satAdd(a.cleanSyms, rep.Expected)
+		if a.clean++; a.clean >= cleanReports {
+			// Parity off on a run that said nothing of a flow's
+			// loss: before any interval was acted on, or on a lane
+			// that had seen loss, fewer symbols than an interval
+			// (on a clean path a sparse lane's bursts would take
+			// the guess again after every quiet spell).
+			a.guessOff = a.guessOff || (!a.pOK || a.p > 0 && a.cleanSyms < a.cfg.MinExpected) && a.r > 0
+			a.parityOff()
+		}
+	}
+}
+
+// startGuess is the ratio until the first interval the rule acts on: the
+// smallest K with the most parity the rule spends on it (NewAdapter says
+// why), full R for groups that close early, at the deepest interleave:
+// the burst length is no more known than the loss (unknownBurst).
+func (a *Adapter) startGuess() {
+	a.fresh = true
+	a.setDepth(a.deepest())
+	a.k = slices.Min(a.cfg.Ks)
+	a.r, a.partialOK = a.maxR(a.k), false
+}
+
+// deepest is the deepest interleave the rule weighs.
+func (a *Adapter) deepest() int {
+	d := 1
+	for _, dd := range depths {
+		if dd <= a.cfg.MaxDepth {
+			d = dd
+		}
+	}
+	return d
+}
+
+// Busy tells the rule that the lane now sends a flow: more packets within
+// a timer tick than pings send. If clean reports that said nothing of a
+// flow's loss took parity off (before the rule acted on any interval,
+// or holding fewer than MinExpected symbols together: a ping or two, the
+// keepalives of a lane idle between flows; a path that lost none of six
+// symbols may still lose 5%), the start-up guess comes back for the
+// flow's slow start, until the rule acts on the flow's first interval.
+// (A Reno flow that started on a lane idle since a CUBIC flow, whose
+// clean reports of 8 symbols had taken parity off on a channel losing
+// 1%, lost 25 packets for good in its first second and ran at 71 Mbit/s
+// of 200.) It reports whether the ratio changed.
+func (a *Adapter) Busy() bool {
+	if !a.guessOff || a.mode.Kind != ModeAuto {
+		return false
+	}
+	a.guessOff, a.clean, a.cleanSyms = false, 0, 0
+	a.startGuess()
+	return true
+}
+
+// sparse reports whether the lane's groups close early with a packet or
+// two (fewer than two data symbols per flush timeout): a ping lane, an
+// ACK stream.
+func (a *Adapter) sparse() bool { return a.fill > 0 && a.fill < 2 }
+
+// parityOff stops parity: a clean path (and with no parity, nothing to
+// interleave). The partial table stays: a block still open under the
+// previous R closes with it (a 0 there would mean the full R).
+func (a *Adapter) parityOff() {
+	a.r = 0
+	a.setDepth(1)
+}
