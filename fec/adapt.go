@@ -212,7 +212,7 @@ type Adapter struct {
 	// the symbols they held; from cleanReports on the lane sends no
 	// parity. guessOff: such a run took parity off while it said
 	// nothing of a flow's loss: before the rule acted on any interval,
-	// or holding fewer than MinExpected symbols (Busy).
+	// or holding fewer than MinExpected symbols after loss (Busy).
 	clean     int
 	cleanSyms uint32
 	guessOff  bool

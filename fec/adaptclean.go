@@ -60,10 +60,11 @@ func (a *Adapter) deepest() int {
 // Busy tells the rule that the lane now sends a flow: more packets within
 // a timer tick than pings send. If clean reports that said nothing of a
 // flow's loss took parity off (before the rule acted on any interval,
-// or holding fewer than MinExpected symbols together: a ping or two, the
-// keepalives of a lane idle between flows; a path that lost none of six
-// symbols may still lose 5%), the start-up guess comes back for the
-// flow's slow start, until the rule acts on the flow's first interval.
+// or, on a lane that had seen loss, holding fewer than MinExpected
+// symbols together: a ping or two, the keepalives of a lane idle between
+// flows; a path that lost none of six symbols may still lose 5%), the
+// start-up guess comes back for the flow's slow start, until the rule
+// acts on the flow's first interval, which it takes as a first (fresh).
 // (A Reno flow that started on a lane idle since a CUBIC flow, whose
 // clean reports of 8 symbols had taken parity off on a channel losing
 // 1%, lost 25 packets for good in its first second and ran at 71 Mbit/s
