@@ -57,25 +57,44 @@ func (a *Adapter) deepest() int {
 	return d
 }
 
-// Busy tells the rule that the lane now sends a flow: more packets within
-// a timer tick than pings send. If clean reports that said nothing of a
-// flow's loss took parity off (before the rule acted on any interval,
-// or, on a lane that had seen loss, holding fewer than MinExpected
-// symbols together: a ping or two, the keepalives of a lane idle between
-// flows; a path that lost none of six symbols may still lose 5%), the
+// Busy tells the rule that the lane now sends a flow: more packets
+// larger than SmallSymbol within a timer tick than pings send. The
 // start-up guess comes back for the flow's slow start, until the rule
-// acts on the flow's first interval, which it takes as a first (fresh).
-// (A Reno flow that started on a lane idle since a CUBIC flow, whose
-// clean reports of 8 symbols had taken parity off on a channel losing
-// 1%, lost 25 packets for good in its first second and ran at 71 Mbit/s
-// of 200.) It reports whether the ratio changed.
+// acts on the flow's first interval, which it takes as a first (fresh),
+// if what is in force says nothing of what the flow needs:
+//   - clean reports that said nothing of a flow's loss took parity off
+//     (before the rule acted on any interval, or, on a lane that had
+//     seen loss, holding fewer than MinExpected symbols together: a ping
+//     or two, the keepalives of a lane idle between flows; a path that
+//     lost none of six symbols may still lose 5%). A Reno flow that
+//     started on a lane idle since a CUBIC flow, whose clean reports of 8
+//     symbols had taken parity off on a channel losing 1%, lost 25
+//     packets for good in its first second and ran at 71 Mbit/s of 200.
+//   - or the parity in force was sized for few packets (sizedForFew).
+//
+// It reports whether the ratio changed.
 func (a *Adapter) Busy() bool {
-	if !a.guessOff || a.mode.Kind != ModeAuto {
+	if a.mode.Kind != ModeAuto || !a.guessOff && !a.sizedForFew() {
 		return false
 	}
 	a.guessOff, a.clean, a.cleanSyms = false, 0, 0
+	a.small = false
+	a.setTarget()
 	a.startGuess()
 	return true
+}
+
+// sizedForFew reports whether the rule sends parity sized for a lane of
+// few or small packets: groups smaller than any of Ks (only the lane's
+// rate makes them so, maxR), or for the target of small packets
+// (SetSent). A flow's window in such groups is protected for a ping's
+// needs: a Reno flow that started on a lane of an iperf3 control
+// connection at 1:1 on a channel losing 5% (each packet lost with its
+// one parity: 0.25% of them) lost one of its first 1359 packets, left
+// slow start at a twentieth of the path's window, and ran at 50 Mbit/s
+// of 200.
+func (a *Adapter) sizedForFew() bool {
+	return a.r > 0 && (a.small || a.k < slices.Min(a.cfg.Ks))
 }
 
 // sparse reports whether the lane's groups close early with a packet or

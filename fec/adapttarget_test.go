@@ -122,3 +122,52 @@ func TestAdapterGuessAfterIdleRunIsFirst(t *testing.T) {
 		t.Fatalf("the flow's clean first interval: %d:%d, want parity for the loss it is within chance of", k, r)
 	}
 }
+
+// A flow that starts on a lane whose parity was sized for few or small
+// packets (a ping lane's groups of one, an ACK lane's target) gets the
+// start-up guess and TCP's target (Busy); a clean small lane, and a lane
+// already sized for a flow, keep what they have.
+func TestAdapterFlowAfterFewGetsGuess(t *testing.T) {
+	lossy := func(n uint32) LossReport { return LossReport{Expected: n, Received: n - n/20, Runs: n / 20} }
+	for _, c := range []struct {
+		name        string
+		fill        float64
+		sent, large uint64
+		rep         LossReport
+		guess       bool
+	}{
+		{"pings at 5% loss", 0.5, 300, 0, lossy(300), true},
+		{"ACKs at 5% loss", 40, 3000, 0, lossy(3000), true},
+		{"a slow flow's data at 5% loss", 3, 300, 300, lossy(300), true},
+		{"pings on a clean path", 0.5, 300, 0, LossReport{Expected: 300, Received: 300}, false},
+		{"a flow at 5% loss", 40, 3000, 3000, lossy(3000), false},
+	} {
+		a := freshAdapter(t)
+		a.SetFill(c.fill)
+		a.SetSent(c.sent, c.large)
+		a.Borrow(1.01, false) // independent loss, measured
+		a.SetPath(PathClear)
+		observeN(a, cleanReports, c.rep)
+		k0, r0 := a.Ratio()
+		got := a.Busy()
+		k, r := a.Ratio()
+		if got != c.guess {
+			t.Fatalf("%s at %d:%d: a flow starts: Busy %v (%d:%d), want %v", c.name, k0, r0, got, k, r, c.guess)
+		}
+		if !c.guess {
+			if k != k0 || r != r0 {
+				t.Fatalf("%s: Busy moved %d:%d to %d:%d", c.name, k0, r0, k, r)
+			}
+			continue
+		}
+		if k != slices.Min(DefaultAdaptConfig.Ks) || r != a.maxR(k) || a.Depth() != MaxDepth || !a.fresh {
+			t.Fatalf("%s: a flow starts at %d:%d x%d (first interval next %v), want the start-up guess", c.name, k, r, a.Depth(), a.fresh)
+		}
+		if want := TCPResidual(50 * time.Millisecond); a.Target() != want {
+			t.Fatalf("%s: a flow starts: target %v, want TCP's %v", c.name, a.Target(), want)
+		}
+		if a.Busy() {
+			t.Fatalf("%s: Busy brought the guess back twice", c.name)
+		}
+	}
+}

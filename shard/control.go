@@ -179,7 +179,7 @@ func (s *Shard) controlTimers(ln *lane) {
 	if dt := s.now.Sub(ln.tickAt); dt > 0 && !ln.tickAt.IsZero() {
 		ln.tickRate = float64(ln.txPackets-ln.tickTx) / dt.Seconds()
 	}
-	ln.tickTx, ln.tickAt = ln.txPackets, s.now // sendData counts a flow's packets from here
+	ln.tickTx, ln.tickLarge, ln.tickAt = ln.txPackets, ln.txLarge, s.now // sendData counts a flow's packets from here
 	if ln.splits() && !s.now.Before(ln.stampAt) {
 		// A busy lane's stamps between reports (delayjudge.go).
 		pk := ln.txPackets + ln.rxPackets

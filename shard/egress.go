@@ -75,8 +75,9 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 		return
 	}
 	s.noteBusy(ln, ks) // a group may be open: tickFEC flushes it
-	if ln.txPackets-ln.tickTx == flowPackets-1 && ln.adapt != nil && ln.adapt.Busy() {
-		ln.applyFEC() // a flow after clean pings: this packet on, the start-up guess
+	large := !fec.SmallSymbol(len(sym))
+	if large && ln.txLarge-ln.tickLarge == flowPackets-1 && ln.adapt != nil && ln.adapt.Busy() {
+		ln.applyFEC() // a flow after pings: this packet on, the start-up guess
 	}
 	m, err := ks.enc.Add(sym, s.now)
 	if err != nil {
@@ -98,7 +99,7 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 	// Counters and timing live on the lane, whichever keys sealed.
 	ln.txPackets++
 	ln.txBytes += uint64(p.N)
-	if !fec.SmallSymbol(len(sym)) {
+	if large {
 		ln.txLarge++
 	}
 	ln.noteSize(p.N)

@@ -158,13 +158,13 @@ type lane struct {
 	stampAt             time.Time
 	stampPkts           uint64
 	kaWait, passiveWait time.Duration
-	// tickTx is txPackets at the lane's last timer tick (flowPackets,
-	// sendData), tickAt when that was, and tickRate the packets per
-	// second it sent between its last two ticks (the adapter's fill,
-	// lossReport).
-	tickTx   uint64
-	tickAt   time.Time
-	tickRate float64
+	// tickTx and tickLarge are txPackets and txLarge at the lane's last
+	// timer tick (flowPackets, sendData), tickAt when that was, and
+	// tickRate the packets per second it sent between its last two ticks
+	// (the adapter's fill, lossReport).
+	tickTx, tickLarge uint64
+	tickAt            time.Time
+	tickRate          float64
 
 	// slot is the lane's index in laneTable.owned (-1: not there); moves
 	// counts the times an authenticated datagram from a new address moved

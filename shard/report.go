@@ -116,12 +116,13 @@ func (s *Shard) observeAs(ln *lane, st fec.PathState) {
 	if b, bound, ok := ln.adapt.Sampled(); ok {
 		ln.cfg.Bursts.Note(b, bound, s.now)
 	}
-	if ln.txPackets-ln.tickTx >= flowPackets {
+	if ln.txLarge-ln.tickLarge >= flowPackets {
 		// A flow already sends this tick, past the packet that would
 		// have told the adapter (sendData): clean reports of pings
-		// before it that take the start-up guess off now would leave
-		// the rest of its first window bare (a Reno flow whose start
-		// went out so ran at 25 Mbit/s of 200 at 1% loss).
+		// before it that take the start-up guess off now, or size
+		// parity for them, would leave the rest of its first window
+		// bare (a Reno flow whose start went out so ran at 25 Mbit/s
+		// of 200 at 1% loss).
 		ln.adapt.Busy()
 	}
 	ln.held, ln.heldBound = fec.LossReport{}, false

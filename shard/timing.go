@@ -104,13 +104,14 @@ const (
 	stampEvery  = 100 * time.Millisecond
 	busyPackets = 32
 
-	// flowPackets is the packet within one timer tick (idlePoll, 50 ms,
-	// apart while a lane is in use) at which sendData tells the lane's
-	// adapter that a flow started (fec.Adapter.Busy), and which the
-	// start-up guess then protects, with the rest of the window: more
-	// than pings send in a tick, and early in a TCP flow's first window
-	// (10 segments). A slow flow's ACKs may count as one too; the guess
-	// then protects them until the rule's first interval.
+	// flowPackets is the packet larger than fec.SmallSymbol within one
+	// timer tick (idlePoll, 50 ms, apart while a lane is in use) at which
+	// sendData tells the lane's adapter that a flow started
+	// (fec.Adapter.Busy), and which the start-up guess then protects,
+	// with the rest of the window: more than pings send in a tick, and
+	// early in a TCP flow's first window (10 segments). A download's ACKs
+	// are small and never count: on a lane sized for them, the guess
+	// would come back every tick.
 	flowPackets = 4
 
 	// jitterFraction spreads every control-frame wait (loss reports, both
