@@ -112,6 +112,12 @@ type LaneStatus struct {
 	// Padded: what this lane sends is padded (Padding is on and the
 	// peer reads padding; an older router does not).
 	Padded bool `json:"padded"`
+	// PeerReads is what the peer's last hello on this lane said it
+	// reads (shard.FeatureNames): absent before its first hello, and from
+	// a router older than hellos. Without "delay-echo" the lane has no
+	// round trip and no loss split, and FEC = auto counts every loss the
+	// peer reports as the channel's.
+	PeerReads []string `json:"peer_reads,omitempty"`
 	// FECLossPct is the wire loss FEC = auto last acted on, % (absent
 	// before the peer's first loss report, and for fixed FEC); Path is
 	// what the lane's round trip says of the path's queue (clear, queued
@@ -203,7 +209,8 @@ func (r *Router) Status() Status {
 					RxPackets: l.RxPackets, TxPackets: l.TxPackets, RxBytes: l.RxBytes, TxBytes: l.TxBytes,
 					LastRx: l.LastRx, FEC: fecString(l.K, l.R, l.Depth), Recovered: l.Recovered,
 					Confirmed: l.Confirmed, PrevKeys: l.PrevKeys, Moves: l.Moves, Padded: l.Padded,
-					RTTms: ms(l.RTT), RTTLeastMs: ms(l.RTTLo), QueueLimitMs: ms(l.QueueLimit),
+					PeerReads: shard.FeatureNames(l.PeerFeatures),
+					RTTms:     ms(l.RTT), RTTLeastMs: ms(l.RTTLo), QueueLimitMs: ms(l.QueueLimit),
 				}
 				if l.SplitClearExp+l.SplitQueuedExp > 0 {
 					ls.Split = &LossSplit{ClearExpected: l.SplitClearExp, ClearLost: l.SplitClearLost,

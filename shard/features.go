@@ -4,7 +4,31 @@ package shard
 // keepalives): the handshake lengths it sends and the FEC groups the
 // peer's decoder reads.
 
-import "github.com/yip-router/yip-router/fec"
+import (
+	"fmt"
+
+	"github.com/yip-router/yip-router/fec"
+)
+
+// featureNames names the feature bits (control.go), lowest first.
+var featureNames = [...]string{"loss-runs", "padding", "frame-pad", "long-handshakes", "delay-echo", "long-groups", "loss-split"}
+
+// FeatureNames names the features in f, a keepalive's bits (a bit this
+// version does not know by its number), for show: what a lane's peer
+// said it reads.
+func FeatureNames(f uint8) []string {
+	var out []string
+	for i := range 8 {
+		switch {
+		case f&(1<<i) == 0:
+		case i < len(featureNames):
+			out = append(out, featureNames[i])
+		default:
+			out = append(out, fmt.Sprintf("bit-%d", i))
+		}
+	}
+	return out
+}
 
 // setPeerFeatures records the features a keepalive of the peer's announced
 // (0: an older router's, which announces none) and applies what depends on

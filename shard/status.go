@@ -31,6 +31,9 @@ type LaneStatus struct {
 	// Padded: this shard pads what the lane sends (Config.Padding is
 	// on and the peer announced it reads padding).
 	Padded bool
+	// PeerFeatures is what the peer's last hello on the lane said it
+	// reads (FeatureNames; 0: no hello yet, or an older router).
+	PeerFeatures uint8
 	// What FEC = auto acts on: the wire loss of the peer's reports
 	// (LossOK: it has had one; congestion counted as the rule counts
 	// it), the path's state, and the round trip's latest and least
@@ -75,8 +78,8 @@ func (s *Shard) LaneStatuses() []LaneStatus {
 				LastRx: ln.lastRx, LastTx: ln.lastTx, K: k, R: r, Depth: ln.cur.enc.Depth(),
 				Recovered: rec, Unrecov: lost,
 				Confirmed: ln.cur.confirmed, PrevKeys: ln.prev != nil, Moves: ln.moves,
-				Padded: s.cfg.Padding.Mode != PadOff && ln.padded(),
-				Loss:   loss, LossOK: lossOK, Burst: burst, BurstOK: burstOK, Path: path, RTT: ln.delay.latest(), RTTLo: ln.delay.least(),
+				Padded: s.cfg.Padding.Mode != PadOff && ln.padded(), PeerFeatures: ln.peerFeatures,
+				Loss: loss, LossOK: lossOK, Burst: burst, BurstOK: burstOK, Path: path, RTT: ln.delay.latest(), RTTLo: ln.delay.least(),
 				SplitClearExp: ln.lastSplit.clearExp, SplitClearLost: ln.lastSplit.clearLost,
 				SplitQueuedExp: ln.lastSplit.queuedExp, SplitQueuedLost: ln.lastSplit.queuedLost,
 				QueueLimit: ln.split.limit(),

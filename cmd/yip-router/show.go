@@ -249,6 +249,9 @@ func printStatus(w io.Writer, st *router.Status) {
 			if st.Padding != "off" && !l.Padded {
 				pad = ", unpadded (the peer has not said it reads padding)"
 			}
+			if !slices.Contains(l.PeerReads, "delay-echo") {
+				pad += ", no delay echo (the peer has not said it reads one: no round trip, no loss split)"
+			}
 			via := ""
 			if l.Local != "" {
 				via = " from " + l.Local

@@ -241,3 +241,31 @@ func TestBusiestLaneBySent(t *testing.T) {
 		t.Fatalf("picked lane %d though none sent anything since", l.Index)
 	}
 }
+
+// A path state the sender's lane cannot give is named by why: the lane,
+// or the receiver's lane of the same index to the sender, has not heard
+// the other say it reads the delay echo; else it has no sample yet.
+func TestUnknownPathNamed(t *testing.T) {
+	reads := []string{"loss-runs", "padding", "delay-echo", "loss-split"}
+	tx := &router.Status{PublicKey: "A", Peers: []router.PeerStatus{{PublicKey: "B",
+		Lanes: []router.LaneStatus{{Index: 0, PeerReads: reads}, {Index: 1}}}}}
+	rx := &router.Status{PublicKey: "B", Peers: []router.PeerStatus{{PublicKey: "A",
+		Lanes: []router.LaneStatus{{Index: 1, PeerReads: reads}, {Index: 0, PeerReads: reads[:2]}}}}}
+	a0, a1 := &tx.Peers[0].Lanes[0], &tx.Peers[0].Lanes[1]
+	for _, c := range []struct {
+		tx, rx *router.LaneStatus
+		want   string
+	}{
+		{a1, peerLane(rx, tx, 1), "unknown-tx-no-echo"},
+		{a0, peerLane(rx, tx, 0), "unknown-rx-no-echo"},
+		{a0, nil, "unknown"},
+		{a0, peerLane(rx, tx, 1), "unknown"},
+	} {
+		if got := unknownPath(c.tx, c.rx); got != c.want {
+			t.Errorf("lane %d (reads %v), receiver's %+v: %q, want %q", c.tx.Index, c.tx.PeerReads, c.rx, got, c.want)
+		}
+	}
+	if peerLane(rx, tx, 2) != nil || peerLane(tx, tx, 0) != nil {
+		t.Fatal("peerLane found a lane the receiver does not have, or one to another peer")
+	}
+}

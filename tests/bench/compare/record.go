@@ -79,7 +79,9 @@ type Record struct {
 	FECSteady *fecStats `json:"fec_steady,omitempty"`
 	// PathStates counts the sending side's path states over the same
 	// steady window, read every pathEvery (samplePaths); nil for
-	// wireguard-go.
+	// wireguard-go. An unknown state is named by why (unknownPath):
+	// "unknown-tx-no-echo" or "unknown-rx-no-echo" when the sender's or
+	// the receiver's lane has not heard the other read the delay echo.
 	PathStates map[string]int `json:"path_states,omitempty"`
 	// QueueDrops is when the bottleneck's queue dropped A→B over the
 	// same window, against its delay (queuedrops.go); nil without a

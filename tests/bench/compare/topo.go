@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
+	"slices"
 	"sync"
 	"time"
 
@@ -135,13 +136,47 @@ func (t *yipTopo) PathState() (pathSample, bool) {
 	}
 	s := pathSample{State: busiest.Path, Detail: fmt.Sprintf("rtt %.1f least %.1f fec %s loss %s split %s",
 		busiest.RTTms, busiest.RTTLeastMs, busiest.FEC, loss, split)}
-	if rx, err := t.l.Status(lab.B); err == nil {
+	rx, err := t.l.Status(lab.B)
+	if err == nil {
 		s.Detail += " " + rxFEC(rx)
 	}
-	if s.State == "" {
-		s.State = "unknown" // no round-trip sample yet
+	if s.State == "" || s.State == "unknown" {
+		s.State = unknownPath(busiest, peerLane(rx, st, busiest.Index))
 	}
 	return s, true
+}
+
+// unknownPath names why the sender's lane tx has no path state: it, or
+// the receiver's lane rx of the same index (nil: not found), has not
+// heard the other side say it reads the delay echo (a hello lost), so
+// no round trip is measured; else no sample yet, or none recent.
+func unknownPath(tx, rx *router.LaneStatus) string {
+	switch {
+	case !slices.Contains(tx.PeerReads, "delay-echo"):
+		return "unknown-tx-no-echo"
+	case rx != nil && !slices.Contains(rx.PeerReads, "delay-echo"):
+		return "unknown-rx-no-echo"
+	}
+	return "unknown"
+}
+
+// peerLane is rx's lane of index i to the router whose status is tx
+// (nil: none).
+func peerLane(rx, tx *router.Status, i int) *router.LaneStatus {
+	if rx == nil || tx == nil {
+		return nil
+	}
+	for p := range rx.Peers {
+		if rx.Peers[p].PublicKey != tx.PublicKey {
+			continue
+		}
+		for j := range rx.Peers[p].Lanes {
+			if l := &rx.Peers[p].Lanes[j]; l.Index == i {
+				return l
+			}
+		}
+	}
+	return nil
 }
 
 // rxFECCounts is what a receiving router's decoders did so far (counters
