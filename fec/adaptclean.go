@@ -70,13 +70,22 @@ func (a *Adapter) deepest() int {
 //     started on a lane idle since a CUBIC flow, whose clean reports of 8
 //     symbols had taken parity off on a channel losing 1%, lost 25
 //     packets for good in its first second and ran at 71 Mbit/s of 200.
-//   - or the parity in force was sized for few packets (sizedForFew).
+//   - or the parity in force was sized for few packets (sizedForFew),
+//     unless the rule sized it so again after the last such guess
+//     (fewBusy): a trickle that sends bursts of a few packets (a video
+//     call's frames, an ACK lane's rare large packets) is no flow, and
+//     the guess at each burst would keep the rule from ever sizing it.
 //
 // It reports whether the ratio changed.
 func (a *Adapter) Busy() bool {
-	if a.mode.Kind != ModeAuto || !a.guessOff && !a.sizedForFew() {
+	if a.mode.Kind != ModeAuto || a.guessing() {
 		return false
 	}
+	few := !a.guessOff && a.sizedForFew()
+	if !a.guessOff && !few || few && a.fewBusy {
+		return false
+	}
+	a.fewBusy = few
 	a.guessOff, a.clean, a.cleanSyms = false, 0, 0
 	a.small = false
 	a.setTarget()
@@ -85,16 +94,23 @@ func (a *Adapter) Busy() bool {
 }
 
 // sizedForFew reports whether the rule sends parity sized for a lane of
-// few or small packets: groups smaller than any of Ks (only the lane's
-// rate makes them so, maxR), or for the target of small packets
-// (SetSent). A flow's window in such groups is protected for a ping's
-// needs: a Reno flow that started on a lane of an iperf3 control
-// connection at 1:1 on a channel losing 5% (each packet lost with its
-// one parity: 0.25% of them) lost one of its first 1359 packets, left
-// slow start at a twentieth of the path's window, and ran at 50 Mbit/s
-// of 200.
+// few or small packets: for a sparse fill (a ping lane's groups of one),
+// or for the target of small packets (SetSent). A flow's window in such
+// groups is protected for a ping's needs: a Reno flow that started on a
+// lane of an iperf3 control connection at 1:1 on a channel losing 5%
+// (each packet lost with its one parity: 0.25% of them) lost one of its
+// first 1359 packets, left slow start at a twentieth of the path's
+// window, and ran at 50 Mbit/s of 200. A flow that fills two symbols or
+// more per flush timeout is no ping lane: the rule sized its parity for
+// it, and the guess again would undo that at every tick it sends in.
 func (a *Adapter) sizedForFew() bool {
-	return a.r > 0 && (a.small || a.k < slices.Min(a.cfg.Ks))
+	return a.r > 0 && (a.small || a.sparse())
+}
+
+// guessing reports whether the start-up guess is in force for a first
+// interval still to come: Busy would change nothing.
+func (a *Adapter) guessing() bool {
+	return a.fresh && a.k == slices.Min(a.cfg.Ks) && a.r == a.maxR(a.k) && a.d == a.deepest()
 }
 
 // sparse reports whether the lane's groups close early with a packet or

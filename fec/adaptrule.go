@@ -384,6 +384,9 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if a.clean >= cleanReports || congested && p == 0 {
 		a.parityOff()
 	}
+	if !a.sizedForFew() {
+		a.fewBusy = false // a flow's own choice: the next pings-to-flow gets the guess again
+	}
 	return a.Ratio()
 }
 

@@ -126,7 +126,8 @@ func TestAdapterGuessAfterIdleRunIsFirst(t *testing.T) {
 // A flow that starts on a lane whose parity was sized for few or small
 // packets (a ping lane's groups of one, an ACK lane's target) gets the
 // start-up guess and TCP's target (Busy); a clean small lane, and a lane
-// already sized for a flow, keep what they have.
+// already sized for a flow (a slow one too: two symbols or more per flush
+// timeout), keep what they have.
 func TestAdapterFlowAfterFewGetsGuess(t *testing.T) {
 	lossy := func(n uint32) LossReport { return LossReport{Expected: n, Received: n - n/20, Runs: n / 20} }
 	for _, c := range []struct {
@@ -138,7 +139,7 @@ func TestAdapterFlowAfterFewGetsGuess(t *testing.T) {
 	}{
 		{"pings at 5% loss", 0.5, 300, 0, lossy(300), true},
 		{"ACKs at 5% loss", 40, 3000, 0, lossy(3000), true},
-		{"a slow flow's data at 5% loss", 3, 300, 300, lossy(300), true},
+		{"a slow flow's data at 5% loss", 3, 300, 300, lossy(300), false},
 		{"pings on a clean path", 0.5, 300, 0, LossReport{Expected: 300, Received: 300}, false},
 		{"a flow at 5% loss", 40, 3000, 3000, lossy(3000), false},
 	} {
@@ -169,5 +170,37 @@ func TestAdapterFlowAfterFewGetsGuess(t *testing.T) {
 		if a.Busy() {
 			t.Fatalf("%s: Busy brought the guess back twice", c.name)
 		}
+	}
+}
+
+// A lane sized for few packets whose "flow" turned out to be a trickle
+// (the rule, acting on the interval after the guess, sized it for few
+// again) gets no guess at its next burst; once the rule sized parity for
+// a flow, a later flow after pings gets it again.
+func TestAdapterTrickleGetsOneGuess(t *testing.T) {
+	lossy := LossReport{Expected: 300, Received: 285, Runs: 15}
+	a := freshAdapter(t)
+	a.SetFill(0.5)
+	a.Borrow(1.01, false)
+	a.SetPath(PathClear)
+	observeN(a, 2, lossy)
+	if !a.Busy() {
+		k, r := a.Ratio()
+		t.Fatalf("a flow after pings at %d:%d: no guess", k, r)
+	}
+	a.Observe(lossy) // the "flow" sent as few
+	if a.Busy() {
+		k, r := a.Ratio()
+		t.Fatalf("a trickle sized for few again (%d:%d): the guess again", k, r)
+	}
+	a.SetFill(40)
+	a.Observe(LossReport{Expected: 3000, Received: 2850, Runs: 150}) // a flow's own interval
+	for range 8 {                                                    // pings after it: the fill halves per report
+		a.SetFill(0.5)
+		a.Observe(lossy)
+	}
+	if !a.Busy() {
+		k, r := a.Ratio()
+		t.Fatalf("a flow after pings that followed a flow (%d:%d): no guess", k, r)
 	}
 }

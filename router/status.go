@@ -113,11 +113,12 @@ type LaneStatus struct {
 	// peer reads padding; an older router does not).
 	Padded bool `json:"padded"`
 	// PeerReads is what the peer's last hello on this lane said it
-	// reads (shard.FeatureNames): absent before its first hello, and from
-	// a router older than hellos. Without "delay-echo" the lane has no
+	// reads (shard.FeatureNames): empty before its first hello, and from
+	// a router older than hellos; absent (nil) from a daemon older than
+	// this field. Without the delay echo (PeerEchoes) the lane has no
 	// round trip and no loss split, and FEC = auto counts every loss the
 	// peer reports as the channel's.
-	PeerReads []string `json:"peer_reads,omitempty"`
+	PeerReads []string `json:"peer_reads"`
 	// FECLossPct is the wire loss FEC = auto last acted on, % (absent
 	// before the peer's first loss report, and for fixed FEC); Path is
 	// what the lane's round trip says of the path's queue (clear, queued
@@ -269,4 +270,19 @@ func addrString(a netip.Addr) string {
 		return ""
 	}
 	return a.String()
+}
+
+// PeerEchoes reports whether l's peer said it reads all of what the
+// delay echo needs (shard.EchoFeatures), and known whether l says what
+// its peer reads at all (a daemon older than PeerReads does not).
+func (l LaneStatus) PeerEchoes() (echo, known bool) {
+	if l.PeerReads == nil {
+		return false, false
+	}
+	for _, f := range shard.FeatureNames(shard.EchoFeatures) {
+		if !slices.Contains(l.PeerReads, f) {
+			return false, true
+		}
+	}
+	return true, true
 }

@@ -27,7 +27,7 @@ import (
 //	loss report: 1 ‖ fec.LossReport (LossReportLen bytes, or
 //	             LossReportLenV1 to a peer without FeatureLossRuns)
 //	             [‖ delay echo (delayEchoLen bytes, delay.go) to a peer
-//	             announcing echoFeatures [‖ loss split (splitLen bytes,
+//	             announcing EchoFeatures [‖ loss split (splitLen bytes,
 //	             split.go) to one announcing FeatureLossSplit too; an
 //	             empty report with them is a stamp, which a busy lane
 //	             sends between its reports]]
@@ -73,7 +73,7 @@ const (
 	// FeatureDelayEcho: loss reports may carry the delay echo after
 	// their LossReportLen bytes (delay.go), which gives the peer its
 	// round trip all along. The echo goes only to a peer that also
-	// announces FeatureLossRuns and FeaturePadding (echoFeatures).
+	// announces FeatureLossRuns and FeaturePadding (EchoFeatures).
 	FeatureDelayEcho = 1 << 4
 	// FeatureLongGroups: FEC groups beyond fec.LegacyMaxK:LegacyMaxR
 	// are decoded, so the adapter may weigh groups of up to fec.MaxK
@@ -82,7 +82,7 @@ const (
 	// FeatureLossSplit: loss reports and stamps may carry the loss split
 	// after the delay echo (split.go), and a busy lane stamps between
 	// its reports (delayjudge.go). Both go only to a peer that also
-	// announces echoFeatures; a router that reads the echo alone takes
+	// announces EchoFeatures; a router that reads the echo alone takes
 	// the split for padding, but its rule for the round trip wants a
 	// sample about a second apart, not ten a second.
 	FeatureLossSplit = 1 << 6

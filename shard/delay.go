@@ -71,13 +71,13 @@ const sampleStale = 3 * time.Second
 // learnt anew.
 const hsKeep = 10 * time.Minute
 
-// echoFeatures are what a peer must announce for the delay echo: the echo
+// EchoFeatures are what a peer must announce for the delay echo: the echo
 // follows a LossReportLen report, and a reader of it reads padding.
-const echoFeatures = FeatureDelayEcho | FeatureLossRuns | FeaturePadding
+const EchoFeatures = FeatureDelayEcho | FeatureLossRuns | FeaturePadding
 
-// echoes reports whether ln's peer announced echoFeatures: its reports
+// echoes reports whether ln's peer announced EchoFeatures: its reports
 // carry the echo, and ours to it do.
-func (ln *lane) echoes() bool { return ln.peerFeatures&echoFeatures == echoFeatures }
+func (ln *lane) echoes() bool { return ln.peerFeatures&EchoFeatures == EchoFeatures }
 
 // stampEpoch is the zero of every lane's stamps: one per process, so a
 // lane that moves between shards keeps one clock.

@@ -4,27 +4,19 @@ package shard
 // keepalives): the handshake lengths it sends and the FEC groups the
 // peer's decoder reads.
 
-import (
-	"fmt"
-
-	"github.com/yip-router/yip-router/fec"
-)
+import "github.com/yip-router/yip-router/fec"
 
 // featureNames names the feature bits (control.go), lowest first.
 var featureNames = [...]string{"loss-runs", "padding", "frame-pad", "long-handshakes", "delay-echo", "long-groups", "loss-split"}
 
-// FeatureNames names the features in f, a keepalive's bits (a bit this
-// version does not know by its number), for show: what a lane's peer
-// said it reads.
+// FeatureNames names the features in f (a keepalive's features byte
+// less heardYou, which is every bit else), for show: what a lane's peer
+// said it reads. Never nil: an empty list says it said nothing.
 func FeatureNames(f uint8) []string {
-	var out []string
-	for i := range 8 {
-		switch {
-		case f&(1<<i) == 0:
-		case i < len(featureNames):
-			out = append(out, featureNames[i])
-		default:
-			out = append(out, fmt.Sprintf("bit-%d", i))
+	out := []string{}
+	for i, name := range featureNames {
+		if f&(1<<i) != 0 {
+			out = append(out, name)
 		}
 	}
 	return out

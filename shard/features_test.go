@@ -17,8 +17,11 @@ func TestFeatureNames(t *testing.T) {
 	if got := FeatureNames(Features); !slices.Equal(got, want) {
 		t.Fatalf("Features: %v, want %v", got, want)
 	}
-	if got := FeatureNames(FeatureDelayEcho | 1<<7); !slices.Equal(got, []string{"delay-echo", "bit-7"}) {
-		t.Fatalf("the echo and an unknown bit: %v", got)
+	if got := FeatureNames(FeatureDelayEcho | FeatureLossSplit); !slices.Equal(got, []string{"delay-echo", "loss-split"}) {
+		t.Fatalf("the echo and the split: %v", got)
+	}
+	if FeatureNames(0) == nil {
+		t.Fatal("no features: nil, want an empty list (show tells it from an older daemon's absent field)")
 	}
 }
 

@@ -249,7 +249,7 @@ func printStatus(w io.Writer, st *router.Status) {
 			if st.Padding != "off" && !l.Padded {
 				pad = ", unpadded (the peer has not said it reads padding)"
 			}
-			if !slices.Contains(l.PeerReads, "delay-echo") {
+			if echo, known := l.PeerEchoes(); known && !echo {
 				pad += ", no delay echo (the peer has not said it reads one: no round trip, no loss split)"
 			}
 			via := ""

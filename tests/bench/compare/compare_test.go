@@ -248,10 +248,10 @@ func TestBusiestLaneBySent(t *testing.T) {
 func TestUnknownPathNamed(t *testing.T) {
 	reads := []string{"loss-runs", "padding", "delay-echo", "loss-split"}
 	tx := &router.Status{PublicKey: "A", Peers: []router.PeerStatus{{PublicKey: "B",
-		Lanes: []router.LaneStatus{{Index: 0, PeerReads: reads}, {Index: 1}}}}}
+		Lanes: []router.LaneStatus{{Index: 0, PeerReads: reads}, {Index: 1, PeerReads: []string{}}, {Index: 2}}}}}
 	rx := &router.Status{PublicKey: "B", Peers: []router.PeerStatus{{PublicKey: "A",
 		Lanes: []router.LaneStatus{{Index: 1, PeerReads: reads}, {Index: 0, PeerReads: reads[:2]}}}}}
-	a0, a1 := &tx.Peers[0].Lanes[0], &tx.Peers[0].Lanes[1]
+	a0, a1, old := &tx.Peers[0].Lanes[0], &tx.Peers[0].Lanes[1], &tx.Peers[0].Lanes[2]
 	for _, c := range []struct {
 		tx, rx *router.LaneStatus
 		want   string
@@ -260,6 +260,7 @@ func TestUnknownPathNamed(t *testing.T) {
 		{a0, peerLane(rx, tx, 0), "unknown-rx-no-echo"},
 		{a0, nil, "unknown"},
 		{a0, peerLane(rx, tx, 1), "unknown"},
+		{old, nil, "unknown"}, // a router too old to say what its peer reads
 	} {
 		if got := unknownPath(c.tx, c.rx); got != c.want {
 			t.Errorf("lane %d (reads %v), receiver's %+v: %q, want %q", c.tx.Index, c.tx.PeerReads, c.rx, got, c.want)

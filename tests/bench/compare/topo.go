@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"os/exec"
-	"slices"
 	"sync"
 	"time"
 
@@ -149,13 +148,16 @@ func (t *yipTopo) PathState() (pathSample, bool) {
 // unknownPath names why the sender's lane tx has no path state: it, or
 // the receiver's lane rx of the same index (nil: not found), has not
 // heard the other side say it reads the delay echo (a hello lost), so
-// no round trip is measured; else no sample yet, or none recent.
+// no round trip is measured; else no sample yet, or none recent, or a
+// router too old to say what its peer reads.
 func unknownPath(tx, rx *router.LaneStatus) string {
-	switch {
-	case !slices.Contains(tx.PeerReads, "delay-echo"):
+	if echo, known := tx.PeerEchoes(); known && !echo {
 		return "unknown-tx-no-echo"
-	case rx != nil && !slices.Contains(rx.PeerReads, "delay-echo"):
-		return "unknown-rx-no-echo"
+	}
+	if rx != nil {
+		if echo, known := rx.PeerEchoes(); known && !echo {
+			return "unknown-rx-no-echo"
+		}
 	}
 	return "unknown"
 }

@@ -1,0 +1,63 @@
+package shard
+
+import (
+	"testing"
+
+	"github.com/yip-router/yip-router/fec"
+)
+
+// A lane whose parity the adapter sized for small packets (a download's
+// ACKs on a lossy path) keeps it however many of them go out within a
+// tick, and a flow's data on it get the start-up guess at their
+// flowPackets-th packet within one tick.
+func TestFlowAfterACKsGetsStartGuess(t *testing.T) {
+	l := newAutoLane(t)
+	ack := func(n int) {
+		for range n {
+			l.seq++
+			inject(t, l.sa, ipPacket("10.1.0.5", "10.2.0.9", 52, l.seq))
+		}
+	}
+	ack(300)
+	l.report(fec.LossReport{Expected: 300, Received: 285, Runs: 15})
+	k0, r0 := l.la.cur.enc.Ratio()
+	if r0 == 0 || k0 == l.k0 && r0 == l.r0 {
+		t.Fatalf("ACKs at 5%% loss: %d:%d, want parity sized for them, not the start-up guess", k0, r0)
+	}
+	for range 3 {
+		ack(100)
+		l.tick(0)
+	}
+	if k, r := l.la.cur.enc.Ratio(); k != k0 || r != r0 {
+		t.Fatalf("ACKs, 100 a tick: %d:%d, want %d:%d", k, r, k0, r0)
+	}
+	ack(50)
+	l.inject(flowPackets)
+	if k, r := l.la.cur.enc.Ratio(); k != l.k0 || r != l.r0 || l.la.cur.enc.Depth() != fec.MaxDepth {
+		t.Fatalf("a flow's first window after ACKs: %d:%d depth %d, want the start-up guess %d:%d depth %d", k, r, l.la.cur.enc.Depth(), l.k0, l.r0, fec.MaxDepth)
+	}
+}
+
+// A slow flow (a few large packets every tick, too few to fill two
+// symbols per flush timeout) gets the start-up guess once; once the rule
+// sized parity for it again it keeps that choice tick after tick.
+func TestSlowFlowKeepsRuleChoice(t *testing.T) {
+	l := newAutoLane(t)
+	lossy := fec.LossReport{Expected: 300, Received: 285, Runs: 15}
+	for range 3 {
+		for range 20 {
+			l.tick(flowPackets + 1)
+		}
+		l.report(lossy)
+	}
+	k0, r0 := l.la.cur.enc.Ratio()
+	if k0 == l.k0 && r0 == l.r0 {
+		t.Fatalf("a slow flow after three reports: still the start-up guess %d:%d", k0, r0)
+	}
+	for range 10 {
+		l.tick(flowPackets + 1)
+		if k, r := l.la.cur.enc.Ratio(); k != k0 || r != r0 {
+			t.Fatalf("a slow flow's next ticks: %d:%d, want the rule's %d:%d", k, r, k0, r0)
+		}
+	}
+}
