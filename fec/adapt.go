@@ -202,7 +202,7 @@ type Adapter struct {
 	boundRuns            bool // the next report's runs only bound (BoundRuns)
 	target               float64
 	rtt                  time.Duration
-	small, fewBusy       bool    // the lane's data are small packets (SetSent); Busy's guess was for a lane sized for few
+	small, few1, few2    bool    // the lane's data are small packets (SetSent); Busy's guesses since the rule last sized a flow (one, two)
 	fill                 float64 // data symbols per flush timeout (SetFill; 0: unknown)
 	// partial[n] is the parity for a group that closes early with n data
 	// symbols (Partial), set from the first report on.

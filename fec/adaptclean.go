@@ -71,10 +71,13 @@ func (a *Adapter) deepest() int {
 //     symbols had taken parity off on a channel losing 1%, lost 25
 //     packets for good in its first second and ran at 71 Mbit/s of 200.
 //   - or the parity in force was sized for few packets (sizedForFew),
-//     unless the rule sized it so again after the last such guess
-//     (fewBusy): a trickle that sends bursts of a few packets (a video
+//     at most twice until the rule sizes parity for a flow (few1,
+//     few2): a trickle that sends bursts of a few packets (a video
 //     call's frames, an ACK lane's rare large packets) is no flow, and
 //     the guess at each burst would keep the rule from ever sizing it.
+//     Twice, as a report of the pings before a flow that the rule acts
+//     on while the flow's first window goes out sizes parity for few
+//     again, and the flow needs the guess back (observeAs).
 //
 // It reports whether the ratio changed.
 func (a *Adapter) Busy() bool {
@@ -82,10 +85,10 @@ func (a *Adapter) Busy() bool {
 		return false
 	}
 	few := !a.guessOff && a.sizedForFew()
-	if !a.guessOff && !few || few && a.fewBusy {
+	if !a.guessOff && !few || few && a.few2 {
 		return false
 	}
-	a.fewBusy = few
+	a.few1, a.few2 = a.few1 || few, a.few1 && few
 	a.guessOff, a.clean, a.cleanSyms = false, 0, 0
 	a.small = false
 	a.setTarget()

@@ -385,7 +385,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 		a.parityOff()
 	}
 	if !a.sizedForFew() {
-		a.fewBusy = false // a flow's own choice: the next pings-to-flow gets the guess again
+		a.few1, a.few2 = false, false // a flow's own choice: the next flow after pings gets the guess again
 	}
 	return a.Ratio()
 }

@@ -174,10 +174,10 @@ func TestAdapterFlowAfterFewGetsGuess(t *testing.T) {
 }
 
 // A lane sized for few packets whose "flow" turned out to be a trickle
-// (the rule, acting on the interval after the guess, sized it for few
-// again) gets no guess at its next burst; once the rule sized parity for
-// a flow, a later flow after pings gets it again.
-func TestAdapterTrickleGetsOneGuess(t *testing.T) {
+// (the rule, acting on the intervals after the guess, sized it for few
+// again) gets the guess at most twice; once the rule sized parity for a
+// flow, a later flow after pings gets it again.
+func TestAdapterTrickleGetsAtMostTwoGuesses(t *testing.T) {
 	lossy := LossReport{Expected: 300, Received: 285, Runs: 15}
 	a := freshAdapter(t)
 	a.SetFill(0.5)
@@ -188,10 +188,15 @@ func TestAdapterTrickleGetsOneGuess(t *testing.T) {
 		k, r := a.Ratio()
 		t.Fatalf("a flow after pings at %d:%d: no guess", k, r)
 	}
+	a.Observe(lossy) // the "flow" sent as few (or pings before it)
+	if !a.Busy() {
+		k, r := a.Ratio()
+		t.Fatalf("a report of few while the flow starts (%d:%d): no second guess", k, r)
+	}
 	a.Observe(lossy) // the "flow" sent as few
 	if a.Busy() {
 		k, r := a.Ratio()
-		t.Fatalf("a trickle sized for few again (%d:%d): the guess again", k, r)
+		t.Fatalf("a trickle sized for few again (%d:%d): a third guess", k, r)
 	}
 	a.SetFill(40)
 	a.Observe(LossReport{Expected: 3000, Received: 2850, Runs: 150}) // a flow's own interval
