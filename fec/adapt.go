@@ -208,6 +208,10 @@ type Adapter struct {
 	// symbols (Partial), set from the first report on.
 	partial   [MaxK]uint8
 	partialOK bool
+	// quiet: the lane's last timer tick was sparse (SetQuiet); capped
+	// is the table Partial gives then.
+	quiet  bool
+	capped [MaxK]uint8
 	// clean counts the reports in a row that lost nothing, cleanSyms
 	// the symbols they held; from cleanReports on the lane sends no
 	// parity. guessOff: such a run took parity off while it said
@@ -340,22 +344,6 @@ func (a *Adapter) SetLongGroups(ok bool) { a.long = ok }
 
 // Depth is the interleaving depth the encoder should use (Encoder.SetDepth).
 func (a *Adapter) Depth() int { return a.d }
-
-// Partial is the table for Encoder.SetPartialParity: for a group that
-// closes before K (a slow lane's flush timeout, a rare size class), the
-// least parity predicted to keep its residual loss within the target (or
-// within what the full K:R predicts, if that is more), at most R. A group
-// of 2 data symbols needs far fewer parity symbols than one of 32 for the
-// same residual, and a slow lane sends little else. nil until a report has
-// measured the loss, again after Busy, and outside auto mode: such groups
-// then get R.
-func (a *Adapter) Partial() []uint8 {
-	if !a.partialOK {
-		return nil
-	}
-	k, _ := a.Ratio()
-	return a.partial[:k]
-}
 
 // SetFill tells the rule how many data symbols the lane sends within one
 // flush timeout at its current rate (zero: unknown). A group larger than

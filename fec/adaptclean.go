@@ -119,7 +119,7 @@ func (a *Adapter) guessing() bool {
 // sparse reports whether the lane's groups close early with a packet or
 // two (fewer than two data symbols per flush timeout): a ping lane, an
 // ACK stream.
-func (a *Adapter) sparse() bool { return a.fill > 0 && a.fill < 2 }
+func (a *Adapter) sparse() bool { return a.fill > 0 && a.fill < sparseBelow }
 
 // parityOff stops parity: a clean path (and with no parity, nothing to
 // interleave). The partial table stays: a block still open under the

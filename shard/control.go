@@ -178,6 +178,11 @@ func (s *Shard) controlTimers(ln *lane) {
 	}
 	if dt := s.now.Sub(ln.tickAt); dt > 0 && !ln.tickAt.IsZero() {
 		ln.tickRate = float64(ln.txPackets-ln.tickTx) / dt.Seconds()
+		// A lane a flow has left, or one of pings: its groups' parity
+		// capped at one per packet until a report sizes it.
+		if ln.adapt != nil && ln.adapt.SetTickFill(ln.tickRate*ln.cur.enc.FlushTimeout().Seconds()) {
+			ln.applyFEC()
+		}
 	}
 	ln.tickTx, ln.tickLarge, ln.tickAt = ln.txPackets, ln.txLarge, s.now // sendData counts a flow's packets from here
 	if ln.splits() && !s.now.Before(ln.stampAt) {

@@ -76,8 +76,12 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 	}
 	s.noteBusy(ln, ks) // a group may be open: tickFEC flushes it
 	large := !fec.SmallSymbol(len(sym))
-	if large && ln.txLarge-ln.tickLarge == flowPackets-1 && ln.adapt != nil && ln.adapt.Busy() {
-		ln.applyFEC() // a flow after pings: this packet on, the start-up guess
+	if large && ln.txLarge-ln.tickLarge == flowPackets-1 && ln.adapt != nil {
+		// A flow after pings: this packet on, the start-up guess, and
+		// groups that close early get their full parity again.
+		if busy := ln.adapt.Busy(); ln.adapt.Loud() || busy {
+			ln.applyFEC()
+		}
 	}
 	m, err := ks.enc.Add(sym, s.now)
 	if err != nil {

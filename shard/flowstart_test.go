@@ -61,3 +61,38 @@ func TestSlowFlowKeepsRuleChoice(t *testing.T) {
 		}
 	}
 }
+
+// Pings on a lane a bulk flow has left carry at most one parity each
+// from the first quiet tick on, not what the flow's table gave a group
+// of one; the next flow's packets get their full parity again from its
+// flowPackets-th packet in a tick.
+func TestPingsAfterFlowGetOneParityEach(t *testing.T) {
+	l := newAutoLane(t)
+	for range 3 {
+		for range 20 {
+			l.tick(200)
+		}
+		l.report(fec.LossReport{Expected: 4000, Received: 3800, Runs: 50}) // 5%, bursts of 4
+	}
+	if p := l.la.adapt.Partial(); len(p) < 2 || p[1] < 2 {
+		t.Fatalf("a bulk flow through bursty loss: table %v, want a group of one to carry more than one parity", p)
+	}
+	l.tick(0) // the flow has ended: a quiet tick
+	before := l.sa.stats.c[ParityOut]
+	const pings = 10
+	for range pings {
+		l.seq++
+		inject(t, l.sa, ipPacket("10.1.0.5", "10.2.0.9", 56, l.seq))
+		l.tick(0) // each ping's group closes at its flush timeout
+	}
+	if got := l.sa.stats.c[ParityOut] - before; got > pings {
+		t.Fatalf("%d pings after a flow: %d parity, want at most one each", pings, got)
+	}
+	if p := l.la.adapt.Partial(); p[1] != 1 {
+		t.Fatalf("quiet lane: a group of one gets %d parity", p[1])
+	}
+	l.inject(flowPackets)
+	if p := l.la.adapt.Partial(); p != nil && p[1] < 2 {
+		t.Fatalf("a flow's first window: a group of one gets %d parity, want the flow's table or the guess", p[1])
+	}
+}

@@ -35,6 +35,10 @@ func (s *Shard) flushAll() {
 // returns the earliest pending FEC deadline (zero if none).
 func (s *Shard) tick() time.Time {
 	s.refillRoam()
+	// Groups past their flush deadline close first, with the parity of
+	// the tick they were sent in: the timers may find the lane quiet
+	// now (controlTimers), which caps it.
+	s.tickFEC()
 	now := int64(s.now.Sub(stampEpoch))
 	for i, ln := range s.table.owned {
 		if w := s.table.wakes[i]; w != 0 && now < w {

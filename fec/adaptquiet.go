@@ -1,0 +1,63 @@
+// The parity of groups that close early (Partial), and its cap while the
+// lane is quiet (SetQuiet).
+
+package fec
+
+// Partial is the table for Encoder.SetPartialParity: for a group that
+// closes before K (a slow lane's flush timeout, a rare size class), the
+// least parity predicted to keep its residual loss within the target (or
+// within what the full K:R predicts, if that is more), at most R. A group
+// of 2 data symbols needs far fewer parity symbols than one of 32 for the
+// same residual, and a slow lane sends little else. nil until a report has
+// measured the loss, again after Busy, and outside auto mode: such groups
+// then get R. While the lane is quiet (SetQuiet), at most one parity
+// symbol per data symbol (and at least MinR).
+func (a *Adapter) Partial() []uint8 {
+	k, r := a.Ratio()
+	if a.quiet && r > 0 {
+		for n := range k {
+			c := r
+			if a.partialOK && a.partial[n] > 0 {
+				c = min(c, int(a.partial[n]))
+			}
+			a.capped[n] = uint8(min(c, max(n, a.cfg.MinR)))
+		}
+		return a.capped[:k]
+	}
+	if !a.partialOK {
+		return nil
+	}
+	return a.partial[:k]
+}
+
+// SetTickFill tells the rule how many data symbols the lane sent per
+// flush timeout over its last timer tick. Under two (sparseBelow: pings,
+// a trickle, nothing since a flow ended) the lane is quiet. The rule's
+// ratio and table follow the lane's rate only at the peer's next report,
+// about a second on; until then a ping would close a group of one under a
+// table sized for the flow before it (after a bulk flow through 5% loss
+// in bursts, 200 pings at 10 ms carried seven parity symbols each).
+// Quiet, a group that closes early gets at most one parity symbol per
+// data symbol (Partial), the start-up guess included: a flow's first
+// packets after a quiet tick go out so only until Busy (the shard calls
+// it, and Loud, at a flow's fourth large packet in a tick). It reports
+// whether Partial changed.
+func (a *Adapter) SetTickFill(n float64) bool { return a.setQuiet(n < sparseBelow) }
+
+// Loud tells the rule that the lane sends a flow since its last tick
+// (the shard's Busy): not quiet. It reports whether Partial changed.
+func (a *Adapter) Loud() bool { return a.setQuiet(false) }
+
+func (a *Adapter) setQuiet(q bool) bool {
+	if q == a.quiet {
+		return false
+	}
+	a.quiet = q
+	_, r := a.Ratio()
+	return r > 0
+}
+
+// sparseBelow is the fill (data symbols per flush timeout) under which a
+// lane closes its groups with a packet or two: a ping lane, an ACK
+// stream.
+const sparseBelow = 2

@@ -1,0 +1,67 @@
+package fec
+
+import (
+	"slices"
+	"testing"
+)
+
+// A quiet lane's groups that close early carry at most one parity symbol
+// per data symbol, whatever table the flow before sized: the rule's own
+// table for a bulk flow through bursty loss, and the start-up guess. A
+// flow again (Loud) restores the table; a quiet tick on a lane without
+// parity changes nothing.
+func TestAdapterQuietCapsPartial(t *testing.T) {
+	a := freshAdapter(t)
+	a.SetFill(90)
+	a.SetSent(3000, 3000)
+	a.SetPath(PathClear)
+	for range 3 {
+		a.Observe(LossReport{Expected: 9000, Received: 8550, Runs: 110}) // 5%, bursts of 4
+	}
+	k, r := a.Ratio()
+	flow := slices.Clone(a.Partial())
+	if r == 0 || len(flow) < 2 || flow[1] < 2 {
+		t.Fatalf("a bulk flow through bursty loss: %d:%d, table %v: want a group of one to carry more than one parity", k, r, flow)
+	}
+	if !a.SetTickFill(0.5) {
+		t.Fatal("a quiet tick after the flow: Partial unchanged")
+	}
+	if a.SetTickFill(0) {
+		t.Fatal("a second quiet tick changed Partial again")
+	}
+	capped := a.Partial()
+	if len(capped) != len(flow) {
+		t.Fatalf("quiet table of %d entries, want %d", len(capped), len(flow))
+	}
+	for n := 1; n < len(capped); n++ {
+		if want := min(int(flow[n]), n); int(capped[n]) != want {
+			t.Fatalf("quiet: a group of %d closing early carries %d parity, want %d (flow's table %d)", n, capped[n], want, flow[n])
+		}
+	}
+	if !a.Loud() || !slices.Equal(a.Partial(), flow) {
+		t.Fatalf("a flow again: table %v, want the rule's %v", a.Partial(), flow)
+	}
+
+	g := freshAdapter(t) // the start-up guess: no table, every group its R
+	_, gr := g.Ratio()
+	if g.Partial() != nil || !g.SetTickFill(1) {
+		t.Fatal("the guess: a table before any report, or a quiet tick changed nothing")
+	}
+	for n, c := range g.Partial() {
+		if want := min(gr, max(n, 1)); int(c) != want {
+			t.Fatalf("quiet under the guess %d parity: a group of %d carries %d, want %d", gr, n, c, want)
+		}
+	}
+	if !g.SetTickFill(sparseBelow) || g.Partial() != nil {
+		t.Fatalf("the guess after a tick of two symbols per flush timeout (not quiet): table %v, want none (full R)", g.Partial())
+	}
+
+	off := freshAdapter(t)
+	off.SetFill(40)
+	for range cleanReports {
+		off.Observe(LossReport{Expected: 500, Received: 500})
+	}
+	if _, r := off.Ratio(); r != 0 || off.SetTickFill(0) {
+		t.Fatalf("no parity (R %d): a quiet tick reported a change", r)
+	}
+}
