@@ -3,6 +3,7 @@ package fec
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 // A quiet lane's groups that close early carry at most one parity symbol
@@ -63,5 +64,49 @@ func TestAdapterQuietCapsPartial(t *testing.T) {
 	}
 	if _, r := off.Ratio(); r != 0 || off.SetTickFill(0) {
 		t.Fatalf("no parity (R %d): a quiet tick reported a change", r)
+	}
+}
+
+// A flow after a quiet spell on a lane whose bursts the rule stopped
+// assuming under a standing queue, without measuring them, starts under
+// the start-up guess with the bursts assumed again; on a lane whose
+// bursts were measured, Restart changes nothing.
+func TestAdapterRestartAssumesBurstsAgain(t *testing.T) {
+	a, err := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.SetRTT(50 * time.Millisecond)
+	a.SetFill(90)
+	a.SetPath(PathSplit)
+	rep := LossReport{Expected: 20000, Received: 19000, Runs: 100}
+	observeN(a, assumeReports+1, rep)
+	if b, ok := a.Burst(); ok || b != 1 || a.Depth() != 1 {
+		t.Fatalf("after %d split reports: burst %v (measured %v) at depth %d, want independent at depth 1", assumeReports+1, b, ok, a.Depth())
+	}
+	if a.Busy() {
+		t.Fatal("a busy lane without a quiet spell got the guess")
+	}
+	a.Restart()
+	if !a.Busy() || !a.guessing() || !a.assuming() {
+		t.Fatalf("a flow after a quiet spell: guess %v, bursts assumed %v", a.guessing(), a.assuming())
+	}
+	a.SetPath(PathClear)
+	a.Observe(rep)
+	if a.Depth() == 1 {
+		t.Fatal("the flow's first report at 5% loss: depth 1, want the assumed bursts' interleave")
+	}
+
+	m := mustAdapter(t)
+	m.SetFill(90)
+	m.SetPath(PathClear)
+	observeN(m, 3, LossReport{Expected: 20000, Received: 19000, Runs: 980}) // independent, measured
+	if _, ok := m.Burst(); !ok {
+		t.Fatal("independent loss not measured")
+	}
+	k, r := m.Ratio()
+	m.Restart()
+	if m.Busy() {
+		t.Fatalf("measured bursts, a flow after a quiet spell: the guess replaced %d:%d", k, r)
 	}
 }

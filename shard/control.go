@@ -180,8 +180,16 @@ func (s *Shard) controlTimers(ln *lane) {
 		ln.tickRate = float64(ln.txPackets-ln.tickTx) / dt.Seconds()
 		// A lane a flow has left, or one of pings: its groups' parity
 		// capped at one per packet until a report sizes it.
-		if ln.adapt != nil && ln.adapt.SetTickFill(ln.tickRate*ln.cur.enc.FlushTimeout().Seconds()) {
-			ln.applyFEC()
+		if ln.adapt != nil {
+			if ln.adapt.SetTickFill(ln.tickRate * ln.cur.enc.FlushTimeout().Seconds()) {
+				ln.applyFEC()
+			}
+			switch {
+			case !ln.adapt.Quiet():
+				ln.quietAt = time.Time{}
+			case ln.quietAt.IsZero():
+				ln.quietAt = s.now
+			}
 		}
 	}
 	ln.tickTx, ln.tickLarge, ln.tickAt = ln.txPackets, ln.txLarge, s.now // sendData counts a flow's packets from here

@@ -2,8 +2,8 @@ package shard
 
 import (
 	"net/netip"
-
 	"runtime"
+	"time"
 
 	"github.com/yip-router/yip-router/crypto"
 	"github.com/yip-router/yip-router/fec"
@@ -78,7 +78,12 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 	large := !fec.SmallSymbol(len(sym))
 	if large && ln.txLarge-ln.tickLarge == flowPackets-1 && ln.adapt != nil {
 		// A flow after pings: this packet on, the start-up guess, and
-		// groups that close early get their full parity again.
+		// groups that close early get their full parity again; after
+		// a quiet spell, a new flow (fec.Adapter.Restart).
+		if !ln.quietAt.IsZero() && s.now.Sub(ln.quietAt) >= restartIdle {
+			ln.adapt.Restart()
+		}
+		ln.quietAt = time.Time{}
 		if busy := ln.adapt.Busy(); ln.adapt.Loud() || busy {
 			ln.applyFEC()
 		}

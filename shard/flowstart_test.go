@@ -2,6 +2,7 @@ package shard
 
 import (
 	"testing"
+	"time"
 
 	"github.com/yip-router/yip-router/fec"
 )
@@ -94,5 +95,37 @@ func TestPingsAfterFlowGetOneParityEach(t *testing.T) {
 	l.inject(flowPackets)
 	if p := l.la.adapt.Partial(); p != nil && p[1] < 2 {
 		t.Fatalf("a flow's first window: a group of one gets %d parity, want the flow's table or the guess", p[1])
+	}
+}
+
+// A flow that starts on a lane quiet for restartIdle, whose adapter
+// stopped assuming bursts under the standing queue of the flow before
+// without measuring them, gets the start-up guess at its flowPackets-th
+// packet; after a shorter pause (a BBR flow's ProbeRTT) it keeps the
+// rule's choice.
+func TestFlowAfterQuietSpellAssumesBursts(t *testing.T) {
+	for _, c := range []struct {
+		quiet time.Duration
+		guess bool
+	}{{restartIdle + 2*idlePoll, true}, {restartIdle - 2*idlePoll, false}} {
+		l := newAutoLane(t)
+		l.la.adapt.SetPath(fec.PathSplit)
+		for range 6 {
+			l.tick(200)
+			l.la.adapt.Observe(fec.LossReport{Expected: 20000, Received: 19000, Runs: 100})
+		}
+		l.la.applyFEC()
+		if b, ok := l.la.adapt.Burst(); ok || b != 1 {
+			t.Fatalf("after split reports: burst %v (measured %v), want independent", b, ok)
+		}
+		k0, r0 := l.la.cur.enc.Ratio()
+		for q := time.Duration(0); q < c.quiet; q += idlePoll {
+			l.tick(0)
+		}
+		l.inject(flowPackets)
+		k, r := l.la.cur.enc.Ratio()
+		if got := k == l.k0 && r == l.r0 && l.la.cur.enc.Depth() == fec.MaxDepth; got != c.guess {
+			t.Fatalf("a flow after %v quiet: %d:%d depth %d (rule's %d:%d), want the guess %v", c.quiet, k, r, l.la.cur.enc.Depth(), k0, r0, c.guess)
+		}
 	}
 }

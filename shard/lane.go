@@ -165,6 +165,10 @@ type lane struct {
 	tickTx, tickLarge uint64
 	tickAt            time.Time
 	tickRate          float64
+	// quietAt is the first of the timer ticks in a row that found the
+	// lane quiet (fec.Adapter.SetTickFill; zero: it sends), for
+	// restartIdle.
+	quietAt time.Time
 
 	// slot is the lane's index in laneTable.owned (-1: not there); moves
 	// counts the times an authenticated datagram from a new address moved
