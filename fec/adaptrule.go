@@ -17,14 +17,28 @@ import (
 // symbols per flush timeout, little at such a rate, and a loss-based flow
 // held back by residual loss needs the protection to grow its rate (and
 // with it the groups): capped at MaxOverhead, one CUBIC flow through 5%
-// loss at 50 ms stalled near 15 Mbit/s in groups of ~17.
-const smallGroupR = 8
+// loss at 50 ms stalled near 15 Mbit/s in groups of ~17. Within it, at
+// most smallGroupPer parity symbols per data symbol for a flow's data,
+// one for pings and ACKs (a sparse fill, or small packets): in closed loop
+// through 5% loss in bursts of 4 (TestSlowBurstTable), one per data
+// symbol left 1% of a lane's packets lost at 800 packets/s and 2% at 500
+// (5:4 x2, 6:5 x1), two 0.08-0.18% and 0.3-0.4% (5:8 x2, 3:6 x2): a Reno
+// flow that fell that slow after its slow start's overshoot lost a packet
+// every few round trips, halved at each, and ran at 9 Mbit/s of 200.
+const (
+	smallGroupR   = 8
+	smallGroupPer = 2
+)
 
 // maxR is the most parity the rule spends on a group of k.
 func (a *Adapter) maxR(k int) int {
 	r := int(float64(k) * a.cfg.MaxOverhead)
 	if k < slices.Min(a.cfg.Ks) {
-		r = max(r, min(smallGroupR, k))
+		per := 1
+		if !a.small && !a.sparse() {
+			per = smallGroupPer
+		}
+		r = max(r, min(smallGroupR, per*k))
 	}
 	_, most := FitRatio(k, a.cfg.MaxR, a.long)
 	return max(a.cfg.MinR, min(most, r))
