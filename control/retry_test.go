@@ -1,0 +1,55 @@
+package control
+
+import (
+	"testing"
+	"time"
+)
+
+// A new handshake the lanes asked for (PeerSilent) whose response is
+// lost, while the session's keys still carry traffic both ways (so the
+// lanes never go silent again), is retried at its backoff from the
+// timers, and the retry's response makes one session of both ends.
+func TestLostRekeyResponseRetried(t *testing.T) {
+	ini, resp := memPair(t, "198.51.100.7:40000")
+	handshake(t, ini, resp)
+	ini.clock.Advance(10 * time.Second)
+	p := ini.peerOf(t)
+	ini.PeerSilent(0, p.id, false)
+	ini.Step()
+	first := ini.take()
+	if len(first) != 1 {
+		t.Fatalf("silent lanes: %d initiations, want 1", len(first))
+	}
+	resp.deliver(first, ini.addr, ConnGroup)
+	if lost := resp.take(); len(lost) != 1 {
+		t.Fatalf("the responder sent %d datagrams, want its response", len(lost))
+	}
+	if sessionsAgree(t, ini, resp) {
+		t.Fatal("the ends agree on a session whose response was lost")
+	}
+	// The lanes answer under the old keys: no PeerSilent, only the
+	// timers, up to the initiation's backoff and past it.
+	var next time.Time
+	ini.locked(func() { next = p.nextTry })
+	ini.clock.Advance(next.Sub(ini.clock.Now()) - time.Millisecond)
+	ini.Tick(ini.clock.Now())
+	if n := len(ini.take()); n != 0 {
+		t.Fatalf("before the backoff: %d initiations", n)
+	}
+	ini.clock.Advance(2 * time.Millisecond)
+	ini.Tick(ini.clock.Now())
+	retry := ini.take()
+	if len(retry) != 1 {
+		t.Fatalf("after the backoff, the response lost: %d initiations, want a retry", len(retry))
+	}
+	resp.deliver(retry, ini.addr, ConnGroup)
+	ini.deliver(resp.take(), resp.addr, ConnLane)
+	if !sessionsAgree(t, ini, resp) {
+		t.Fatal("the retry's handshake did not make one session of both ends")
+	}
+	ini.clock.Advance(time.Minute)
+	ini.Tick(ini.clock.Now())
+	if n := len(ini.take()); n != 0 {
+		t.Fatalf("a minute after the retry completed: %d initiations", n)
+	}
+}
