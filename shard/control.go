@@ -147,7 +147,7 @@ func (s *Shard) controlTimers(ln *lane) {
 	}
 	echo, reported := ln.echoes(), false
 	due := !s.now.Before(ln.reportDue)
-	if !due && ln.sizingReports < earlyReports && ln.cur.dec.Counted() >= sizingExpected &&
+	if !due && ln.sizingReports < earlyReports && ln.counted() >= sizingExpected &&
 		(ln.sizingReports == 0 || s.now.Sub(ln.reportedAt) >= max(earlyReportGap, ln.delay.judgeLag())) {
 		// A lane's first reports that can size the peer's FEC go as
 		// soon as they can (timing.go, earlyReports).
@@ -155,7 +155,7 @@ func (s *Shard) controlTimers(ln *lane) {
 	}
 	if due {
 		ln.reportDue = s.now.Add(jitter(lossReportEvery))
-		rep := ln.cur.dec.TakeLossReport()
+		rep := ln.takeLossReport()
 		if rep.Expected == 0 {
 			// Nothing to report: the split's slices would go stale
 			// until a report carried them (a lane that only sends).
@@ -378,4 +378,27 @@ func (ln *lane) keepalive(b []byte) []byte {
 	}
 	ms := min((ln.rtt+time.Millisecond-1)/time.Millisecond, 0xffff)
 	return binary.BigEndian.AppendUint16(append(b, ctlKeepalive, f), uint16(ms))
+}
+
+// takeLossReport is what ln's decoders counted since the last report,
+// under its current keys and its previous ones: the peer sends under the
+// previous keys while our response to its rekey has not reached it, and
+// a report of the current keys alone said nothing of a whole run's data
+// (the peer's adapter stayed at its start-up guess).
+func (ln *lane) takeLossReport() fec.LossReport {
+	rep := ln.cur.dec.TakeLossReport()
+	if ln.prev != nil {
+		rep = rep.Add(ln.prev.dec.TakeLossReport())
+	}
+	return rep
+}
+
+// counted is how many symbols ln's decoders counted toward its next loss
+// report (takeLossReport).
+func (ln *lane) counted() uint32 {
+	n := ln.cur.dec.Counted()
+	if ln.prev != nil {
+		n += ln.prev.dec.Counted()
+	}
+	return n
 }

@@ -76,7 +76,7 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 	}
 	s.noteBusy(ln, ks) // a group may be open: tickFEC flushes it
 	large := !fec.SmallSymbol(len(sym))
-	if large && ln.txLarge-ln.tickLarge == flowPackets-1 && ln.adapt != nil {
+	if large && ln.largeThisTick() == flowPackets-1 && ln.adapt != nil {
 		// A flow after pings: this packet on, the start-up guess, and
 		// groups that close early get their full parity again; after
 		// a quiet spell, a new flow (fec.Adapter.Restart).

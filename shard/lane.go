@@ -410,3 +410,7 @@ func (s *Shard) RemovePeer(peer PeerID) {
 		delete(s.waiting, peer)
 	}
 }
+
+// largeThisTick is how many packets larger than fec.SmallSymbol the lane
+// sent since its last timer tick: a flow from the flowPackets-th on.
+func (ln *lane) largeThisTick() uint64 { return ln.txLarge - ln.tickLarge }

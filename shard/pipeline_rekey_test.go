@@ -169,3 +169,36 @@ func TestDecoderCountersSurviveLaneReplacement(t *testing.T) {
 	sb.RemovePeer(1)
 	check("after the peer was removed", 30, 3, 1)
 }
+
+// A responder whose new keys the initiator never got (the response was
+// lost) receives under its previous keys: its loss reports count what
+// that decoder counted, or the initiator's adapter hears of nothing.
+func TestLossReportCountsPreviousKeys(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
+	sb := b.shards[0]
+	cfg := sb.table.lanes[addrA].cfg
+	ks := crypto.NewSessionKeys([32]byte{1}, [32]byte{50}, false)
+	cfg.Send, cfg.Recv, cfg.HoldTx = ks.SendLane(0), ks.RecvLane(0), true
+	if err := sb.InstallLane(cfg); err != nil {
+		t.Fatal(err)
+	}
+	lb := sb.table.lanes[addrA]
+	lb.takeLossReport() // what came before the rekey
+	for i := range 8 {
+		inject(t, a.shards[0], ipPacket("10.1.0.5", "10.2.0.9", 80, 10+i))
+	}
+	deliverAll(t, a, b, nil)
+	if len(b.tun[0]) != 8 || lb.cur.confirmed {
+		t.Fatalf("B delivered %d of 8 packets under its previous keys (new keys confirmed: %v)", len(b.tun[0]), lb.cur.confirmed)
+	}
+	for _, ks := range lb.keysets() {
+		ks.dec.Tick(sb.now.Add(10 * time.Second)) // the groups' accounting, without a report
+	}
+	if n := lb.counted(); n < 8 {
+		t.Fatalf("counted toward the next report: %d symbols, want the 8 data and their parity", n)
+	}
+	if rep := lb.takeLossReport(); rep.Expected < 8 || rep.Received != rep.Expected {
+		t.Fatalf("loss report under the previous keys: %+v, want the 8 data and their parity, none lost", rep)
+	}
+}

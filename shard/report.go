@@ -116,7 +116,7 @@ func (s *Shard) observeAs(ln *lane, st fec.PathState) {
 	if b, bound, ok := ln.adapt.Sampled(); ok {
 		ln.cfg.Bursts.Note(b, bound, s.now)
 	}
-	if ln.txLarge-ln.tickLarge >= flowPackets {
+	if ln.largeThisTick() >= flowPackets {
 		// A flow already sends this tick, past the packet that would
 		// have told the adapter (sendData): clean reports of pings
 		// before it that take the start-up guess off now, or size
