@@ -28,19 +28,19 @@ func TestLostRekeyResponseRetried(t *testing.T) {
 		t.Fatal("the ends agree on a session whose response was lost")
 	}
 	// The lanes answer under the old keys: no PeerSilent, only the
-	// timers, up to the initiation's backoff and past it.
+	// timers, up to the response's timeout (past the backoff) and past it.
 	var next time.Time
-	ini.locked(func() { next = p.nextTry })
+	ini.locked(func() { next = p.initAt.Add(HandshakeTimeout) })
 	ini.clock.Advance(next.Sub(ini.clock.Now()) - time.Millisecond)
 	ini.Tick(ini.clock.Now())
 	if n := len(ini.take()); n != 0 {
-		t.Fatalf("before the backoff: %d initiations", n)
+		t.Fatalf("before the response is overdue: %d initiations", n)
 	}
 	ini.clock.Advance(2 * time.Millisecond)
 	ini.Tick(ini.clock.Now())
 	retry := ini.take()
 	if len(retry) != 1 {
-		t.Fatalf("after the backoff, the response lost: %d initiations, want a retry", len(retry))
+		t.Fatalf("the response lost and overdue: %d initiations, want a retry", len(retry))
 	}
 	resp.deliver(retry, ini.addr, ConnGroup)
 	ini.deliver(resp.take(), resp.addr, ConnLane)
@@ -51,5 +51,26 @@ func TestLostRekeyResponseRetried(t *testing.T) {
 	ini.Tick(ini.clock.Now())
 	if n := len(ini.take()); n != 0 {
 		t.Fatalf("a minute after the retry completed: %d initiations", n)
+	}
+}
+
+// A peer that answers under the session's keys but never completes a
+// handshake gets sessionRetries initiations in all before the session is
+// due for its rekey (which retries on its own), not one every 15 s.
+func TestSessionRetriesBounded(t *testing.T) {
+	ini, resp := memPair(t, "198.51.100.7:40000")
+	handshake(t, ini, resp)
+	ini.clock.Advance(10 * time.Second)
+	p := ini.peerOf(t)
+	ini.PeerSilent(0, p.id, false)
+	ini.Step()
+	sent := len(ini.take())
+	for range 109 { // to 119 s: before the rekey (120 s and its jitter)
+		ini.clock.Advance(time.Second)
+		ini.Tick(ini.clock.Now())
+		sent += len(ini.take())
+	}
+	if sent != sessionRetries {
+		t.Fatalf("%d initiations to a peer that never answers them, want %d", sent, sessionRetries)
 	}
 }

@@ -57,7 +57,7 @@ func (c *Core) timersLocked(now time.Time) {
 			c.dropSession(p)
 		case p.init != nil && now.Sub(p.initAt) < HandshakeTimeout && !due:
 			// waiting for the response
-		case p.sess != nil && p.init != nil && due:
+		case p.sess != nil && p.init != nil && due && now.Sub(p.initAt) >= HandshakeTimeout && p.attempts < sessionRetries:
 			// A new handshake the lanes asked for (PeerSilent), or a
 			// rekey, unanswered: its response may have been lost
 			// while the peer still answers under the session's keys,
@@ -65,8 +65,9 @@ func (c *Core) timersLocked(now time.Time) {
 			// initiation's keys unconfirmed, sends under its previous
 			// ones and reported nothing it received under them (a
 			// bench's sender adapter stayed at its start-up guess for
-			// whole runs). Retried at its backoff, as WireGuard
-			// retries a handshake every REKEY_TIMEOUT.
+			// whole runs). Retried at its backoff once the response is
+			// overdue, about 90 s in all (sessionRetries), as
+			// WireGuard retries a handshake every REKEY_TIMEOUT.
 			c.initiate(p, now)
 		case p.sess == nil && wanted && due:
 			c.initiate(p, now)

@@ -34,7 +34,11 @@ const (
 	// they work again.
 	failWarnAttempts = 4
 	retryMax         = 15 * time.Second
-	retryJitterDiv   = 10
+	// sessionRetries: while a session lives, an unanswered initiation is
+	// retried this many times in all (the backoff's 1, 2, 4, 8, then 15 s:
+	// about 90 s, as long as WireGuard tries a handshake).
+	sessionRetries = 9
+	retryJitterDiv = 10
 	// rttMax: a response later than this after its initiation says
 	// nothing about the path (it waited in a queue, or answered a retry's
 	// predecessor): the lanes get no round trip from it.

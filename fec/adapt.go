@@ -208,8 +208,8 @@ type Adapter struct {
 	// symbols (Partial), set from the first report on.
 	partial   [MaxK]uint8
 	partialOK bool
-	// quiet: the lane's last timer tick was sparse (SetQuiet); capped
-	// is the table Partial gives then.
+	// quiet: the lane's last timer tick was sparse (SetTickFill);
+	// capped is the table Partial gives then.
 	quiet  bool
 	capped [MaxK]uint8
 	// clean counts the reports in a row that lost nothing, cleanSyms

@@ -1,5 +1,5 @@
-// The parity of groups that close early (Partial), and its cap while the
-// lane is quiet (SetQuiet).
+// The parity of groups that close early (Partial), its cap while the lane
+// is quiet (SetTickFill), and a flow after a quiet spell (Restart).
 
 package fec
 
@@ -10,14 +10,17 @@ package fec
 // of 2 data symbols needs far fewer parity symbols than one of 32 for the
 // same residual, and a slow lane sends little else. nil until a report has
 // measured the loss, again after Busy, and outside auto mode: such groups
-// then get R. While the lane is quiet (SetQuiet), at most one parity
-// symbol per data symbol (and at least MinR).
+// then get R. While the lane is quiet (SetTickFill), at most one parity
+// symbol per data symbol (and at least MinR), once a report has sized the
+// table: the start-up guess is for a flow's first window, which a paced
+// slow start at a long round trip (Linux spreads it over half of one)
+// sends at a few packets a tick, quiet.
 func (a *Adapter) Partial() []uint8 {
 	k, r := a.Ratio()
-	if a.quiet && r > 0 {
+	if a.quiet && a.partialOK && r > 0 {
 		for n := range k {
 			c := r
-			if a.partialOK && a.partial[n] > 0 {
+			if a.partial[n] > 0 {
 				c = min(c, int(a.partial[n]))
 			}
 			a.capped[n] = uint8(min(c, max(n, a.cfg.MinR)))
@@ -38,10 +41,9 @@ func (a *Adapter) Partial() []uint8 {
 // table sized for the flow before it (after a bulk flow through 5% loss
 // in bursts, 200 pings at 10 ms carried seven parity symbols each).
 // Quiet, a group that closes early gets at most one parity symbol per
-// data symbol (Partial), the start-up guess included: a flow's first
-// packets after a quiet tick go out so only until Busy (the shard calls
-// it, and Loud, at a flow's fourth large packet in a tick). It reports
-// whether Partial changed.
+// data symbol (Partial) until a tick that is not, or Loud (the shard
+// calls it, and Busy, at a flow's fourth large packet in a tick). It
+// reports whether Partial changed.
 func (a *Adapter) SetTickFill(n float64) bool { return a.setQuiet(n < sparseBelow) }
 
 // Loud tells the rule that the lane sends a flow since its last tick
@@ -52,19 +54,25 @@ func (a *Adapter) Loud() bool { return a.setQuiet(false) }
 func (a *Adapter) Quiet() bool { return a.quiet }
 
 // Restart tells the rule that a flow starts on a lane that has been quiet
-// for a while (the shard's restartIdle): a new flow's slow start, not a
+// for a while (the shard's restartAfter): a new flow's slow start, not a
 // pause within one. If the rule stopped assuming bursts it never measured
 // (split reports under a queue that stood, endAssumption), it assumes
-// them again, and Busy brings the start-up guess back: that evidence was
-// the queue of the flow before. A BBR flow's standing queue ended the
+// them again, and the start-up guess comes back (as in Busy, but for the
+// trickle guard, few1 and few2): that evidence was the queue of the flow
+// before. A BBR flow's standing queue ended the
 // assumption on a channel losing 5% in bursts of 4; the Reno flow after
 // it on the same lane started in 115:19 x1, sized for independent loss,
 // lost 594 packets for good in its first second and ran at 33 Mbit/s of
-// 200.
-func (a *Adapter) Restart() {
-	if a.mode.Kind == ModeAuto && a.burst == 0 && !a.noRuns && a.assumed >= assumeReports {
-		a.assumed, a.guessOff = 0, true
+// 200. It reports whether the ratio changed.
+func (a *Adapter) Restart() bool {
+	if a.mode.Kind != ModeAuto || a.burst != 0 || a.noRuns || a.assumed < assumeReports {
+		return false
 	}
+	a.assumed = 0
+	a.clean, a.cleanSyms, a.small = 0, 0, false
+	a.setTarget()
+	a.startGuess()
+	return true
 }
 
 func (a *Adapter) setQuiet(q bool) bool {
@@ -73,7 +81,7 @@ func (a *Adapter) setQuiet(q bool) bool {
 	}
 	a.quiet = q
 	_, r := a.Ratio()
-	return r > 0
+	return r > 0 && a.partialOK
 }
 
 // sparseBelow is the fill (data symbols per flush timeout) under which a

@@ -179,9 +179,9 @@ func (s *Shard) controlTimers(ln *lane) {
 	if dt := s.now.Sub(ln.tickAt); dt > 0 && !ln.tickAt.IsZero() {
 		ln.tickRate = float64(ln.txPackets-ln.tickTx) / dt.Seconds()
 		// A lane a flow has left, or one of pings: its groups' parity
-		// capped at one per packet until a report sizes it.
+		// capped at one per packet while its ticks are quiet.
 		if ln.adapt != nil {
-			if ln.adapt.SetTickFill(ln.tickRate * ln.cur.enc.FlushTimeout().Seconds()) {
+			if ln.adapt.SetTickFill(ln.tickRate * ln.sendKeys().enc.FlushTimeout().Seconds()) {
 				ln.applyFEC()
 			}
 			switch {

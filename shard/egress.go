@@ -80,11 +80,9 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 		// A flow after pings: this packet on, the start-up guess, and
 		// groups that close early get their full parity again; after
 		// a quiet spell, a new flow (fec.Adapter.Restart).
-		if !ln.quietAt.IsZero() && s.now.Sub(ln.quietAt) >= restartIdle {
-			ln.adapt.Restart()
-		}
+		restart := !ln.quietAt.IsZero() && s.now.Sub(ln.quietAt) >= ln.restartAfter() && ln.adapt.Restart()
 		ln.quietAt = time.Time{}
-		if busy := ln.adapt.Busy(); ln.adapt.Loud() || busy {
+		if busy := ln.adapt.Busy(); ln.adapt.Loud() || busy || restart {
 			ln.applyFEC()
 		}
 	}

@@ -414,3 +414,9 @@ func (s *Shard) RemovePeer(peer PeerID) {
 // largeThisTick is how many packets larger than fec.SmallSymbol the lane
 // sent since its last timer tick: a flow from the flowPackets-th on.
 func (ln *lane) largeThisTick() uint64 { return ln.txLarge - ln.tickLarge }
+
+// restartAfter is how long the lane's ticks must have been quiet for a
+// flow that then starts to be a new one: restartIdle, or longer than a
+// BBR flow's ProbeRTT at the lane's round trip (a steady flow would
+// otherwise take the start-up guess every ten seconds).
+func (ln *lane) restartAfter() time.Duration { return max(restartIdle, probeRTT+2*ln.rtt) }

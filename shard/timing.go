@@ -114,12 +114,15 @@ const (
 	// would come back every tick.
 	flowPackets = 4
 
-	// restartIdle is how long a lane's ticks must have been quiet for
-	// the flow that then starts to be a new one (fec.Adapter.Restart):
-	// longer than a BBR flow's ProbeRTT (200 ms and a round trip at 4
-	// packets), about what Linux waits before it restarts a connection's
-	// slow start after idle (its retransmission timeout, 200 ms and up).
+	// restartIdle is the least a lane's ticks must have been quiet for
+	// the flow that then starts to be a new one (fec.Adapter.Restart,
+	// lane.restartAfter): about what Linux waits before it restarts a
+	// connection's slow start after idle (its retransmission timeout,
+	// 200 ms and up), and longer than a BBR flow's ProbeRTT (probeRTT
+	// at 4 packets a round trip, after a round trip that drains its
+	// queue) at round trips up to 150 ms.
 	restartIdle = 500 * time.Millisecond
+	probeRTT    = 200 * time.Millisecond
 
 	// jitterFraction spreads every control-frame wait (loss reports, both
 	// keepalives) uniformly over ±25% of its nominal value, drawn afresh
