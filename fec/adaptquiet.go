@@ -11,16 +11,14 @@ package fec
 // same residual, and a slow lane sends little else. nil until a report has
 // measured the loss, again after Busy, and outside auto mode: such groups
 // then get R. While the lane is quiet (SetTickFill), at most one parity
-// symbol per data symbol (and at least MinR), once a report has sized the
-// table: the start-up guess is for a flow's first window, which a paced
-// slow start at a long round trip (Linux spreads it over half of one)
-// sends at a few packets a tick, quiet.
+// symbol per data symbol (and at least MinR), the start-up guess
+// included.
 func (a *Adapter) Partial() []uint8 {
 	k, r := a.Ratio()
-	if a.quiet && a.partialOK && r > 0 {
+	if a.quiet && r > 0 {
 		for n := range k {
 			c := r
-			if a.partial[n] > 0 {
+			if a.partialOK && a.partial[n] > 0 {
 				c = min(c, int(a.partial[n]))
 			}
 			a.capped[n] = uint8(min(c, max(n, a.cfg.MinR)))
@@ -34,17 +32,22 @@ func (a *Adapter) Partial() []uint8 {
 }
 
 // SetTickFill tells the rule how many data symbols the lane sent per
-// flush timeout over its last timer tick. Under two (sparseBelow: pings,
-// a trickle, nothing since a flow ended) the lane is quiet. The rule's
+// flush timeout over its last timer tick, and whether any was larger than
+// SmallSymbol (a flow's data). Under two, and none large (sparseBelow:
+// pings, ACKs, nothing since a flow ended), the lane is quiet. The rule's
 // ratio and table follow the lane's rate only at the peer's next report,
 // about a second on; until then a ping would close a group of one under a
 // table sized for the flow before it (after a bulk flow through 5% loss
 // in bursts, 200 pings at 10 ms carried seven parity symbols each).
 // Quiet, a group that closes early gets at most one parity symbol per
 // data symbol (Partial) until a tick that is not, or Loud (the shard
-// calls it, and Busy, at a flow's fourth large packet in a tick). It
-// reports whether Partial changed.
-func (a *Adapter) SetTickFill(n float64) bool { return a.setQuiet(n < sparseBelow) }
+// calls it, and Busy, at a flow's fourth large packet in a tick). A slow
+// start paced over half a long round trip (Linux) sends a few large
+// packets a tick: not quiet, its first windows keep the start-up guess.
+// It reports whether Partial changed.
+func (a *Adapter) SetTickFill(n float64, large bool) bool {
+	return a.setQuiet(n < sparseBelow && !large)
+}
 
 // Loud tells the rule that the lane sends a flow since its last tick
 // (the shard's Busy): not quiet. It reports whether Partial changed.
@@ -81,7 +84,7 @@ func (a *Adapter) setQuiet(q bool) bool {
 	}
 	a.quiet = q
 	_, r := a.Ratio()
-	return r > 0 && a.partialOK
+	return r > 0
 }
 
 // sparseBelow is the fill (data symbols per flush timeout) under which a

@@ -8,9 +8,10 @@ import (
 
 // A quiet lane's groups that close early carry at most one parity symbol
 // per data symbol, whatever table the flow before sized (the rule's own
-// for a bulk flow through bursty loss). A flow again (Loud) restores the
-// table. The start-up guess keeps its full R (a paced slow start is
-// quiet), and a quiet tick on a lane without parity changes nothing.
+// for a bulk flow through bursty loss) or the start-up guess. A flow
+// again (Loud), or a tick with a large packet however slow (a paced slow
+// start), restores the table; a quiet tick on a lane without parity
+// changes nothing.
 func TestAdapterQuietCapsPartial(t *testing.T) {
 	a := freshAdapter(t)
 	a.SetFill(90)
@@ -24,10 +25,10 @@ func TestAdapterQuietCapsPartial(t *testing.T) {
 	if r == 0 || len(flow) < 2 || flow[1] < 2 {
 		t.Fatalf("a bulk flow through bursty loss: %d:%d, table %v: want a group of one to carry more than one parity", k, r, flow)
 	}
-	if !a.SetTickFill(0.5) {
+	if !a.SetTickFill(0.5, false) {
 		t.Fatal("a quiet tick after the flow: Partial unchanged")
 	}
-	if a.SetTickFill(0) {
+	if a.SetTickFill(0, false) {
 		t.Fatal("a second quiet tick changed Partial again")
 	}
 	capped := a.Partial()
@@ -44,8 +45,17 @@ func TestAdapterQuietCapsPartial(t *testing.T) {
 	}
 
 	g := freshAdapter(t) // the start-up guess: no table, every group its R
-	if g.SetTickFill(1) || g.Partial() != nil {
-		t.Fatalf("a quiet tick under the start-up guess: table %v, want none (full R)", g.Partial())
+	_, gr := g.Ratio()
+	if g.Partial() != nil || !g.SetTickFill(1, false) {
+		t.Fatal("the guess: a table before any report, or a quiet tick changed nothing")
+	}
+	for n, c := range g.Partial() {
+		if want := min(gr, max(n, 1)); int(c) != want {
+			t.Fatalf("quiet under the guess %d parity: a group of %d carries %d, want %d", gr, n, c, want)
+		}
+	}
+	if !g.SetTickFill(1, true) || g.Partial() != nil {
+		t.Fatalf("the guess, a tick of a few large packets (a paced slow start): table %v, want none (full R)", g.Partial())
 	}
 
 	off := freshAdapter(t)
@@ -53,7 +63,7 @@ func TestAdapterQuietCapsPartial(t *testing.T) {
 	for range cleanReports {
 		off.Observe(LossReport{Expected: 500, Received: 500})
 	}
-	if _, r := off.Ratio(); r != 0 || off.SetTickFill(0) {
+	if _, r := off.Ratio(); r != 0 || off.SetTickFill(0, false) {
 		t.Fatalf("no parity (R %d): a quiet tick reported a change", r)
 	}
 }

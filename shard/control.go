@@ -181,7 +181,7 @@ func (s *Shard) controlTimers(ln *lane) {
 		// A lane a flow has left, or one of pings: its groups' parity
 		// capped at one per packet while its ticks are quiet.
 		if ln.adapt != nil {
-			if ln.adapt.SetTickFill(ln.tickRate * ln.sendKeys().enc.FlushTimeout().Seconds()) {
+			if ln.adapt.SetTickFill(ln.tickRate*ln.sendKeys().enc.FlushTimeout().Seconds(), ln.largeThisTick() > 0) {
 				ln.applyFEC()
 			}
 			switch {
