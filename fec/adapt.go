@@ -208,10 +208,8 @@ type Adapter struct {
 	// symbols (Partial), set from the first report on.
 	partial   [MaxK]uint8
 	partialOK bool
-	// quiet: the lane's last timer tick was sparse (SetTickFill);
-	// capped is the table Partial gives then.
-	quiet  bool
-	capped [MaxK]uint8
+	// quiet: the lane's last timer tick was sparse (SetTickFill).
+	quiet bool
 	// clean counts the reports in a row that lost nothing, cleanSyms
 	// the symbols they held; from cleanReports on the lane sends no
 	// parity. guessOff: such a run took parity off while it said

@@ -1,5 +1,6 @@
-// The parity of groups that close early (Partial), its cap while the lane
-// is quiet (SetTickFill), and a flow after a quiet spell (Restart).
+// The parity of groups that close early (Partial), the cap on small
+// packets' while the lane is quiet (SetTickFill), and a flow after a quiet
+// spell (Restart).
 
 package fec
 
@@ -10,24 +11,12 @@ package fec
 // of 2 data symbols needs far fewer parity symbols than one of 32 for the
 // same residual, and a slow lane sends little else. nil until a report has
 // measured the loss, again after Busy, and outside auto mode: such groups
-// then get R. While the lane is quiet (SetTickFill), at most one parity
-// symbol per data symbol (and at least MinR), the start-up guess
-// included.
+// then get R.
 func (a *Adapter) Partial() []uint8 {
-	k, r := a.Ratio()
-	if a.quiet && r > 0 {
-		for n := range k {
-			c := r
-			if a.partialOK && a.partial[n] > 0 {
-				c = min(c, int(a.partial[n]))
-			}
-			a.capped[n] = uint8(min(c, max(n, a.cfg.MinR)))
-		}
-		return a.capped[:k]
-	}
 	if !a.partialOK {
 		return nil
 	}
+	k, _ := a.Ratio()
 	return a.partial[:k]
 }
 
@@ -39,21 +28,23 @@ func (a *Adapter) Partial() []uint8 {
 // about a second on; until then a ping would close a group of one under a
 // table sized for the flow before it (after a bulk flow through 5% loss
 // in bursts, 200 pings at 10 ms carried seven parity symbols each).
-// Quiet, a group that closes early gets at most one parity symbol per
-// data symbol (Partial) until a tick that is not, or Loud (the shard
-// calls it, and Busy, at a flow's fourth large packet in a tick). A slow
-// start paced over half a long round trip (Linux) sends a few large
-// packets a tick: not quiet, its first windows keep the start-up guess.
-// It reports whether Partial changed.
+// Quiet, a group of small packets that closes early gets at most one
+// parity symbol per data symbol (Encoder.SetSmallCap, Quiet) until a tick
+// that is not, or Loud (the shard calls it, and Busy, at a flow's fourth
+// large packet in a tick). A flow's packets are never capped so: a slow
+// start paced over half a long round trip (Linux) or a lone
+// retransmission after a timeout keeps the start-up guess or the table.
+// It reports whether Quiet changed.
 func (a *Adapter) SetTickFill(n float64, large bool) bool {
 	return a.setQuiet(n < sparseBelow && !large)
 }
 
 // Loud tells the rule that the lane sends a flow since its last tick
-// (the shard's Busy): not quiet. It reports whether Partial changed.
+// (the shard's Busy): not quiet. It reports whether Quiet changed.
 func (a *Adapter) Loud() bool { return a.setQuiet(false) }
 
-// Quiet reports whether the lane's last timer tick was quiet (SetTickFill).
+// Quiet reports whether the lane's last timer tick was quiet (SetTickFill):
+// its encoder caps its small packets' groups (Encoder.SetSmallCap).
 func (a *Adapter) Quiet() bool { return a.quiet }
 
 // Restart tells the rule that a flow starts on a lane that has been quiet
@@ -83,8 +74,7 @@ func (a *Adapter) setQuiet(q bool) bool {
 		return false
 	}
 	a.quiet = q
-	_, r := a.Ratio()
-	return r > 0
+	return true
 }
 
 // sparseBelow is the fill (data symbols per flush timeout) under which a

@@ -1,70 +1,62 @@
 package fec
 
 import (
-	"slices"
 	"testing"
 	"time"
 )
 
-// A quiet lane's groups that close early carry at most one parity symbol
-// per data symbol, whatever table the flow before sized (the rule's own
-// for a bulk flow through bursty loss) or the start-up guess. A flow
-// again (Loud), or a tick with a large packet however slow (a paced slow
-// start), restores the table; a quiet tick on a lane without parity
-// changes nothing.
-func TestAdapterQuietCapsPartial(t *testing.T) {
+// A lane's tick is quiet under two data symbols per flush timeout with no
+// large packet; a large packet (a paced slow start, a retransmission) or a
+// flow (Loud) ends it. SetTickFill and Loud report the changes.
+func TestAdapterQuietTicks(t *testing.T) {
 	a := freshAdapter(t)
-	a.SetFill(90)
-	a.SetSent(3000, 3000)
-	a.SetPath(PathClear)
-	for range 3 {
-		a.Observe(LossReport{Expected: 9000, Received: 8550, Runs: 110}) // 5%, bursts of 4
-	}
-	k, r := a.Ratio()
-	flow := slices.Clone(a.Partial())
-	if r == 0 || len(flow) < 2 || flow[1] < 2 {
-		t.Fatalf("a bulk flow through bursty loss: %d:%d, table %v: want a group of one to carry more than one parity", k, r, flow)
-	}
-	if !a.SetTickFill(0.5, false) {
-		t.Fatal("a quiet tick after the flow: Partial unchanged")
+	if a.Quiet() || !a.SetTickFill(0.5, false) || !a.Quiet() {
+		t.Fatal("a tick of a ping or two: not quiet, or no change reported")
 	}
 	if a.SetTickFill(0, false) {
-		t.Fatal("a second quiet tick changed Partial again")
+		t.Fatal("a second quiet tick reported a change")
 	}
-	capped := a.Partial()
-	if len(capped) != len(flow) {
-		t.Fatalf("quiet table of %d entries, want %d", len(capped), len(flow))
+	if !a.SetTickFill(1, true) || a.Quiet() {
+		t.Fatal("a tick with a large packet is quiet")
 	}
-	for n := 1; n < len(capped); n++ {
-		if want := min(int(flow[n]), n); int(capped[n]) != want {
-			t.Fatalf("quiet: a group of %d closing early carries %d parity, want %d (flow's table %d)", n, capped[n], want, flow[n])
-		}
+	a.SetTickFill(1, false)
+	if !a.Loud() || a.Quiet() || a.Loud() {
+		t.Fatal("Loud: still quiet, or a change reported twice")
 	}
-	if !a.Loud() || !slices.Equal(a.Partial(), flow) {
-		t.Fatalf("a flow again: table %v, want the rule's %v", a.Partial(), flow)
+	if a.SetTickFill(sparseBelow, false) || a.Quiet() {
+		t.Fatal("a tick at two symbols per flush timeout is quiet")
 	}
+}
 
-	g := freshAdapter(t) // the start-up guess: no table, every group its R
-	_, gr := g.Ratio()
-	if g.Partial() != nil || !g.SetTickFill(1, false) {
-		t.Fatal("the guess: a table before any report, or a quiet tick changed nothing")
-	}
-	for n, c := range g.Partial() {
-		if want := min(gr, max(n, 1)); int(c) != want {
-			t.Fatalf("quiet under the guess %d parity: a group of %d carries %d, want %d", gr, n, c, want)
+// Under SetSmallCap a group of small symbols that closes early carries at
+// most one parity symbol per data symbol, whatever R and the table say; a
+// group of large symbols keeps them.
+func TestEncoderSmallCap(t *testing.T) {
+	now := time.Unix(0, 0)
+	for _, c := range []struct {
+		size int
+		cap  bool
+		want int
+	}{{60, true, 1}, {60, false, 6}, {1200, true, 6}} {
+		e, err := NewEncoder(EncoderConfig{K: 16, R: 6, FlushTimeout: 5 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-	if !g.SetTickFill(1, true) || g.Partial() != nil {
-		t.Fatalf("the guess, a tick of a few large packets (a paced slow start): table %v, want none (full R)", g.Partial())
-	}
-
-	off := freshAdapter(t)
-	off.SetFill(40)
-	for range cleanReports {
-		off.Observe(LossReport{Expected: 500, Received: 500})
-	}
-	if _, r := off.Ratio(); r != 0 || off.SetTickFill(0, false) {
-		t.Fatalf("no parity (R %d): a quiet tick reported a change", r)
+		e.SetSmallCap(c.cap)
+		if _, err := e.Add(make([]byte, c.size), now); err != nil {
+			t.Fatal(err)
+		}
+		e.Tick(now.Add(10 * time.Millisecond))
+		n := 0
+		for {
+			if _, _, ok := e.NextParity(); !ok {
+				break
+			}
+			n++
+		}
+		if n != c.want {
+			t.Fatalf("a %d-byte packet alone, cap %v: %d parity, want %d", c.size, c.cap, n, c.want)
+		}
 	}
 }
 

@@ -123,6 +123,9 @@ type Encoder struct {
 	// data symbols (SetPartialParity); unset, such a group gets R.
 	partial   [MaxK]uint8
 	partialOK bool
+	// capSmall: a group of the smallest class that closes early carries
+	// at most one parity symbol per data symbol (SetSmallCap).
+	capSmall bool
 
 	pfx    [MaxR][]byte
 	body   [MaxR][]byte
@@ -214,6 +217,13 @@ func (e *Encoder) SetPartialParity(rs []uint8) {
 	e.partialOK = rs != nil
 	copy(e.partial[:], rs)
 }
+
+// SetSmallCap sets whether a group of the smallest size class (pings,
+// ACKs: SmallSymbol) that closes early carries at most one parity symbol
+// per data symbol, whatever SetPartialParity or R says: for a lane that
+// sends little else now, while its ratio was sized for a flow before.
+// Larger symbols (a flow's data, a lone retransmission) keep their table.
+func (e *Encoder) SetSmallCap(on bool) { e.capSmall = on }
 
 // Ratio returns the K:R that blocks begun from now on take.
 func (e *Encoder) Ratio() (k, r int) { return e.nextK, e.nextR }
@@ -416,6 +426,9 @@ func (e *Encoder) closeBlock(c *class) {
 			if want := int(e.partial[g.n]); want > 0 {
 				g.cnt = min(g.cnt, want)
 			}
+		}
+		if g.n < c.k && e.capSmall && c == &e.cls[0] {
+			g.cnt = min(g.cnt, g.n)
 		}
 		g.pMeta = Meta{Kind: KindParity, Group: g.id, Index: uint8(g.n), K: uint8(g.n), R: uint8(g.cnt)}
 		c.pLeft += g.cnt

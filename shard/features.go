@@ -58,5 +58,6 @@ func (ln *lane) applyFEC() {
 		_ = enc.SetRatio(ln.adapt.Ratio())
 		enc.SetDepth(ln.adapt.Depth())
 		enc.SetPartialParity(ln.adapt.Partial())
+		enc.SetSmallCap(ln.adapt.Quiet())
 	}
 }
