@@ -5,18 +5,26 @@ import (
 	"time"
 )
 
+// silentRekey makes a session between ini and resp, lets 10 s pass and
+// has ini's lanes report resp silent: what ini sent then (its new
+// initiation), and ini's peer.
+func silentRekey(t *testing.T) (ini, resp *memCore, p *peer, out []sent) {
+	t.Helper()
+	ini, resp = memPair(t, "198.51.100.7:40000")
+	handshake(t, ini, resp)
+	ini.clock.Advance(10 * time.Second)
+	p = ini.peerOf(t)
+	ini.PeerSilent(0, p.id, false)
+	ini.Step()
+	return ini, resp, p, ini.take()
+}
+
 // A new handshake the lanes asked for (PeerSilent) whose response is
 // lost, while the session's keys still carry traffic both ways (so the
 // lanes never go silent again), is retried at its backoff from the
 // timers, and the retry's response makes one session of both ends.
 func TestLostRekeyResponseRetried(t *testing.T) {
-	ini, resp := memPair(t, "198.51.100.7:40000")
-	handshake(t, ini, resp)
-	ini.clock.Advance(10 * time.Second)
-	p := ini.peerOf(t)
-	ini.PeerSilent(0, p.id, false)
-	ini.Step()
-	first := ini.take()
+	ini, resp, p, first := silentRekey(t)
 	if len(first) != 1 {
 		t.Fatalf("silent lanes: %d initiations, want 1", len(first))
 	}
@@ -58,13 +66,8 @@ func TestLostRekeyResponseRetried(t *testing.T) {
 // handshake gets sessionRetries initiations in all before the session is
 // due for its rekey (which retries on its own), not one every 15 s.
 func TestSessionRetriesBounded(t *testing.T) {
-	ini, resp := memPair(t, "198.51.100.7:40000")
-	handshake(t, ini, resp)
-	ini.clock.Advance(10 * time.Second)
-	p := ini.peerOf(t)
-	ini.PeerSilent(0, p.id, false)
-	ini.Step()
-	sent := len(ini.take())
+	ini, _, _, first := silentRekey(t)
+	sent := len(first)
 	for range 109 { // to 119 s: before the rekey (120 s and its jitter)
 		ini.clock.Advance(time.Second)
 		ini.Tick(ini.clock.Now())

@@ -53,11 +53,11 @@ func (a *Adapter) Quiet() bool { return a.quiet }
 // (split reports under a queue that stood, endAssumption), it assumes
 // them again, and the start-up guess comes back (as in Busy, but for the
 // trickle guard, few1 and few2): that evidence was the queue of the flow
-// before. A BBR flow's standing queue ended the
-// assumption on a channel losing 5% in bursts of 4; the Reno flow after
-// it on the same lane started in 115:19 x1, sized for independent loss,
-// lost 594 packets for good in its first second and ran at 33 Mbit/s of
-// 200. It reports whether the ratio changed.
+// before. A BBR flow's standing queue ended the assumption on a channel
+// losing 5% in bursts of 4; the Reno flow after it on the same lane
+// started in 115:19 x1, sized for independent loss, lost 594 packets for
+// good in its first second and ran at 33 Mbit/s of 200. It reports
+// whether the ratio changed.
 func (a *Adapter) Restart() bool {
 	if a.mode.Kind != ModeAuto || a.burst != 0 || a.noRuns || a.assumed < assumeReports {
 		return false

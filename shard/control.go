@@ -178,8 +178,8 @@ func (s *Shard) controlTimers(ln *lane) {
 	}
 	if dt := s.now.Sub(ln.tickAt); dt > 0 && !ln.tickAt.IsZero() {
 		ln.tickRate = float64(ln.txPackets-ln.tickTx) / dt.Seconds()
-		// A lane a flow has left, or one of pings: its groups' parity
-		// capped at one per packet while its ticks are quiet.
+		// A lane a flow has left, or one of pings: its small packets'
+		// groups carry one parity per packet while its ticks are quiet.
 		if ln.adapt != nil {
 			if ln.adapt.SetTickFill(ln.tickRate*ln.sendKeys().enc.FlushTimeout().Seconds(), ln.largeThisTick() > 0) {
 				ln.applyFEC()

@@ -78,8 +78,8 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 	large := !fec.SmallSymbol(len(sym))
 	if large && ln.largeThisTick() == flowPackets-1 && ln.adapt != nil {
 		// A flow after pings: this packet on, the start-up guess, and
-		// groups that close early get their full parity again; after
-		// a quiet spell, a new flow (fec.Adapter.Restart).
+		// small packets' groups that close early get their full parity
+		// again; after a quiet spell, a new flow (fec.Adapter.Restart).
 		restart := !ln.quietAt.IsZero() && s.now.Sub(ln.quietAt) >= ln.restartAfter() && ln.adapt.Restart()
 		ln.quietAt = time.Time{}
 		if busy := ln.adapt.Busy(); ln.adapt.Loud() || busy || restart {

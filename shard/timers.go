@@ -35,9 +35,9 @@ func (s *Shard) flushAll() {
 // returns the earliest pending FEC deadline (zero if none).
 func (s *Shard) tick() time.Time {
 	s.refillRoam()
-	// Groups past their flush deadline close first, with the parity of
-	// the tick they were sent in: the timers may find the lane quiet
-	// now (controlTimers), which caps it.
+	// Groups past their flush deadline close first, with the table in
+	// force while they filled: the timers may find the lane quiet now
+	// (controlTimers), which caps small packets' groups.
 	s.tickFEC()
 	now := int64(s.now.Sub(stampEpoch))
 	for i, ln := range s.table.owned {
