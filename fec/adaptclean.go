@@ -89,10 +89,8 @@ func (a *Adapter) Busy() bool {
 		return false
 	}
 	a.few1, a.few2 = a.few1 || few, a.few1 && few
-	a.guessOff, a.clean, a.cleanSyms = false, 0, 0
-	a.small = false
-	a.setTarget()
-	a.startGuess()
+	a.guessOff = false
+	a.guessAgain()
 	return true
 }
 

@@ -63,10 +63,16 @@ func (a *Adapter) Restart() bool {
 		return false
 	}
 	a.assumed = 0
+	a.guessAgain()
+	return true
+}
+
+// guessAgain brings the start-up guess back for a flow that starts now
+// (Busy, Restart): no clean run counted, TCP's target, the guess.
+func (a *Adapter) guessAgain() {
 	a.clean, a.cleanSyms, a.small = 0, 0, false
 	a.setTarget()
 	a.startGuess()
-	return true
 }
 
 func (a *Adapter) setQuiet(q bool) bool {
