@@ -220,20 +220,22 @@ func (s *Shard) controlTimers(ln *lane) {
 }
 
 // checkSilence reports (Config.Silent) a lane that kept sending what asks
-// for an answer (lastAskTx: data, or control frames other than
-// keepalives) for noReplyAfter after it last heard from the peer (under any
-// keys, or since its current keys came): liveness is an event from the lane,
-// so the control core polls no shard for it. It says whether the peer's
-// datagrams were framed by the previous wire version (noteOldFraming).
+// for an answer (data, or control frames other than keepalives) for
+// noReplyAfter with no answer: from its first such send after it last heard
+// from the peer under any keys (askSince), or from when its current keys
+// came if later, to its last (lastAskTx), which is recent. Liveness is an
+// event from the lane, so the control core polls no shard for it. It says
+// whether the peer's datagrams were framed by the previous wire version
+// (noteOldFraming).
 func (s *Shard) checkSilence(ln *lane) {
-	if s.cfg.Silent == nil {
-		return
+	if s.cfg.Silent == nil || !ln.askSince.After(ln.lastRx) {
+		return // nothing asked since the peer was last heard
 	}
-	rx, tx := ln.lastRx, ln.lastAskTx
-	if rx.Before(ln.cur.installed) {
-		rx = ln.cur.installed
+	from, tx := ln.askSince, ln.lastAskTx
+	if from.Before(ln.cur.installed) {
+		from = ln.cur.installed
 	}
-	if tx.Sub(rx) <= noReplyAfter || s.now.Sub(tx) >= noReplyAfter {
+	if tx.Sub(from) <= noReplyAfter || s.now.Sub(tx) >= noReplyAfter {
 		return
 	}
 	if !ln.silentAt.IsZero() && s.now.Sub(ln.silentAt) < noReplyAfter {
@@ -241,6 +243,15 @@ func (s *Shard) checkSilence(ln *lane) {
 	}
 	ln.silentAt = s.now
 	s.cfg.Silent(s.id, ln.cfg.Peer, ln.cur.oldFraming)
+}
+
+// asked notes a send that asks for an answer at now; the first since the
+// peer was last heard starts the wait checkSilence measures.
+func (ln *lane) asked(now time.Time) {
+	if !ln.askSince.After(ln.lastRx) {
+		ln.askSince = now
+	}
+	ln.lastAskTx = now
 }
 
 // drawWaits draws ln's next keepalive waits (after it sent anything).
@@ -359,7 +370,7 @@ func (s *Shard) sendControl(ln *lane, body []byte) bool {
 	// keepalive timer (that sent one every tick).
 	ln.lastTx = s.now
 	if body[0] != ctlKeepalive {
-		ln.lastAskTx = s.now
+		ln.asked(s.now)
 	}
 	ln.drawWaits()
 	s.table.stir(ln)

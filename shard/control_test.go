@@ -171,3 +171,36 @@ func TestIdleLanesFallSilent(t *testing.T) {
 		t.Fatalf("idle lanes sent %d control frames in their last 50 s; %d silence reports", late, silent)
 	}
 }
+
+// A lane that resumes sending after an idle spell longer than noReplyAfter
+// is not silent: the wait for an answer starts at its first send, not at
+// what it last heard. Unanswered for noReplyAfter from there, it is.
+func TestResumeAfterIdleIsNotSilence(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
+	sa, sb := a.shards[0], b.shards[0]
+	var silentAt []time.Duration
+	start := sa.now
+	sa.cfg.Silent = func(int, PeerID, bool) { silentAt = append(silentAt, sa.now.Sub(start)) }
+	answer := true
+	for el := time.Duration(0); el < 30*time.Second; el += 50 * time.Millisecond {
+		sa.now, sb.now = start.Add(el), start.Add(el)
+		// One packet, 10 s idle, then a packet every 100 ms; from 20 s the
+		// peer's datagrams stop arriving.
+		if el == 0 || el >= 10*time.Second && el%(100*time.Millisecond) == 0 {
+			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 200, int(el/time.Millisecond)))
+		}
+		answer = el < 20*time.Second
+		sa.tick()
+		sb.tick()
+		deliverAll(t, a, b, nil)
+		deliverAll(t, b, a, func(int) bool { return !answer })
+	}
+	if len(silentAt) == 0 {
+		t.Fatal("a lane unanswered from 20 s was never reported silent")
+	}
+	// The last answer came at most a second before 20 s.
+	if first := silentAt[0]; first < 24*time.Second || first > 26*time.Second {
+		t.Fatalf("first silence report at %v, want about 5 s after the answers stopped at 20 s (reports %v)", first, silentAt)
+	}
+}

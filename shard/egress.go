@@ -110,7 +110,8 @@ func (s *Shard) sendData(ln *lane, p *ring.Packet) {
 		ln.txLarge++
 	}
 	ln.noteSize(p.N)
-	ln.lastTx, ln.lastAskTx = s.now, s.now
+	ln.lastTx = s.now
+	ln.asked(s.now)
 	s.table.stir(ln)
 	s.queue(ln, p, len(d))
 	s.drainParity(ln, ks)

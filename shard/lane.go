@@ -142,7 +142,10 @@ type lane struct {
 	// lastAskTx is when the lane last sent something that asks for an
 	// answer (data, or a control frame other than a keepalive): only
 	// such a send unanswered says the peer went silent (checkSilence).
-	lastAskTx time.Time
+	// askSince is when it first sent one after it last heard from the
+	// peer: the wait for an answer starts there, not at the last receive,
+	// so a lane that resumes after an idle spell is not silent (asked).
+	lastAskTx, askSince time.Time
 
 	// Control-frame timers (control.go), redrawn each round.
 	reportDue   time.Time
