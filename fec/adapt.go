@@ -128,7 +128,8 @@ const maxKs = 4
 // unknownBurst, and only
 // the deepest interleave is weighed (burstLen); a sample ends that
 // assumption for independent loss only over twice burstSample (sample).
-// Among the group sizes Ks, R in [MinR, min(MaxR, K·MaxOverhead)] and,
+// Among the group sizes Ks, R in [MinR, min(MaxR, K·MaxOverhead)] (more
+// for small groups, and up to K while a flow starts: maxR) and,
 // for bursty loss, depths 1, 2 and 4, choose the one
 // with the smallest parity share R/K whose predicted post-FEC loss
 // ResidualLossBurst(K, R, p, b at that depth) is ≤ the target (ties: the
@@ -221,6 +222,9 @@ type Adapter struct {
 	// fresh: the start-up guess is in force (from NewAdapter or Busy),
 	// and the next interval acted on is a flow's first.
 	fresh bool
+	// starting counts down the intervals a flow's start still acts on
+	// with the start-up allowance (startupReports, maxR).
+	starting int
 	// long: the peer's decoder reads long groups (SetLongGroups).
 	long bool
 	// path is what the round trip says (SetPath); p is the loss the
@@ -317,13 +321,14 @@ func NewAdapter(m Mode, cfg AdaptConfig) (*Adapter, error) {
 		a.k, a.r = m.K, m.R
 	default:
 		// Until the first interval it acts on, the most it spends on the
-		// smallest K (16:6 by default): a loss-based flow's slow start
-		// runs in these groups, and one loss there ends it with a small
-		// window that grows back only slowly at a long round trip. At
-		// 5% loss 16:6 leaves ~2e-5 of the inner packets lost (16:4:
-		// ~7e-4, and a slow start sends thousands before the first
-		// report is heard); a clean path's first report (a fraction of
-		// a second) takes it down.
+		// smallest K, with the start-up allowance (16:16 x4 by default):
+		// a loss-based flow's slow start runs in these groups, and one
+		// loss there ends it with a small window that grows back only
+		// slowly at a long round trip. At 5% loss in bursts of 4, 16:16
+		// x4 leaves ~3e-7 of the inner packets lost (16:6 x4: ~1.5e-3,
+		// and a slow start sends thousands before the first report is
+		// heard); a clean path's first report (a fraction of a second)
+		// takes it down.
 		a.d = a.deepest() // no report counted at another depth yet
 		a.startGuess()
 	}

@@ -40,10 +40,10 @@ func (a *Adapter) trackClean(rep LossReport) {
 // why), full R for groups that close early, at the deepest interleave:
 // the burst length is no more known than the loss (unknownBurst).
 func (a *Adapter) startGuess() {
-	a.fresh = true
+	a.fresh, a.starting = true, startupReports
 	a.setDepth(a.deepest())
 	a.k = slices.Min(a.cfg.Ks)
-	a.r, a.partialOK = a.maxR(a.k), false
+	a.r, a.partialOK = a.maxR(a.k, a.d), false
 }
 
 // deepest is the deepest interleave the rule weighs.
@@ -111,7 +111,7 @@ func (a *Adapter) sizedForFew() bool {
 // guessing reports whether the start-up guess is in force for a first
 // interval still to come: Busy would change nothing.
 func (a *Adapter) guessing() bool {
-	return a.fresh && a.k == slices.Min(a.cfg.Ks) && a.r == a.maxR(a.k) && a.d == a.deepest()
+	return a.fresh && a.k == slices.Min(a.cfg.Ks) && a.r == a.maxR(a.k, a.d) && a.d == a.deepest()
 }
 
 // sparse reports whether the lane's groups close early with a packet or

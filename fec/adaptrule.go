@@ -30,19 +30,43 @@ const (
 	smallGroupPer = 2
 )
 
-// maxR is the most parity the rule spends on a group of k.
-func (a *Adapter) maxR(k int) int {
+// maxR is the most parity the rule spends on a group of k at depth d:
+// within MaxOverhead, the small groups' allowance and, while a flow
+// starts, the start-up allowance, and within the block budget.
+func (a *Adapter) maxR(k, d int) int {
 	r := int(float64(k) * a.cfg.MaxOverhead)
+	flow := !a.small && !a.sparse()
 	if k < slices.Min(a.cfg.Ks) {
 		per := 1
-		if !a.small && !a.sparse() {
+		if flow {
 			per = smallGroupPer
 		}
 		r = max(r, min(smallGroupR, per*k))
 	}
+	if a.starting > 0 && flow {
+		r = max(r, k)
+	}
+	budget := blockBudget
+	if !a.long {
+		budget = legacyBlockBudget
+	}
 	_, most := FitRatio(k, a.cfg.MaxR, a.long)
-	return max(a.cfg.MinR, min(most, r))
+	return max(a.cfg.MinR, min(most, r, budget/d-k))
 }
+
+// startupReports is how many intervals a flow's start acts on with the
+// start-up allowance: as much parity as data (one per data symbol) where
+// MaxOverhead cannot meet the target. A slow start runs far below the
+// path's rate, where parity costs it nothing, and in groups its rate
+// keeps small, where MaxOverhead buys little: through 5% loss in bursts
+// of 4 the start-up guess at 16:6 x4 left 1.5e-3 of a flow's packets
+// lost (16:16 x4: 3e-7), the first choices at 10:8 x4 1.4e-4, and one
+// CUBIC flow start in four lost packets for good in its first few
+// hundred, left slow start at a window of about 100 packets and ran at
+// 30-60 Mbit/s of 200 (docs/BENCHMARKS.md). The first four reports come
+// 250 ms apart (the shard's early reports): about the first second of a
+// flow, the span of a slow start at round trips up to about 100 ms.
+const startupReports = 4
 
 // blockBudget bounds a block's symbols (depth × (K + R)), so that the
 // blocks of the three size classes fit together in the peer's decoder
@@ -84,7 +108,7 @@ func (a *Adapter) predict(c *candidates, p, burst float64) {
 		last := 0
 		for i, k0 := range a.cfg.Ks {
 			kk := a.groupSize(k0, depths[j])
-			c.n[i][j], c.maxR[i][j] = kk, a.maxR(kk)
+			c.n[i][j], c.maxR[i][j] = kk, a.maxR(kk, depths[j])
 			last = max(last, kk+c.maxR[i][j])
 		}
 		if p <= 0 || p >= 1 {
@@ -349,7 +373,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	}
 	a.takeBursts(p == 0 && !congested)
 	cur := choice{a.groupSize(a.k, a.d), a.r, a.d}
-	cur.r = min(cur.r, a.maxR(cur.k))
+	cur.r = min(cur.r, a.maxR(cur.k, cur.d))
 	burst := a.burstLen(p)
 	var cands candidates
 	a.predict(&cands, p, burst)
@@ -401,6 +425,7 @@ func (a *Adapter) Observe(rep LossReport) (k, r int) {
 	if !a.sizedForFew() {
 		a.few1, a.few2 = false, false // a flow's own choice: the next flow after pings gets the guess again
 	}
+	a.starting = max(0, a.starting-1)
 	return a.Ratio()
 }
 

@@ -138,11 +138,11 @@ func TestSlowFlowSmallGroups(t *testing.T) {
 	}
 	a := freshAdapter(t)
 	a.SetFill(10)
-	if got := a.maxR(3); got != 2*3 {
+	if got := a.maxR(3, 1); got != 2*3 {
 		t.Fatalf("a flow's group of 3: at most %d parity, want %d", got, 2*3)
 	}
 	a.SetSent(1000, 0) // ACKs
-	if got := a.maxR(3); got != 3 {
+	if got := a.maxR(3, 1); got != 3 {
 		t.Fatalf("an ACK lane's group of 3: at most %d parity, want 3", got)
 	}
 }
