@@ -86,7 +86,7 @@ type AdaptConfig struct {
 	// still show loss).
 	MinR, MaxR int
 	// MaxOverhead caps R/K, the parity share the rule may spend
-	// (default 0.4).
+	// (default 0.4), but for small groups and a flow's start (maxR).
 	MaxOverhead float64
 	// Target is the post-FEC inner loss the rule aims for while it knows
 	// no round-trip time or the lane sends only small packets
@@ -206,7 +206,8 @@ type Adapter struct {
 	small, few1, few2    bool    // the lane's data are small packets (SetSent); Busy's guesses since the rule last sized a flow (one, two)
 	fill                 float64 // data symbols per flush timeout (SetFill; 0: unknown)
 	// partial[n] is the parity for a group that closes early with n data
-	// symbols (Partial), set from the first report on.
+	// symbols (Partial): the start-up guess's (startGuess), then each
+	// report's.
 	partial   [MaxK]uint8
 	partialOK bool
 	// quiet: the lane's last timer tick was sparse (SetTickFill).
@@ -225,6 +226,8 @@ type Adapter struct {
 	// starting counts down the intervals a flow's start still acts on
 	// with the start-up allowance (startupReports, maxR).
 	starting int
+	// guessR is the R of the start-up guess in force (guessing).
+	guessR int
 	// long: the peer's decoder reads long groups (SetLongGroups).
 	long bool
 	// path is what the round trip says (SetPath); p is the loss the

@@ -290,15 +290,18 @@ func TestAdapterUnreachableTarget(t *testing.T) {
 	}
 }
 
-// TestAdapterPartial: the parity table for groups that close early is unset
-// until a report measures loss, then gives each group size the least parity
+// TestAdapterPartial: the parity table for groups that close early is the
+// start-up guess's until a report measures loss (at most two parity
+// symbols per data symbol, at least the guess's share of K before the
+// start-up allowance: 6), then gives each group size the least parity
 // predicted to meet the goal (never more than R), and fixed mode has none.
 func TestAdapterPartial(t *testing.T) {
 	for _, burst := range []float64{1, 4} {
 		a, _ := NewAdapter(Mode{Kind: ModeAuto}, AdaptConfig{})
 		a.SetRTT(50 * time.Millisecond)
-		if a.Partial() != nil {
-			t.Fatal("partial table before any report")
+		k0, r0 := a.Ratio()
+		if g := a.Partial(); len(g) != k0 || g[1] != 6 || g[3] != 6 || g[4] != 8 || g[k0-1] != uint8(r0) {
+			t.Fatalf("the guess's table %v (guess %d:%d), want 6 up to 3 data symbols, then 2 per data symbol up to R", g, k0, r0)
 		}
 		rep := LossReport{Expected: 100000, Received: 95000, Runs: uint32(5000 / burst)}
 		var k, r int

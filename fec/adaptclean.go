@@ -37,13 +37,23 @@ func (a *Adapter) trackClean(rep LossReport) {
 
 // startGuess is the ratio until the first interval the rule acts on: the
 // smallest K with the most parity the rule spends on it (NewAdapter says
-// why), full R for groups that close early, at the deepest interleave:
-// the burst length is no more known than the loss (unknownBurst).
+// why), at the deepest interleave: the burst length is no more known than
+// the loss (unknownBurst). A group that closes early carries at most
+// smallGroupPer parity symbols per data symbol, never fewer than
+// MaxOverhead's share of K: a slow start's groups get what a flow's
+// groups of that size may get, and a lone packet on a lane not yet sized
+// (an ACK lane's first, a ping) six parity symbols, not sixteen.
 func (a *Adapter) startGuess() {
 	a.fresh, a.starting = true, startupReports
 	a.setDepth(a.deepest())
 	a.k = slices.Min(a.cfg.Ks)
-	a.r, a.partialOK = a.maxR(a.k, a.d), false
+	a.r = a.maxR(a.k, a.d)
+	a.guessR = a.r
+	least := min(a.r, max(a.cfg.MinR, int(float64(a.k)*a.cfg.MaxOverhead)))
+	for n := 1; n < a.k; n++ {
+		a.partial[n] = uint8(min(a.r, max(least, smallGroupPer*n)))
+	}
+	a.partialOK = true
 }
 
 // deepest is the deepest interleave the rule weighs.
@@ -111,7 +121,7 @@ func (a *Adapter) sizedForFew() bool {
 // guessing reports whether the start-up guess is in force for a first
 // interval still to come: Busy would change nothing.
 func (a *Adapter) guessing() bool {
-	return a.fresh && a.k == slices.Min(a.cfg.Ks) && a.r == a.maxR(a.k, a.d) && a.d == a.deepest()
+	return a.fresh && a.k == slices.Min(a.cfg.Ks) && a.r == a.guessR && a.d == a.deepest()
 }
 
 // sparse reports whether the lane's groups close early with a packet or

@@ -9,9 +9,9 @@ package fec
 // least parity predicted to keep its residual loss within the target (or
 // within what the full K:R predicts, if that is more), at most R. A group
 // of 2 data symbols needs far fewer parity symbols than one of 32 for the
-// same residual, and a slow lane sends little else. nil until a report has
-// measured the loss, again after Busy, and outside auto mode: such groups
-// then get R.
+// same residual, and a slow lane sends little else. Under the start-up
+// guess, what startGuess gives; nil outside auto mode: such groups then
+// get R.
 func (a *Adapter) Partial() []uint8 {
 	if !a.partialOK {
 		return nil

@@ -219,23 +219,18 @@ func (s *Shard) controlTimers(ln *lane) {
 	}
 }
 
-// checkSilence reports (Config.Silent) a lane that kept sending what asks
-// for an answer (data, or control frames other than keepalives) for
-// noReplyAfter with no answer: from its first such send after it last heard
-// from the peer under any keys (askSince), or from when its current keys
-// came if later, to its last (lastAskTx), which is recent. Liveness is an
-// event from the lane, so the control core polls no shard for it. It says
-// whether the peer's datagrams were framed by the previous wire version
-// (noteOldFraming).
+// checkSilence reports (Config.Silent) a lane that asked for an answer
+// (sent data, or a control frame other than a keepalive) noReplyAfter ago
+// and heard nothing since: the wait runs from its first such send after it
+// last heard from the peer under any keys or got its current keys
+// (askSince, heardAt), as WireGuard's runs from its first unanswered data,
+// whether the lane went on sending or not. A lane that resumes after an
+// idle spell starts a new wait; one whose last packet went to a peer that
+// restarted reports it. Liveness is an event from the lane, so the control
+// core polls no shard for it. It says whether the peer's datagrams were
+// framed by the previous wire version (noteOldFraming).
 func (s *Shard) checkSilence(ln *lane) {
-	if s.cfg.Silent == nil || !ln.askSince.After(ln.lastRx) {
-		return // nothing asked since the peer was last heard
-	}
-	from, tx := ln.askSince, ln.lastAskTx
-	if from.Before(ln.cur.installed) {
-		from = ln.cur.installed
-	}
-	if tx.Sub(from) <= noReplyAfter || s.now.Sub(tx) >= noReplyAfter {
+	if s.cfg.Silent == nil || !ln.askSince.After(ln.heardAt()) || s.now.Sub(ln.askSince) <= noReplyAfter {
 		return
 	}
 	if !ln.silentAt.IsZero() && s.now.Sub(ln.silentAt) < noReplyAfter {
@@ -248,10 +243,18 @@ func (s *Shard) checkSilence(ln *lane) {
 // asked notes a send that asks for an answer at now; the first since the
 // peer was last heard starts the wait checkSilence measures.
 func (ln *lane) asked(now time.Time) {
-	if !ln.askSince.After(ln.lastRx) {
+	if !ln.askSince.After(ln.heardAt()) {
 		ln.askSince = now
 	}
-	ln.lastAskTx = now
+}
+
+// heardAt is when ln last heard from its peer under any keys, or got its
+// current keys (a completed handshake), if later.
+func (ln *lane) heardAt() time.Time {
+	if ln.lastRx.Before(ln.cur.installed) {
+		return ln.cur.installed
+	}
+	return ln.lastRx
 }
 
 // drawWaits draws ln's next keepalive waits (after it sent anything).

@@ -204,3 +204,28 @@ func TestResumeAfterIdleIsNotSilence(t *testing.T) {
 		t.Fatalf("first silence report at %v, want about 5 s after the answers stopped at 20 s (reports %v)", first, silentAt)
 	}
 }
+
+// A lane whose one packet goes unanswered reports its peer silent about
+// noReplyAfter later, though it sends nothing more (a peer that restarted
+// while the lane was idle): as WireGuard, the wait runs from the first
+// unanswered send, not while the lane keeps sending.
+func TestSilenceAfterOneUnansweredPacket(t *testing.T) {
+	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
+	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
+	sa, sb := a.shards[0], b.shards[0]
+	var silentAt []time.Duration
+	start := sa.now
+	sa.cfg.Silent = func(int, PeerID, bool) { silentAt = append(silentAt, sa.now.Sub(start)) }
+	sa.now = start.Add(time.Second) // a while after the keys came
+	inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 200, 1))
+	for el := time.Second; el < 12*time.Second; el += 50 * time.Millisecond {
+		sa.now, sb.now = start.Add(el), start.Add(el)
+		sa.tick()
+		sb.tick()
+		deliverAll(t, a, b, nil)
+		deliverAll(t, b, a, func(int) bool { return true }) // the peer's answers are lost
+	}
+	if len(silentAt) == 0 || silentAt[0] < 6*time.Second || silentAt[0] > 7*time.Second {
+		t.Fatalf("silence reports at %v, want the first 5-6 s after the unanswered packet at 1 s", silentAt)
+	}
+}

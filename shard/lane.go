@@ -139,13 +139,13 @@ type lane struct {
 	txDgrams uint32
 	rxDgrams uint64
 	lastTx   time.Time
-	// lastAskTx is when the lane last sent something that asks for an
-	// answer (data, or a control frame other than a keepalive): only
-	// such a send unanswered says the peer went silent (checkSilence).
-	// askSince is when it first sent one after it last heard from the
-	// peer: the wait for an answer starts there, not at the last receive,
-	// so a lane that resumes after an idle spell is not silent (asked).
-	lastAskTx, askSince time.Time
+	// askSince is when the lane first sent something that asks for an
+	// answer (data, or a control frame other than a keepalive) after it
+	// last heard from the peer: only such a send unanswered says the peer
+	// went silent, and the wait starts there, not at the last receive, so
+	// a lane that resumes after an idle spell is not silent (asked,
+	// checkSilence).
+	askSince time.Time
 
 	// Control-frame timers (control.go), redrawn each round.
 	reportDue   time.Time

@@ -129,8 +129,9 @@ const (
 	// each time: no fixed period for a classifier to find.
 	jitterFraction = 0.25
 
-	// noReplyAfter: a lane that keeps sending this long after it last
-	// heard from its peer reports the peer silent (checkSilence), and the
+	// noReplyAfter: a lane whose first send that asks for an answer since
+	// it last heard from its peer is this old reports the peer silent
+	// (checkSilence), and the
 	// control core starts a new handshake (the peer restarted and lost its keys),
 	// as WireGuard does after its keepalive timeout. The peer's keepalives
 	// (passive: about 2 s after it heard data or a control frame other
