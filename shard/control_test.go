@@ -172,30 +172,39 @@ func TestIdleLanesFallSilent(t *testing.T) {
 	}
 }
 
-// A lane that resumes sending after an idle spell longer than noReplyAfter
-// is not silent: the wait for an answer starts at its first send, not at
-// what it last heard. Unanswered for noReplyAfter from there, it is.
-func TestResumeAfterIdleIsNotSilence(t *testing.T) {
+// silenceAfter runs two connected shards in 50 ms steps for d: a's lane
+// sends a packet at each step send says to, b's answers arrive while
+// answered says so. It returns when a reported b silent.
+func silenceAfter(t *testing.T, d time.Duration, send, answered func(el time.Duration) bool) []time.Duration {
+	t.Helper()
 	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
 	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
 	sa, sb := a.shards[0], b.shards[0]
 	var silentAt []time.Duration
 	start := sa.now
 	sa.cfg.Silent = func(int, PeerID, bool) { silentAt = append(silentAt, sa.now.Sub(start)) }
-	answer := true
-	for el := time.Duration(0); el < 30*time.Second; el += 50 * time.Millisecond {
+	for el := time.Duration(0); el < d; el += 50 * time.Millisecond {
 		sa.now, sb.now = start.Add(el), start.Add(el)
-		// One packet, 10 s idle, then a packet every 100 ms; from 20 s the
-		// peer's datagrams stop arriving.
-		if el == 0 || el >= 10*time.Second && el%(100*time.Millisecond) == 0 {
+		if send(el) {
 			inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 200, int(el/time.Millisecond)))
 		}
-		answer = el < 20*time.Second
 		sa.tick()
 		sb.tick()
 		deliverAll(t, a, b, nil)
-		deliverAll(t, b, a, func(int) bool { return !answer })
+		deliverAll(t, b, a, func(int) bool { return !answered(el) })
 	}
+	return silentAt
+}
+
+// A lane that resumes sending after an idle spell longer than noReplyAfter
+// is not silent: the wait for an answer starts at its first send, not at
+// what it last heard. Unanswered for noReplyAfter from there, it is.
+func TestResumeAfterIdleIsNotSilence(t *testing.T) {
+	// One packet, 10 s idle, then a packet every 100 ms; from 20 s the
+	// peer's datagrams stop arriving.
+	silentAt := silenceAfter(t, 30*time.Second, func(el time.Duration) bool {
+		return el == 0 || el >= 10*time.Second && el%(100*time.Millisecond) == 0
+	}, func(el time.Duration) bool { return el < 20*time.Second })
 	if len(silentAt) == 0 {
 		t.Fatal("a lane unanswered from 20 s was never reported silent")
 	}
@@ -210,21 +219,9 @@ func TestResumeAfterIdleIsNotSilence(t *testing.T) {
 // while the lane was idle): as WireGuard, the wait runs from the first
 // unanswered send, not while the lane keeps sending.
 func TestSilenceAfterOneUnansweredPacket(t *testing.T) {
-	a, b := newSide(t, 1, routesA), newSide(t, 1, routesB)
-	connect(t, a, b, fec.EncoderConfig{K: 4, R: 1})
-	sa, sb := a.shards[0], b.shards[0]
-	var silentAt []time.Duration
-	start := sa.now
-	sa.cfg.Silent = func(int, PeerID, bool) { silentAt = append(silentAt, sa.now.Sub(start)) }
-	sa.now = start.Add(time.Second) // a while after the keys came
-	inject(t, sa, ipPacket("10.1.0.5", "10.2.0.9", 200, 1))
-	for el := time.Second; el < 12*time.Second; el += 50 * time.Millisecond {
-		sa.now, sb.now = start.Add(el), start.Add(el)
-		sa.tick()
-		sb.tick()
-		deliverAll(t, a, b, nil)
-		deliverAll(t, b, a, func(int) bool { return true }) // the peer's answers are lost
-	}
+	// One packet a second after the keys came; the peer's answers are lost.
+	silentAt := silenceAfter(t, 12*time.Second, func(el time.Duration) bool { return el == time.Second },
+		func(time.Duration) bool { return false })
 	if len(silentAt) == 0 || silentAt[0] < 6*time.Second || silentAt[0] > 7*time.Second {
 		t.Fatalf("silence reports at %v, want the first 5-6 s after the unanswered packet at 1 s", silentAt)
 	}
