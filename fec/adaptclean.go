@@ -49,7 +49,7 @@ func (a *Adapter) startGuess() {
 	a.k = slices.Min(a.cfg.Ks)
 	a.r = a.maxR(a.k, a.d)
 	a.guessR = a.r
-	least := min(a.r, max(a.cfg.MinR, int(float64(a.k)*a.cfg.MaxOverhead)))
+	least := min(a.r, max(a.cfg.MinR, a.shareR(a.k)))
 	for n := 1; n < a.k; n++ {
 		a.partial[n] = uint8(min(a.r, max(least, smallGroupPer*n)))
 	}

@@ -34,7 +34,7 @@ const (
 // within MaxOverhead, the small groups' allowance and, while a flow
 // starts, the start-up allowance, and within the block budget.
 func (a *Adapter) maxR(k, d int) int {
-	r := int(float64(k) * a.cfg.MaxOverhead)
+	r := a.shareR(k)
 	flow := !a.small && !a.sparse()
 	if k < slices.Min(a.cfg.Ks) {
 		per := 1
@@ -53,6 +53,9 @@ func (a *Adapter) maxR(k, d int) int {
 	_, most := FitRatio(k, a.cfg.MaxR, a.long)
 	return max(a.cfg.MinR, min(most, r, budget/d-k))
 }
+
+// shareR is the most parity MaxOverhead allows a group of k.
+func (a *Adapter) shareR(k int) int { return int(float64(k) * a.cfg.MaxOverhead) }
 
 // startupReports is how many intervals a flow's start acts on with the
 // start-up allowance: as much parity as data (one per data symbol) where
